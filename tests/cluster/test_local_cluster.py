@@ -1,0 +1,96 @@
+"""The local control plane is a real Kubernetes: nodes, scheduling, kwok stages, teardown."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.conftest import LocalCluster
+from trainmaster.kube import sync_client
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def core(local_cluster: LocalCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(sync_client(local_cluster.kubeconfig))
+
+
+@pytest.fixture()
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: _has_default_sa(core, name), "default service account", 30)
+    yield name
+    core.delete_namespace(name)
+
+
+def _has_default_sa(core: client.CoreV1Api, ns: str) -> bool:
+    return any(sa.metadata.name == "default"
+               for sa in core.list_namespaced_service_account(ns).items)
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _pod(name: str, gpus: int = 1, labels: dict[str, str] | None = None,
+         annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36", "resources": {
+            "requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}}]},
+    }
+
+
+def test_all_bench_nodes_are_ready_with_topology(local_cluster: LocalCluster,
+                                                 core: client.CoreV1Api) -> None:
+    nodes = core.list_node(label_selector="type=kwok").items
+    assert len(nodes) == 500
+    ready = [n for n in nodes if any(c.type == "Ready" and c.status == "True"
+                                     for c in n.status.conditions)]
+    assert len(ready) == 500
+    node = next(n for n in nodes if n.metadata.name == "node-499")
+    assert node.metadata.labels["topology.trainmaster.io/spine"] == "spine-4"
+    assert node.metadata.labels["topology.trainmaster.io/leaf"] == "leaf-24"
+    assert node.status.allocatable["nvidia.com/gpu"] == "8"
+    assert node.status.allocatable["rdma/rail7"] == "8"
+    leaves = {n.metadata.labels["topology.trainmaster.io/leaf"] for n in nodes}
+    assert len(leaves) == 25
+
+
+def test_kube_scheduler_binds_and_kwok_runs_a_pod(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, _pod("hello", gpus=4))
+    pod = wait_for(lambda: (p := core.read_namespaced_pod("hello", namespace)).status.phase
+                   == "Running" and p, "pod Running")
+    assert pod.spec.node_name.startswith("node-")
+    assert any(c.type == "PodScheduled" and c.status == "True" for c in pod.status.conditions)
+
+
+def test_kwok_chaos_stage_fails_a_pod(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, _pod(
+        "doomed", labels={"pod-container-running-failed.stage.kwok.x-k8s.io": "true"},
+        annotations={"pod-container-running-failed.stage.kwok.x-k8s.io/exit-code": "137",
+                     "pod-container-running-failed.stage.kwok.x-k8s.io/delay": "100ms"}))
+    pod = wait_for(lambda: (p := core.read_namespaced_pod("doomed", namespace)).status.phase
+                   == "Failed" and p, "pod Failed")
+    state = pod.status.container_statuses[0].state.terminated
+    assert state.exit_code == 137
+
+
+def test_labelled_pod_completes(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, _pod("done", labels={"trainmaster.io/simulate":
+                                                                "complete"}))
+    wait_for(lambda: core.read_namespaced_pod("done", namespace).status.phase == "Succeeded",
+             "pod Succeeded")

@@ -1,0 +1,5 @@
+"""`python -m trainmaster` runs the CLI."""
+
+from trainmaster.cli import run
+
+run()

@@ -1,0 +1,117 @@
+"""`trainmaster cluster up|down|status`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainmaster.cli._app import cluster_app
+from trainmaster.cli._tools import build_with_progress
+from trainmaster.toolchain import CLUSTER_FAMILIES
+
+_out = Console()
+_err = Console(stderr=True)
+
+KubeconfigOpt = Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig path.")]
+NameOpt = Annotated[str | None, typer.Option("--name", help="Cluster name (metadata.name).")]
+
+
+@cluster_app.command("up")
+def up_cmd(
+    spec: Annotated[Path, typer.Option("--spec", help="Cluster spec whose topology to run.")],
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig", help="Where to write the kubeconfig (default: in the state folder)."
+        ),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option("--state-dir", help="State folder (default: ~/.trainmaster/clusters/<name>)."),
+    ] = None,
+    apiserver_port: Annotated[
+        int | None,
+        typer.Option("--apiserver-port", help="Port on 127.0.0.1 (default: a free one)."),
+    ] = None,
+    kube_scheduler: Annotated[
+        bool, typer.Option("--kube-scheduler", help="Also run the stock kube-scheduler.")
+    ] = False,
+    build: Annotated[bool, typer.Option(help="Build missing tools first.")] = True,
+) -> None:
+    """Start a local control plane with one simulated node per spec node."""
+    from trainmaster import cluster  # heavy (Kubernetes clients): only when used
+
+    if build:
+        build_with_progress(list(CLUSTER_FAMILIES))
+    with _err.status("starting the local cluster") as status:
+        result = cluster.up(
+            spec,
+            kubeconfig=kubeconfig,
+            state_dir=state_dir,
+            apiserver_port=apiserver_port,
+            kube_scheduler=kube_scheduler,
+            report=lambda step: status.update(step),
+        )
+    rec = result.record
+    if result.already_running:
+        _err.print(f"cluster [bold]{rec.name}[/] is already running; nothing started.")
+    else:
+        _err.print(
+            f"cluster [bold]{rec.name}[/] is up in {result.seconds:.1f}s: "
+            f"{rec.nodes} nodes Ready, API server https://127.0.0.1:{rec.apiserver_port}"
+        )
+    _err.print(f"  export KUBECONFIG={rec.kubeconfig}")
+    _err.print(f"  trainmaster cluster status --kubeconfig {rec.kubeconfig}")
+    _err.print(f"  trainmaster cluster down --kubeconfig {rec.kubeconfig}")
+
+
+@cluster_app.command("down")
+def down_cmd(kubeconfig: KubeconfigOpt = None, name: NameOpt = None) -> None:
+    """Stop every process of a local cluster and remove its state."""
+    from trainmaster import cluster
+
+    stopped = cluster.down(kubeconfig, name)
+    _err.print(
+        f"stopped {', '.join(stopped) or 'nothing (no process was recorded)'}; state removed"
+    )
+
+
+@cluster_app.command("status")
+def status_cmd(
+    kubeconfig: KubeconfigOpt = None,
+    name: NameOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Processes, node readiness and GPU capacity per leaf of a local cluster."""
+    from trainmaster import cluster
+
+    status = cluster.cluster_status(cluster.resolve_state_dir(kubeconfig, name))
+    if as_json:
+        print(json.dumps(asdict(status), indent=2))
+        return
+    procs = Table(title=f"cluster {status.name}: processes")
+    procs.add_column("process")
+    procs.add_column("state")
+    for proc, alive in status.processes.items():
+        procs.add_row(proc, "[green]running[/]" if alive else "[red]stopped[/]")
+    _out.print(procs)
+    leaves = Table(title=f"{status.ready}/{status.nodes} nodes Ready; GPUs per leaf")
+    for col in ("leaf", "nodes", "ready", "GPUs", "used", "free"):
+        leaves.add_column(col, justify="left" if col == "leaf" else "right")
+    for leaf in status.leaves:
+        leaves.add_row(
+            leaf.leaf,
+            str(leaf.nodes),
+            str(leaf.ready),
+            str(leaf.gpus),
+            str(leaf.gpus_used),
+            str(leaf.gpus - leaf.gpus_used),
+        )
+    _out.print(leaves)
+    _out.print(f"kubeconfig: {status.kubeconfig}")

@@ -1,0 +1,61 @@
+"""`trainmaster tools build|path`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from trainmaster.cli._app import tools_app
+from trainmaster.toolchain import RECIPES, build, family_dir
+
+_err = Console(stderr=True)
+
+
+def build_with_progress(families: list[str]) -> None:
+    """Build (or reuse) families, showing a progress bar per family on stderr."""
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("packages"),
+        TimeElapsedColumn(),
+        console=_err,
+        transient=False,
+    ) as progress:
+        tasks: dict[str, TaskID] = {}
+
+        def report(family: str, done: int, total: int) -> None:
+            if family not in tasks:
+                recipe = RECIPES[family]
+                tasks[family] = progress.add_task(
+                    f"go build {family} {recipe.version}", total=total
+                )
+            progress.update(tasks[family], completed=done, total=total)
+
+        for result in build(families, report):
+            state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
+            progress.console.print(f"{result.family}: {state} -> {result.directory}")
+
+
+@tools_app.command("build")
+def build_cmd(
+    families: Annotated[list[str] | None, typer.Argument(help="Families (default: all).")] = None,
+) -> None:
+    """Build the pinned binaries into the cache (reused when already built)."""
+    build_with_progress(families or list(RECIPES))
+
+
+@tools_app.command("path")
+def path_cmd(family: str) -> None:
+    """Print the cache folder of a tool family."""
+    print(family_dir(family))

@@ -1,0 +1,70 @@
+"""`trainmaster validate` and `trainmaster schema`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trainmaster.cli._app import app
+from trainmaster.spec import SpecInvalidError, SpecReadError, json_schema, load_spec
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Spec files (YAML or JSON).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable results.")
+    ] = False,
+) -> None:
+    """Check spec files: exit 0 if all are valid, 1 if any is invalid, 2 if one can't be read."""
+    results = []
+    code = 0
+    for path in files:
+        try:
+            spec = load_spec(path)
+        except SpecReadError as exc:
+            code = 2
+            results.append(
+                {
+                    "file": str(path),
+                    "valid": False,
+                    "readable": False,
+                    "errors": [
+                        {"path": "", "message": str(exc), "line": exc.line, "column": exc.column}
+                    ],
+                }
+            )
+            if not as_json:
+                print(f"error: {exc}", file=sys.stderr)
+        except SpecInvalidError as exc:
+            code = max(code, 1)
+            results.append(
+                {
+                    "file": str(path),
+                    "valid": False,
+                    "readable": True,
+                    "errors": [i.to_json() for i in exc.issues],
+                }
+            )
+            if not as_json:
+                print(str(exc), file=sys.stderr)
+        else:
+            results.append({"file": str(path), "valid": True, "readable": True, "errors": []})
+            if not as_json:
+                gpus = sum(n.gpus for n in spec.nodes)
+                print(
+                    f"{path}: valid ({len(spec.nodes)} nodes, {gpus} GPUs, {len(spec.jobs)} jobs)"
+                )
+    if as_json:
+        print(json.dumps(results, indent=2))
+    raise typer.Exit(code)
+
+
+@app.command()
+def schema() -> None:
+    """Print the spec's JSON Schema (what schemas/cluster.schema.json holds)."""
+    print(json.dumps(json_schema(), indent=2, sort_keys=False))

@@ -1,0 +1,30 @@
+"""A real local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
+kwok) with one simulated GPU node per node of a spec."""
+
+from trainmaster.cluster._control_plane import (
+    UpResult,
+    down,
+    down_state_dir,
+    resolve_state_dir,
+    running_record,
+    up,
+)
+from trainmaster.cluster._processes import ClusterError
+from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_clusters
+from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_status
+
+__all__ = [
+    "ClusterError",
+    "ClusterRecord",
+    "ClusterStatus",
+    "LeafCapacity",
+    "UpResult",
+    "cluster_status",
+    "default_state_dir",
+    "down",
+    "down_state_dir",
+    "known_clusters",
+    "resolve_state_dir",
+    "running_record",
+    "up",
+]

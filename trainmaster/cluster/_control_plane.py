@@ -1,0 +1,358 @@
+"""`cluster up / down / status`: a real control plane on loopback with simulated GPU nodes.
+
+up:   etcd -> kube-apiserver -> kube-controller-manager (+ kube-scheduler if asked) -> kwok
+      -> one Node per spec node -> wait until every node is Ready -> kubeconfig.
+      Any failure stops what already started and removes the state folder, so a failed
+      `up` leaves nothing running and nothing half-made behind.
+down: stop every recorded process (whole process groups) and remove the state folder.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import ssl
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainmaster.cluster import _processes as procs
+from trainmaster.cluster._certs import write_pki
+from trainmaster.cluster._processes import ClusterError
+from trainmaster.cluster._register import register_nodes, wait_nodes_ready
+from trainmaster.cluster._state import (
+    STATE_EXTENSION,
+    ClusterRecord,
+    ProcessRecord,
+    default_state_dir,
+    known_clusters,
+    state_dir_from_kubeconfig,
+)
+from trainmaster.objects import build_nodes
+from trainmaster.spec import load_spec
+from trainmaster.toolchain import CLUSTER_FAMILIES, RECIPES, ToolchainError, is_built, tool_path
+
+Report = Callable[[str], None]
+KWOK_DATA = Path(__file__).resolve().parent.parent / "data" / "kwok"
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class UpResult:
+    record: ClusterRecord
+    already_running: bool
+    seconds: float
+
+
+def _require_tools() -> None:
+    missing = [f for f in CLUSTER_FAMILIES if not is_built(f)]
+    if missing:
+        names = ", ".join(f"{f} {RECIPES[f].version}" for f in missing)
+        raise ToolchainError(
+            f"not built yet: {names}; run `trainmaster tools build` first "
+            "(the first build takes several minutes)"
+        )
+
+
+def _kubeconfig(
+    name: str, port: int, ca: Path, token: str, user: str, state_dir: Path | None
+) -> dict[str, Any]:
+    cluster: dict[str, Any] = {
+        "server": f"https://127.0.0.1:{port}",
+        "certificate-authority": str(ca),
+    }
+    if state_dir is not None:
+        cluster["extensions"] = [
+            {
+                "name": STATE_EXTENSION,
+                "extension": {
+                    "apiVersion": "trainmaster.io/v1alpha1",
+                    "kind": "LocalCluster",
+                    "path": str(state_dir),
+                },
+            }
+        ]
+    context = f"trainmaster-{name}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": context,
+        "clusters": [{"name": context, "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
+    }
+
+
+def _write_yaml(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.chmod(0o600)
+
+
+def _readyz(port: int, ca: Path, token: str) -> bool:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    req = urllib.request.Request(
+        f"https://127.0.0.1:{port}/readyz", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(req, context=ctx, timeout=2) as resp:
+        return bool(resp.status == 200)
+
+
+def _etcd_health(port: int) -> bool:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+        return bool(resp.status == 200)
+
+
+def running_record(state_dir: Path) -> ClusterRecord | None:
+    """The record of a cluster whose processes are all alive, else None."""
+    record = ClusterRecord.load(state_dir)
+    if record is None or not record.processes:
+        return None
+    if all(procs.alive(p.pid) for p in record.processes):
+        return record
+    return None
+
+
+def up(
+    spec_path: Path,
+    kubeconfig: Path | None = None,
+    state_dir: Path | None = None,
+    apiserver_port: int | None = None,
+    kube_scheduler: bool = False,
+    report: Report = _silent,
+) -> UpResult:
+    start_time = time.monotonic()
+    spec = load_spec(spec_path)
+    state_dir = (state_dir or default_state_dir(spec.metadata.name)).resolve()
+    kubeconfig = (kubeconfig or state_dir / "kubeconfig").resolve()
+    existing = running_record(state_dir)
+    if existing is not None:
+        return UpResult(existing, already_running=True, seconds=0.0)
+    if ClusterRecord.load(state_dir) is not None:  # a stale record: processes died
+        down_state_dir(state_dir)
+    _require_tools()
+    if apiserver_port is not None and procs.port_in_use(apiserver_port):
+        raise ClusterError(
+            f"port {apiserver_port} on 127.0.0.1 is in use: stop what listens "
+            "there or choose another with --apiserver-port"
+        )
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True)
+    record = ClusterRecord(
+        name=spec.metadata.name,
+        state_dir=str(state_dir),
+        kubeconfig=str(kubeconfig),
+        spec=str(Path(spec_path).resolve()),
+        apiserver_port=apiserver_port or procs.free_port(),
+        etcd_port=procs.free_port(),
+        nodes=len(spec.nodes),
+    )
+    record.save()
+    try:
+        _start_all(record, state_dir, kubeconfig, kube_scheduler, report)
+        report(f"registering {len(spec.nodes)} nodes")
+        register_nodes(kubeconfig, build_nodes(spec))
+        report(f"waiting for {len(spec.nodes)} nodes to become Ready")
+        wait_nodes_ready(kubeconfig, {n.name for n in spec.nodes}, timeout=120)
+    except BaseException:
+        down_state_dir(state_dir)
+        if kubeconfig.parent != state_dir:
+            kubeconfig.unlink(missing_ok=True)
+        raise
+    return UpResult(record, already_running=False, seconds=time.monotonic() - start_time)
+
+
+def _start_all(
+    record: ClusterRecord, state_dir: Path, kubeconfig: Path, kube_scheduler: bool, report: Report
+) -> None:
+    pki = state_dir / "pki"
+    logs = state_dir / "logs"
+    report("writing certificates")
+    write_pki(pki)
+    tokens = {who: secrets.token_hex(16) for who in ("admin", "controller-manager", "scheduler")}
+    (pki / "tokens.csv").write_text(
+        f'{tokens["admin"]},admin,admin,"system:masters"\n'
+        f"{tokens['controller-manager']},system:kube-controller-manager,kcm\n"
+        f"{tokens['scheduler']},system:kube-scheduler,ksched\n"
+    )
+    ca = pki / "ca.crt"
+    name, port = record.name, record.apiserver_port
+
+    def launch(proc_name: str, argv: list[str], ports: list[int]) -> Any:
+        log = logs / f"{proc_name}.log"
+        proc = procs.start(proc_name, argv, log)
+        record.processes.append(ProcessRecord(proc_name, proc.pid, str(log), ports))
+        record.save()  # recorded before we wait on it, so a crash here still cleans up
+        return proc, log
+
+    report("starting etcd")
+    etcd, etcd_log = launch(
+        "etcd",
+        [
+            str(tool_path("etcd")),
+            "--name=trainmaster",
+            f"--data-dir={state_dir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{record.etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{record.etcd_port}",
+            "--listen-peer-urls=http://127.0.0.1:0",
+            "--unsafe-no-fsync",
+            "--quota-backend-bytes=8589934592",
+            "--log-level=warn",
+        ],
+        [record.etcd_port],
+    )
+    procs.wait_until(lambda: _etcd_health(record.etcd_port), "etcd", 30, etcd, etcd_log)
+
+    report("starting kube-apiserver")
+    apiserver, api_log = launch(
+        "kube-apiserver",
+        [
+            str(tool_path("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{record.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={pki}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={ca}",
+            f"--token-auth-file={pki / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            # A test cluster on 2 cores: let load through rather than queue it.
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=3000",
+            "--max-mutating-requests-inflight=1500",
+            "--v=1",
+        ],
+        [port],
+    )
+    procs.wait_until(
+        lambda: _readyz(port, ca, tokens["admin"]), "kube-apiserver", 90, apiserver, api_log
+    )
+
+    _write_yaml(kubeconfig, _kubeconfig(name, port, ca, tokens["admin"], "admin", state_dir))
+    kcm_config = state_dir / "controller-manager.kubeconfig"
+    _write_yaml(
+        kcm_config,
+        _kubeconfig(
+            name, port, ca, tokens["controller-manager"], "system:kube-controller-manager", None
+        ),
+    )
+    report("starting kube-controller-manager")
+    launch(
+        "kube-controller-manager",
+        [
+            str(tool_path("kube-controller-manager")),
+            f"--kubeconfig={kcm_config}",
+            "--bind-address=127.0.0.1",
+            "--secure-port=0",
+            "--leader-elect=false",
+            f"--root-ca-file={ca}",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            "--use-service-account-credentials=true",
+            "--kube-api-qps=1000",
+            "--kube-api-burst=2000",
+            "--v=1",
+        ],
+        [],
+    )
+    if kube_scheduler:
+        sched_config = state_dir / "scheduler.kubeconfig"
+        _write_yaml(
+            sched_config,
+            _kubeconfig(name, port, ca, tokens["scheduler"], "system:kube-scheduler", None),
+        )
+        report("starting kube-scheduler")
+        launch(
+            "kube-scheduler",
+            [
+                str(tool_path("kube-scheduler")),
+                f"--kubeconfig={sched_config}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+            [],
+        )
+
+    report("starting kwok")
+    kwok_port = procs.free_port()
+    stages = sorted(p for p in tool_path("node-initialize.yaml").parent.glob("*.yaml"))
+    stages += sorted(KWOK_DATA.glob("*.yaml"))
+    launch(
+        "kwok",
+        [
+            str(tool_path("kwok")),
+            f"--kubeconfig={kubeconfig}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address=127.0.0.1:{kwok_port}",
+            "--node-ip=10.96.0.1",
+            "--cidr=10.64.0.1/10",
+            "--node-lease-duration-seconds=40",
+            *[f"--config={stage}" for stage in stages],
+        ],
+        [kwok_port],
+    )
+
+
+def resolve_state_dir(kubeconfig: Path | None = None, name: str | None = None) -> Path:
+    """Which local cluster a command means: by kubeconfig, by name, or the only one."""
+    if kubeconfig is not None:
+        found = state_dir_from_kubeconfig(kubeconfig)
+        if found is None:
+            raise ClusterError(
+                f"{kubeconfig} is not a kubeconfig written by `trainmaster "
+                "cluster up` (no trainmaster.io/state-dir extension)"
+            )
+        return found
+    if name is not None:
+        return default_state_dir(name)
+    clusters = known_clusters()
+    if len(clusters) == 1:
+        return clusters[0]
+    if not clusters:
+        raise ClusterError(
+            "no local cluster is running: start one with `trainmaster cluster "
+            "up --spec stacks/dev/cluster.yaml`"
+        )
+    names = ", ".join(p.name for p in clusters)
+    raise ClusterError(f"several local clusters exist ({names}): choose one with --name")
+
+
+def down_state_dir(state_dir: Path) -> list[str]:
+    """Stop every process of the cluster in state_dir (reverse start order); remove it."""
+    record = ClusterRecord.load(state_dir)
+    stopped = []
+    if record is not None:
+        for proc in reversed(record.processes):
+            procs.stop(proc.pid)
+            stopped.append(proc.name)
+        kubeconfig = Path(record.kubeconfig)
+        if kubeconfig.parent != state_dir and state_dir_from_kubeconfig(kubeconfig) == state_dir:
+            kubeconfig.unlink(missing_ok=True)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return stopped
+
+
+def down(kubeconfig: Path | None = None, name: str | None = None) -> list[str]:
+    state_dir = resolve_state_dir(kubeconfig, name)
+    if not state_dir.exists():
+        raise ClusterError(f"no local cluster at {state_dir}")
+    return down_state_dir(state_dir)

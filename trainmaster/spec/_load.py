@@ -1,0 +1,187 @@
+"""Load a spec: parse, check against the JSON Schema, build the model, check semantics.
+
+Every problem is collected and raised at once in one SpecInvalidError; a file that cannot
+be read or parsed raises SpecReadError. Nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+from pydantic import ValidationError as PydanticError
+
+from trainmaster.spec import _semantic
+from trainmaster.spec._errors import SpecInvalidError, SpecIssue, SpecReadError
+from trainmaster.spec._model import ClusterSpec
+from trainmaster.spec._yaml import LineMap, parse_document
+
+SCHEMA_ID = "https://trainmaster.io/schemas/cluster.schema.json"
+_PATTERN_HINTS = {
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "use lowercase letters, digits and '-', starting and "
+    "ending with a letter or digit (a DNS label)",
+    "^/": "use an absolute path",
+}
+
+
+@lru_cache(maxsize=1)
+def json_schema() -> dict[str, Any]:
+    """The spec's JSON Schema (2020-12), generated from the model."""
+    schema = ClusterSpec.model_json_schema(by_alias=True)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(json_schema())
+
+
+def format_path(path: Iterable[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line(lines: LineMap, path: tuple[str | int, ...]) -> tuple[int | None, int | None]:
+    while path not in lines and path:
+        path = path[:-1]
+    return lines.get(path, (None, None))
+
+
+def _schema_issue(error: ValidationError, lines: LineMap) -> list[SpecIssue]:
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        error = best_match(error.context)
+    path = tuple(error.absolute_path)
+    value: Any = error.instance
+    kind = error.validator
+    rule: Any = error.validator_value
+    schema: Any = error.schema
+    if kind == "required":
+        missing = [k for k in rule if k not in value]
+        return [
+            SpecIssue(format_path((*path, k)), f"is required: add `{k}`", *_line(lines, path))
+            for k in missing
+        ]
+    if kind == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        issues = []
+        for key in sorted(set(value) - set(allowed)):
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean `{close[0]}`?" if close else f"allowed: {', '.join(allowed)}"
+            issues.append(
+                SpecIssue(
+                    format_path((*path, key)), f"unknown field: {hint}", *_line(lines, (*path, key))
+                )
+            )
+        return issues
+    shown = json.dumps(value, default=str)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    message = _describe(str(kind), shown, error.validator_value) or error.message
+    return [SpecIssue(format_path(path), message, *_line(lines, path))]
+
+
+def _describe(kind: str, shown: str, expected: Any) -> str | None:
+    """A plain-words message for a schema keyword, or None to keep jsonschema's."""
+    match kind:
+        case "type":
+            return f"{shown} is not of type {expected}"
+        case "minimum":
+            return f"{shown} is less than the minimum {expected}"
+        case "maximum":
+            return f"{shown} is more than the maximum {expected}"
+        case "minItems":
+            return f"needs at least {expected} item(s)"
+        case "maxItems":
+            return f"takes at most {expected} item(s)"
+        case "minLength":
+            return "must not be empty" if expected == 1 else f"is shorter than {expected}"
+        case "maxLength":
+            return f"{shown} is longer than {expected} characters"
+        case "enum":
+            return f"{shown} is not one of {', '.join(map(str, expected))}"
+        case "const":
+            return f"{shown} must be {expected}"
+        case "pattern":
+            return f"{shown} does not match {expected}: " + _PATTERN_HINTS.get(
+                str(expected), "see docs/spec.md"
+            )
+    return None
+
+
+def validate_data(data: Any, source: str, lines: LineMap | None = None) -> ClusterSpec:
+    """Validate parsed data; return the model or raise SpecInvalidError with every issue."""
+    lines = lines or {}
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise SpecInvalidError(
+            source,
+            [
+                SpecIssue(
+                    "",
+                    f"the spec is {kind}; it must be a "
+                    "mapping with apiVersion, kind, metadata, "
+                    "topology and networks",
+                    1,
+                    1,
+                )
+            ],
+        )
+    issues: list[SpecIssue] = []
+    for error in _validator().iter_errors(data):
+        issues.extend(_schema_issue(error, lines))
+    if issues:
+        raise SpecInvalidError(source, issues)
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except PydanticError as exc:  # the schema should have caught it; report it the same way
+        raise SpecInvalidError(
+            source,
+            [
+                SpecIssue(format_path(e["loc"]), e["msg"], *_line(lines, tuple(e["loc"])))
+                for e in exc.errors()
+            ],
+        ) from None
+    issues = _semantic.check(spec)
+    if issues:
+        raise SpecInvalidError(
+            source,
+            [SpecIssue(i.path, i.message, *_line(lines, _parse_path(i.path))) for i in issues],
+        )
+    return spec
+
+
+def _parse_path(path: str) -> tuple[str | int, ...]:
+    out: list[str | int] = []
+    for part in path.replace("[", ".[").split("."):
+        if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
+            out.append(int(part[1:-1]))
+        elif part:
+            out.append(part)
+    return tuple(out)
+
+
+def load_spec_text(text: str, source: str = "<spec>") -> ClusterSpec:
+    data, lines = parse_document(text, source)
+    return validate_data(data, source, lines)
+
+
+def load_spec(path: str | Path) -> ClusterSpec:
+    """Read and validate a spec file; raise SpecReadError or SpecInvalidError."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise SpecReadError(source, f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecReadError(source, f"not UTF-8 text (byte {exc.start})") from None
+    return load_spec_text(text, source)

@@ -1,0 +1,437 @@
+"""The typed spec model. Defaults live here and only here.
+
+The JSON Schema in ``schemas/cluster.schema.json`` is generated from these classes
+(``trainmaster schema``), so field docs, bounds and defaults cannot drift apart. Field
+docstrings become the schema's descriptions.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from trainmaster.spec._quantity import QUANTITY_PATTERN, parse_quantity
+
+API_VERSION = "trainmaster.io/v1alpha1"
+
+Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+JobName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, examples=["512Gi", "15Ti"])]
+Cidr = Annotated[
+    str,
+    Field(pattern=r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$", examples=["10.10.0.0/16"]),
+]
+Mode = Literal["required", "preferred"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+# --- topology ------------------------------------------------------------------------
+
+
+class NodeShape(_Model):
+    """The hardware of a GPU node."""
+
+    gpus: int = Field(8, ge=0, le=64)
+    """GPUs in the node (extended resource `nvidia.com/gpu`)."""
+    gpu_model: str = "nvidia-h100-80gb"
+    """GPU model, recorded in the node label `trainmaster.io/gpu-model`."""
+    nics: int = Field(8, ge=0, le=32)
+    """RDMA NICs, one per compute-network rail; each is a resource `rdma/<rail>`."""
+    cpu: int = Field(128, ge=1, le=4096)
+    """CPU cores."""
+    memory: Quantity = "2048Gi"
+    """Memory, as a Kubernetes quantity."""
+    local_disk: Quantity = "15Ti"
+    """Node-local NVMe disk, which holds the dataset cache."""
+    max_pods: int = Field(110, ge=1, le=1000)
+    """Pods the node accepts."""
+
+
+class NodeOverride(_Model):
+    """One node of an explicit node list; unset fields come from `topology.node`."""
+
+    name: Name
+    """Node name, unique in the cluster."""
+    gpus: int | None = Field(None, ge=0, le=64)
+    """GPUs, if not `topology.node.gpus`."""
+    gpu_model: str | None = None
+    """GPU model, if not `topology.node.gpuModel`."""
+    nics: int | None = Field(None, ge=0, le=32)
+    """RDMA NICs, if not `topology.node.nics`."""
+    cpu: int | None = Field(None, ge=1, le=4096)
+    """CPU cores, if not `topology.node.cpu`."""
+    memory: Quantity | None = None
+    """Memory, if not `topology.node.memory`."""
+    local_disk: Quantity | None = None
+    """Local disk, if not `topology.node.localDisk`."""
+    max_pods: int | None = Field(None, ge=1, le=1000)
+    """Pod limit, if not `topology.node.maxPods`."""
+
+
+class Switch(_Model):
+    """A switch of the fabric tree: either it holds lower switches, or (a leaf) nodes."""
+
+    name: Name
+    """Switch name, unique in the cluster; it becomes a node label value."""
+    switches: list[Switch] | None = Field(None, min_length=1)
+    """Switches one level down."""
+    nodes: int | list[NodeOverride] | None = None
+    """Leaf switches only: a node count (names generated) or an explicit node list."""
+
+
+class GeneratedTopology(_Model):
+    """A regular tree, e.g. 5 spines x 5 leaves x 20 nodes."""
+
+    switches_per_level: list[Annotated[int, Field(ge=1, le=10000)]] = Field(min_length=1)
+    """Switch count per level, top first: `[5, 5]` is 5 spines each with 5 leaves."""
+    nodes_per_leaf: int = Field(ge=1, le=10000)
+    """Nodes under every leaf switch."""
+
+
+class Topology(_Model):
+    """The switch tree (node -> leaf -> spine ...) and the nodes under it."""
+
+    levels: list[Name] = Field(["spine", "leaf"], min_length=1, max_length=6)
+    """Switch levels from the top down; the last one is the leaf level."""
+    node: NodeShape = NodeShape()
+    """Hardware of every node unless a node list overrides it."""
+    generate: GeneratedTopology | None = None
+    """A regular tree; give this or `switches`."""
+    switches: list[Switch] | None = Field(None, min_length=1)
+    """An explicit tree; give this or `generate`."""
+
+
+# --- networks ------------------------------------------------------------------------
+
+
+class Rail(_Model):
+    """One rail of the compute network: one NIC per node on its own subnet."""
+
+    name: Name | None = None
+    """Rail name (default `rail<i>`); the RDMA resource is `rdma/<name>`."""
+    subnet: Cidr
+    """IPAM range for this rail's interfaces."""
+    device: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    """HCA / netdev on the node (default `mlx5_<i>`)."""
+
+
+class Lossless(_Model):
+    """RoCE lossless-Ethernet settings."""
+
+    pfc_priority: int = Field(ge=0, le=7)
+    """802.1p priority with PFC enabled for RDMA traffic."""
+    ecn: bool = True
+    """ECN marking (DCQCN congestion control)."""
+    gid_index: int = Field(3, ge=0, le=255)
+    """RoCEv2 GID index (NCCL_IB_GID_INDEX)."""
+    traffic_class: int = Field(106, ge=0, le=255)
+    """IB traffic class for RDMA traffic (NCCL_IB_TC), DSCP << 2."""
+
+
+class ComputeNetwork(_Model):
+    """The RDMA network that carries collective traffic."""
+
+    fabric: Literal["infiniband", "roce"]
+    """`infiniband` or `roce`."""
+    mtu: int = Field(4096, ge=1280, le=9216)
+    """Interface MTU."""
+    rails: list[Rail] = Field(min_length=1, max_length=32)
+    """One entry per rail; nodes need at least this many NICs."""
+    lossless: Lossless | None = None
+    """Required for RoCE: PFC priority, ECN and GID index."""
+
+
+class StorageNetwork(_Model):
+    """A separate network to shared storage, kept off the compute rails."""
+
+    subnet: Cidr
+    """IPAM range of the storage interfaces."""
+    mtu: int = Field(9000, ge=1280, le=9216)
+    """Interface MTU."""
+    interface: str = Field("eth1", pattern=r"^[A-Za-z0-9_.-]+$")
+    """Host interface the storage attachment uses."""
+    attach: Literal["all"] | list[Name] = "all"
+    """`all`, or the switches and nodes whose nodes attach."""
+
+
+class Networks(_Model):
+    """The compute (RDMA) network and the storage network."""
+
+    compute: ComputeNetwork
+    """The RDMA compute network (InfiniBand or RoCE), one subnet per rail."""
+    storage: StorageNetwork | None = None
+    """The storage network; omit when storage shares the host network."""
+
+
+# --- scheduler -----------------------------------------------------------------------
+
+
+class TopologyRule(_Model):
+    """Where gangs of a size go: the first rule whose maxNodes covers the job applies."""
+
+    max_nodes: int | None = Field(None, ge=1)
+    """Largest job (in nodes) this rule covers; unset covers every size."""
+    domain: Name
+    """`node`, a level name (e.g. `leaf`) or `cluster`."""
+    mode: Mode = "preferred"
+    """`required`: wait rather than spread wider; `preferred`: spread if it must."""
+
+
+class Queue(_Model):
+    """A queue with a GPU quota and a priority."""
+
+    name: Name
+    """Queue name; also the name of its PriorityClass suffix."""
+    gpu_quota: int | None = Field(None, ge=0)
+    """GPUs the queue's jobs may hold at once; unset is unlimited."""
+    priority: int = Field(0, ge=0, le=1_000_000_000)
+    """Priority of the queue's PriorityClass."""
+
+
+class SchedulerSpec(_Model):
+    """trainmaster-scheduler settings."""
+
+    name: Name = "trainmaster-scheduler"
+    """schedulerName that training pods carry."""
+    gang_timeout_seconds: int = Field(300, ge=1, le=86400)
+    """How long a gang waits for all its members before it is retried."""
+    preemption: bool = False
+    """Let higher-priority gangs evict lower ones."""
+    topology_policy: list[TopologyRule] = [
+        TopologyRule(max_nodes=1, domain="node", mode="required"),
+        TopologyRule(domain="leaf", mode="preferred"),
+    ]
+    """Rules by job size, first match wins."""
+    queues: list[Queue] = [Queue(name="default")]
+    """Queues jobs name in `jobs[].queue`."""
+    replicas: int = Field(2, ge=1, le=5)
+    """Scheduler replicas (one leads through a Lease)."""
+    bind_concurrency: int = Field(64, ge=1, le=1024)
+    """Binding API calls in flight at once."""
+    client_qps: int = Field(500, ge=1, le=100000)
+    """Client-side API rate limit."""
+
+
+# --- cache ---------------------------------------------------------------------------
+
+
+class Dataset(_Model):
+    """A dataset that jobs read and the node cache holds."""
+
+    name: Name
+    """Dataset name, which jobs list in `datasets`."""
+    source: str = Field(pattern=r"^[a-z][a-z0-9+.-]*://\S+$", examples=["s3://corpus/c4"])
+    """Where the dataset lives, as a URI."""
+    size: Quantity
+    """Size of the dataset."""
+
+
+class CacheSpec(_Model):
+    """The node-local dataset cache."""
+
+    medium: Literal["nvme", "memory", "disk"] = "nvme"
+    """What backs the cache on each node."""
+    path: str = Field("/mnt/trainmaster-cache", pattern=r"^/")
+    """Host path of the cache."""
+    capacity: Quantity = "4Ti"
+    """Cache size per node; must fit the node's local disk."""
+    warmup: bool = True
+    """Fill the cache before a job that uses the dataset starts."""
+    datasets: list[Dataset] = []
+    """Datasets jobs may name."""
+
+
+# --- monitoring ----------------------------------------------------------------------
+
+
+class Alerts(_Model):
+    """Alert thresholds."""
+
+    xid_errors: bool = True
+    """Alert on any GPU Xid error."""
+    ecc_errors_per_hour: int = Field(1, ge=1)
+    """Double-bit ECC errors per hour that fire an alert."""
+    no_progress_minutes: int = Field(30, ge=1)
+    """Minutes without a training heartbeat before alerting."""
+    node_not_ready_minutes: int = Field(5, ge=1)
+    """Minutes a node may be NotReady before alerting."""
+
+
+class GpuExporter(_Model):
+    """The GPU metrics exporter DaemonSet."""
+
+    enabled: bool = True
+    """Run the exporter on every GPU node."""
+    image: str = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
+    """Exporter image."""
+
+
+class MonitoringSpec(_Model):
+    """GPU metrics, alerts and dashboards (Prometheus operator objects)."""
+
+    gpu_exporter: GpuExporter = GpuExporter()
+    """The GPU metrics exporter."""
+    scrape_interval_seconds: int = Field(15, ge=1, le=3600)
+    """Prometheus scrape interval."""
+    alerts: Alerts = Alerts()
+    """Alert thresholds (PrometheusRule)."""
+    dashboards: bool = True
+    """Ship a Grafana dashboard ConfigMap."""
+
+
+# --- jobs ----------------------------------------------------------------------------
+
+
+class Checkpoint(_Model):
+    """Where and how often a job checkpoints."""
+
+    volume: Name
+    """PersistentVolumeClaim that holds checkpoints."""
+    path: str = Field(pattern=r"^/")
+    """Directory inside the pod."""
+    interval_minutes: int = Field(30, ge=1)
+    """Minutes between checkpoints."""
+    keep: int = Field(3, ge=1, le=1000)
+    """Checkpoints kept."""
+
+
+class RestartPolicy(_Model):
+    """How the operator restarts a failed gang."""
+
+    max_restarts: int = Field(3, ge=0, le=10000)
+    """Restarts before the job is marked Failed."""
+    backoff_seconds: int = Field(30, ge=0, le=86400)
+    """Wait before the first restart; doubles each time, capped at 10 minutes."""
+    retryable_exit_codes: Literal["any"] | list[Annotated[int, Field(ge=1, le=255)]] = "any"
+    """`any` non-zero exit, or only these codes; others fail the job at once."""
+    hang_timeout_seconds: int = Field(1800, ge=10)
+    """Restart when no heartbeat arrives for this long."""
+
+
+class JobTopology(_Model):
+    """A job's own topology constraint, overriding the scheduler's policy."""
+
+    domain: Name
+    """`node`, a level name or `cluster`."""
+    mode: Mode = "required"
+    """`required` (wait for one domain) or `preferred` (spread if it must)."""
+
+
+class Job(_Model):
+    """A training job: a gang of pods, one per node."""
+
+    name: JobName
+    """Job name, unique in the spec; prefixes its pods."""
+    image: str = Field(min_length=1)
+    """Container image, with a tag or digest."""
+    launcher: Literal["torchrun", "deepspeed", "megatron"]
+    """How the distributed run is launched: `torchrun`, `deepspeed` or `megatron`."""
+    nodes: int = Field(ge=1, le=100000)
+    """Pods in the gang, one per node."""
+    gpus_per_pod: int = Field(8, ge=1, le=64)
+    """GPUs each pod requests (and limits)."""
+    cpu_per_pod: int | None = Field(None, ge=1)
+    """CPU cores per pod; default: the node's cores less 4 for system daemons."""
+    memory_per_pod: Quantity | None = None
+    """Memory per pod; default: none requested beyond the GPU share."""
+    command: list[str] = []
+    """Command run by the launcher."""
+    args: list[str] = []
+    """Arguments after the command."""
+    hyper_parameters: dict[str, str | int | float | bool] = {}
+    """Basic hyper-parameters, passed as `TM_HP_<NAME>` env and launcher flags."""
+    env: dict[str, str] = {}
+    """Extra environment; NCCL and rendezvous variables are derived."""
+    datasets: list[Name] = []
+    """Names from `cache.datasets`."""
+    checkpoint: Checkpoint | None = None
+    """Where checkpoints go; the operator resumes from the latest."""
+    restart_policy: RestartPolicy = RestartPolicy()
+    """How failures are retried."""
+    topology: JobTopology | None = None
+    """Overrides `scheduler.topologyPolicy`."""
+    queue: Name = "default"
+    """Queue from `scheduler.queues`."""
+    priority: int = Field(0, ge=0, le=1_000_000_000)
+    """Order within the queue: higher goes first."""
+
+
+class Metadata(_Model):
+    name: Name
+    """Cluster name; prefixes generated object names."""
+    namespace: Name = "trainmaster"
+    """Namespace for trainmaster's objects and jobs."""
+
+
+class ClusterSpec(_Model):
+    """A training cluster and its work, as checked into git."""
+
+    api_version: Literal["trainmaster.io/v1alpha1"]
+    """Always `trainmaster.io/v1alpha1`."""
+    kind: Literal["TrainingCluster"]
+    """Always `TrainingCluster`."""
+    metadata: Metadata
+    """Cluster name and namespace."""
+    topology: Topology
+    """Switch tree and node hardware."""
+    networks: Networks
+    """Compute (RDMA) and storage networks."""
+    scheduler: SchedulerSpec = SchedulerSpec()
+    """trainmaster-scheduler settings, queues and topology policy."""
+    cache: CacheSpec | None = None
+    """Node-local dataset cache; omit for none."""
+    monitoring: MonitoringSpec = MonitoringSpec()
+    """GPU metrics, alerts and dashboards."""
+    jobs: list[Job] = []
+    """Training jobs."""
+
+    model_config = ConfigDict(ignored_types=(cached_property,))
+
+    @cached_property
+    def nodes(self) -> list[ResolvedNode]:
+        from trainmaster.spec._topology import resolve_nodes
+
+        return resolve_nodes(self.topology)
+
+    def job(self, name: str) -> Job:
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        raise KeyError(name)
+
+
+class ResolvedNode(BaseModel):
+    """A node after the tree is expanded: its hardware and its switch at every level."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    gpus: int
+    gpu_model: str
+    nics: int
+    cpu: int
+    memory: str
+    local_disk: str
+    max_pods: int
+    switches: tuple[str, ...]
+    """Switch names from the top level down to the leaf."""
+
+    @property
+    def memory_bytes(self) -> int:
+        return parse_quantity(self.memory)
+
+    @property
+    def local_disk_bytes(self) -> int:
+        return parse_quantity(self.local_disk)

@@ -1,0 +1,312 @@
+"""Rules the JSON Schema cannot express: references, uniqueness, capacity and addressing.
+
+Each check takes the schema-valid model and yields SpecIssue values (path, message). The
+loader adds line numbers. Checks never raise: a broken part is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections import Counter
+from collections.abc import Generator, Iterator
+
+from trainmaster.spec._errors import SpecIssue
+from trainmaster.spec._model import ClusterSpec, Job, Switch, Topology
+from trainmaster.spec._quantity import format_bytes, parse_quantity
+from trainmaster.spec._rules import job_domain_rule
+
+MAX_NODES = 100_000
+SPECIAL_DOMAINS = ("node", "cluster")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def check(spec: ClusterSpec) -> list[SpecIssue]:
+    issues = list(_topology(spec.topology))
+    if issues:  # node-dependent checks need a sound tree
+        return issues
+    for part in (_networks, _scheduler, _cache, _jobs):
+        issues.extend(part(spec))
+    return issues
+
+
+def _dupes(names: list[str]) -> set[str]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+# --- topology ------------------------------------------------------------------------
+
+
+def _topology(topo: Topology) -> Iterator[SpecIssue]:
+    if (topo.generate is None) == (topo.switches is None):
+        yield SpecIssue(
+            "topology",
+            "give exactly one of `generate` (a regular tree) or `switches` (an explicit tree)",
+        )
+        return
+    depth = len(topo.levels)
+    if len(set(topo.levels)) != depth or set(topo.levels) & set(SPECIAL_DOMAINS):
+        yield SpecIssue(
+            "topology.levels", "level names must be unique and may not be `node` or `cluster`"
+        )
+    if topo.generate is not None:
+        gen = topo.generate
+        if len(gen.switches_per_level) != depth:
+            yield SpecIssue(
+                "topology.generate.switchesPerLevel",
+                f"has {len(gen.switches_per_level)} entries but topology.levels "
+                f"names {depth} levels: give one count per level",
+            )
+            return
+        total = gen.nodes_per_leaf
+        for count in gen.switches_per_level:
+            total *= count
+        if total > MAX_NODES:
+            yield SpecIssue(
+                "topology.generate",
+                f"expands to {total} nodes, more than the "
+                f"{MAX_NODES} trainmaster supports: use smaller counts",
+            )
+        return
+    yield from _tree(topo.switches or [], "topology.switches", 1, depth)
+    switch_names: list[str] = []
+    node_names: list[str] = []
+    _collect(topo.switches or [], switch_names, node_names)
+    if len(node_names) > MAX_NODES:
+        yield SpecIssue(
+            "topology.switches",
+            f"declares {len(node_names)} nodes, more than the {MAX_NODES} trainmaster supports",
+        )
+    for name in sorted(_dupes(switch_names + node_names)):
+        yield SpecIssue(
+            "topology.switches",
+            f"the name {name!r} is used more than once: switch and node names must be unique",
+        )
+
+
+def _tree(switches: list[Switch], path: str, level: int, depth: int) -> Iterator[SpecIssue]:
+    for i, sw in enumerate(switches):
+        here = f"{path}[{i}]"
+        if level < depth:
+            if sw.switches is None or sw.nodes is not None:
+                yield SpecIssue(
+                    here,
+                    f"switch {sw.name!r} is at level {level} of {depth}: it "
+                    "needs `switches` (one level down) and no `nodes`",
+                )
+            else:
+                yield from _tree(sw.switches, f"{here}.switches", level + 1, depth)
+        elif sw.switches is not None or sw.nodes is None:
+            yield SpecIssue(
+                here,
+                f"switch {sw.name!r} is a leaf (level {depth}): it needs "
+                "`nodes` (a count or a list) and no `switches`",
+            )
+
+
+def _collect(switches: list[Switch], switch_names: list[str], node_names: list[str]) -> None:
+    for sw in switches:
+        switch_names.append(sw.name)
+        _collect(sw.switches or [], switch_names, node_names)
+        if isinstance(sw.nodes, int):
+            node_names.extend(f"{sw.name}-node-{i}" for i in range(sw.nodes))
+        elif sw.nodes:
+            node_names.extend(n.name for n in sw.nodes)
+
+
+# --- networks ------------------------------------------------------------------------
+
+
+def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    compute = spec.networks.compute
+    subnets: list[tuple[str, ipaddress.IPv4Network]] = []
+    for i, rail in enumerate(compute.rails):
+        net = yield from _subnet(f"networks.compute.rails[{i}].subnet", rail.subnet)
+        if net is not None:
+            subnets.append((f"networks.compute.rails[{i}].subnet", net))
+    storage = spec.networks.storage
+    if storage is not None:
+        net = yield from _subnet("networks.storage.subnet", storage.subnet)
+        if net is not None:
+            subnets.append(("networks.storage.subnet", net))
+    for a in range(len(subnets)):
+        for b in range(a + 1, len(subnets)):
+            (path_a, net_a), (path_b, net_b) = subnets[a], subnets[b]
+            if net_a.overlaps(net_b):
+                yield SpecIssue(
+                    path_b,
+                    f"{net_b} overlaps {net_a} of {path_a}: every rail and "
+                    "the storage network need their own subnet",
+                )
+    rail_names = [rail.name or f"rail{i}" for i, rail in enumerate(compute.rails)]
+    for name in sorted(_dupes(rail_names)):
+        yield SpecIssue("networks.compute.rails", f"rail name {name!r} is used more than once")
+    if compute.fabric == "roce" and compute.lossless is None:
+        yield SpecIssue(
+            "networks.compute.lossless",
+            "a RoCE fabric needs lossless settings: "
+            "add `lossless: {pfcPriority: 3, ecn: true, gidIndex: 3}` (your "
+            "switches' values)",
+        )
+    short = sorted({n.nics for n in spec.nodes if n.nics < len(compute.rails)})
+    if short:
+        yield SpecIssue(
+            "topology.node.nics",
+            f"nodes with {short[0]} NICs cannot join "
+            f"{len(compute.rails)} compute rails: give every node one NIC per rail",
+        )
+    if storage is not None and storage.attach != "all":
+        known = {n.name for n in spec.nodes} | {s for n in spec.nodes for s in n.switches}
+        for i, name in enumerate(storage.attach):
+            if name not in known:
+                yield SpecIssue(
+                    f"networks.storage.attach[{i}]", f"{name!r} is not a switch or node of topology"
+                )
+
+
+def _subnet(path: str, text: str) -> Generator[SpecIssue, None, ipaddress.IPv4Network | None]:
+    try:
+        return ipaddress.IPv4Network(text)
+    except ValueError as exc:
+        yield SpecIssue(
+            path,
+            f"{text!r} is not a valid subnet ({exc}): write the network address, e.g. 10.10.0.0/16",
+        )
+        return None
+
+
+# --- scheduler -----------------------------------------------------------------------
+
+
+def _domains(spec: ClusterSpec) -> tuple[str, ...]:
+    return ("node", *reversed(spec.topology.levels), "cluster")
+
+
+def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    sched = spec.scheduler
+    for name in sorted(_dupes([q.name for q in sched.queues])):
+        yield SpecIssue("scheduler.queues", f"queue name {name!r} is used more than once")
+    domains = _domains(spec)
+    for i, rule in enumerate(sched.topology_policy):
+        if rule.domain not in domains:
+            yield SpecIssue(
+                f"scheduler.topologyPolicy[{i}].domain",
+                f"{rule.domain!r} is not a topology domain: use one of {', '.join(domains)}",
+            )
+
+
+# --- cache ---------------------------------------------------------------------------
+
+
+def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    cache = spec.cache
+    if cache is None:
+        return
+    for name in sorted(_dupes([d.name for d in cache.datasets])):
+        yield SpecIssue("cache.datasets", f"dataset name {name!r} is used more than once")
+    capacity = parse_quantity(cache.capacity)
+    smallest = min(spec.nodes, key=lambda n: n.local_disk_bytes, default=None)
+    if smallest is not None and capacity > smallest.local_disk_bytes:
+        yield SpecIssue(
+            "cache.capacity",
+            f"{cache.capacity} is more than the "
+            f"{smallest.local_disk} local disk of node {smallest.name}: use at "
+            f"most {format_bytes(smallest.local_disk_bytes)}",
+        )
+
+
+# --- jobs ----------------------------------------------------------------------------
+
+
+def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    for name in sorted(_dupes([j.name for j in spec.jobs])):
+        yield SpecIssue("jobs", f"job name {name!r} is used more than once")
+    queues = {q.name for q in spec.scheduler.queues}
+    datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
+    for i, job in enumerate(spec.jobs):
+        path = f"jobs[{i}]"
+        if job.queue not in queues:
+            yield SpecIssue(
+                f"{path}.queue",
+                f"{job.queue!r} is not a queue: add it to "
+                f"scheduler.queues or use one of {', '.join(sorted(queues))}",
+            )
+        for k, ds in enumerate(job.datasets):
+            if ds not in datasets:
+                where = "cache.datasets" if spec.cache else "a `cache:` section"
+                yield SpecIssue(
+                    f"{path}.datasets[{k}]", f"{ds!r} is not a dataset: declare it in {where}"
+                )
+        for key in job.env:
+            if not _ENV_NAME.match(key):
+                yield SpecIssue(
+                    f"{path}.env.{key}",
+                    "is not a valid environment variable name: use letters, digits and _",
+                )
+            elif key.startswith("TRAINMASTER_"):
+                yield SpecIssue(
+                    f"{path}.env.{key}", "TRAINMASTER_* variables are set by trainmaster: remove it"
+                )
+        for key in job.hyper_parameters:
+            if not _HP_NAME.match(key):
+                yield SpecIssue(
+                    f"{path}.hyperParameters.{key}",
+                    "names must start with a letter and hold only letters, digits and _",
+                )
+        yield from _job_fits(spec, job, path)
+
+
+def _job_fits(spec: ClusterSpec, job: Job, path: str) -> Iterator[SpecIssue]:
+    nodes = spec.nodes
+    most_gpus = max((n.gpus for n in nodes), default=0)
+    if job.gpus_per_pod > most_gpus:
+        yield SpecIssue(
+            f"{path}.gpusPerPod", f"{job.gpus_per_pod} is more than the {most_gpus} GPUs per node"
+        )
+        return
+    eligible = [n for n in nodes if n.gpus >= job.gpus_per_pod]
+    if job.cpu_per_pod is not None and job.cpu_per_pod > max(n.cpu for n in eligible):
+        yield SpecIssue(
+            f"{path}.cpuPerPod",
+            f"{job.cpu_per_pod} is more than the {max(n.cpu for n in eligible)} cores per node",
+        )
+    if job.memory_per_pod is not None:
+        biggest = max(n.memory_bytes for n in eligible)
+        if parse_quantity(job.memory_per_pod) > biggest:
+            yield SpecIssue(
+                f"{path}.memoryPerPod",
+                f"{job.memory_per_pod} is more than the {format_bytes(biggest)} memory per node",
+            )
+    if job.nodes > len(eligible):
+        yield SpecIssue(
+            f"{path}.nodes",
+            f"{job.nodes} is more than the {len(eligible)} nodes "
+            f"with at least {job.gpus_per_pod} GPUs in the cluster",
+        )
+        return
+    domains = _domains(spec)
+    rule = job_domain_rule(spec, job)
+    rule_path = f"{path}.topology.domain" if job.topology else "scheduler.topologyPolicy"
+    if rule.domain not in domains:
+        if job.topology is not None:
+            yield SpecIssue(
+                rule_path,
+                f"{rule.domain!r} is not a topology domain: use one of {', '.join(domains)}",
+            )
+        return
+    if rule.mode != "required" or rule.domain == "cluster":
+        return
+    if rule.domain == "node":
+        largest = 1
+    else:
+        depth = spec.topology.levels.index(rule.domain) + 1
+        largest = max(Counter(n.switches[:depth] for n in eligible).values())
+    if job.nodes > largest:
+        yield SpecIssue(
+            f"{path}.nodes",
+            f"{job.nodes} nodes do not fit in one {rule.domain} "
+            f"(the largest holds {largest} suitable nodes), which "
+            f"{'its topology' if job.topology else 'scheduler.topologyPolicy'} "
+            "requires: use mode `preferred` or a larger domain",
+        )

@@ -1,0 +1,25 @@
+"""Pinned Go binaries (control plane, kwok, Pulumi) built from Go modules into a cache."""
+
+from trainmaster.toolchain._build import (
+    BuildResult,
+    ToolchainError,
+    build,
+    cache_root,
+    family_dir,
+    is_built,
+    tool_path,
+)
+from trainmaster.toolchain._recipes import CLUSTER_FAMILIES, RECIPES, Recipe
+
+__all__ = [
+    "CLUSTER_FAMILIES",
+    "RECIPES",
+    "BuildResult",
+    "Recipe",
+    "ToolchainError",
+    "build",
+    "cache_root",
+    "family_dir",
+    "is_built",
+    "tool_path",
+]
