@@ -6,6 +6,8 @@ and a one-paragraph message on stderr, never a traceback.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 
 import click
@@ -14,8 +16,11 @@ import typer
 from trainmaster.cli._app import app
 from trainmaster.errors import TrainmasterError
 
-# Importing a command module registers its commands on `app`.
-from trainmaster.cli import _cluster, _tools, _validate  # noqa: F401  # isort: skip
+# Every private module of this package is a command module: importing it registers its
+# commands on `app` (so adding a command never means editing this file).
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name.startswith("_") and _module.name != "_app":
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from trainmaster.cli._tools import build_with_progress
 from trainmaster.toolchain import CLUSTER_FAMILIES
 
 _out = Console()
-_err = Console(stderr=True)
+_err = Console(stderr=True, soft_wrap=True)
 
 KubeconfigOpt = Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig path.")]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Cluster name (metadata.name).")]

@@ -293,7 +293,7 @@ def _start_all(
 
     report("starting kwok")
     kwok_port = procs.free_port()
-    stages = sorted(p for p in tool_path("node-initialize.yaml").parent.glob("*.yaml"))
+    stages = sorted(p for p in tool_path("stages/node-initialize.yaml").parent.glob("*.yaml"))
     stages += sorted(KWOK_DATA.glob("*.yaml"))
     launch(
         "kwok",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,12 @@ from trainmaster.cluster import _processes as procs
 from trainmaster.cluster._state import ClusterRecord
 from trainmaster.kube import sync_client
 from trainmaster.objects import GPU_RESOURCE, TOPOLOGY_PREFIX
+from trainmaster.spec import load_spec
+
+
+def natural_key(name: str) -> list[int | str]:
+    """Sort key that puts leaf-2 before leaf-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 @dataclass
@@ -33,12 +40,6 @@ class ClusterStatus:
     leaves: list[LeafCapacity] = field(default_factory=list)
 
 
-def _leaf_of(labels: dict[str, str]) -> str:
-    levels = [k for k in labels if k.startswith(TOPOLOGY_PREFIX)]
-    # The leaf is the deepest level: labels are written top-down, so the last one.
-    return labels[levels[-1]] if levels else "-"
-
-
 def cluster_status(state_dir: Path) -> ClusterStatus:
     record = ClusterRecord.load(state_dir)
     if record is None:
@@ -47,11 +48,12 @@ def cluster_status(state_dir: Path) -> ClusterStatus:
     status = ClusterStatus(record.name, record.kubeconfig, alive, 0, 0)
     if not alive.get("kube-apiserver"):
         return status
+    leaf_label = f"{TOPOLOGY_PREFIX}{load_spec(record.spec).topology.levels[-1]}"
     api = client.CoreV1Api(sync_client(Path(record.kubeconfig)))
     leaves: dict[str, LeafCapacity] = {}
     node_leaf: dict[str, str] = {}
     for node in api.list_node().items:
-        leaf = _leaf_of(node.metadata.labels or {})
+        leaf = (node.metadata.labels or {}).get(leaf_label, "-")
         node_leaf[node.metadata.name] = leaf
         cap = leaves.setdefault(leaf, LeafCapacity(leaf))
         cap.nodes += 1
@@ -69,7 +71,7 @@ def cluster_status(state_dir: Path) -> ClusterStatus:
             used[node_leaf.get(pod.spec.node_name, "-")] += int(requests.get(GPU_RESOURCE, 0))
     for leaf, cap in leaves.items():
         cap.gpus_used = used.get(leaf, 0)
-    status.leaves = sorted(leaves.values(), key=lambda c: c.leaf)
+    status.leaves = sorted(leaves.values(), key=lambda c: natural_key(c.leaf))
     status.nodes = sum(c.nodes for c in status.leaves)
     status.ready = sum(c.ready for c in status.leaves)
     return status

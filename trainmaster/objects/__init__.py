@@ -15,7 +15,8 @@ from trainmaster.objects._labels import (
     app_labels,
     topology_label,
 )
-from trainmaster.objects._nodes import build_node, build_nodes, rail_names, rdma_resources
+from trainmaster.objects._networks import rail_names, rdma_resources
+from trainmaster.objects._nodes import build_node, build_nodes
 
 __all__ = [
     "FIELD_MANAGER",

@@ -8,19 +8,10 @@ from trainmaster.objects._labels import (
     GPU_MODEL,
     GPU_RESOURCE,
     KWOK_NODE_ANNOTATION,
-    RDMA_PREFIX,
     topology_label,
 )
+from trainmaster.objects._networks import rdma_resources
 from trainmaster.spec import ClusterSpec, ResolvedNode
-
-
-def rail_names(spec: ClusterSpec) -> list[str]:
-    return [rail.name or f"rail{i}" for i, rail in enumerate(spec.networks.compute.rails)]
-
-
-def rdma_resources(spec: ClusterSpec) -> list[str]:
-    """Extended resource names, one per compute rail: rdma/<rail>."""
-    return [f"{RDMA_PREFIX}{name}" for name in rail_names(spec)]
 
 
 def node_labels(spec: ClusterSpec, node: ResolvedNode) -> dict[str, str]:
@@ -30,6 +21,8 @@ def node_labels(spec: ClusterSpec, node: ResolvedNode) -> dict[str, str]:
         "kubernetes.io/arch": "amd64",
         "type": "kwok",
         GPU_MODEL: node.gpu_model,
+        # What the NVIDIA GPU operator labels real GPU nodes with; node agents select on it.
+        "nvidia.com/gpu.present": "true" if node.gpus else "false",
     }
     for level, switch in zip(spec.topology.levels, node.switches, strict=False):
         labels[topology_label(level)] = switch

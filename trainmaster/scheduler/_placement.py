@@ -1,0 +1,417 @@
+"""The placement core: put a whole gang into the smallest switch domain that holds it.
+
+Algorithm for one gang (nothing is mutated; the caller assumes the result):
+
+1. Members are grouped by signature (requests + selector/affinity/tolerations). Static
+   filters give each signature a node mask, cached in the snapshot.
+2. Ranks are tried smallest first: node, lowest level (leaf), ..., top level, cluster;
+   a ``required`` constraint stops at its level, ``preferred`` goes on to the cluster.
+3. At a rank, domains whose aggregate free capacity (kept up to date by the snapshot)
+   covers the gang's total request are candidates, tried in best-fit order: least free
+   primary resource (GPUs) first, i.e. least left afterwards, then by name.
+4. Inside a candidate, each signature group (largest pods first) is packed best-fit:
+   nodes sorted by the score plugin (default: least GPUs left), each filled before the
+   next. For a gang of identical pods this is exact (it fails only if the domain cannot
+   hold the gang); mixed gangs are packed greedily.
+5. The first candidate that packs wins; if none at any allowed rank, the gang gets an
+   ``Unschedulable`` with the best domain's free vs. needed GPUs and per-node reasons,
+   coded ``UNSCHEDULABLE_AND_UNRESOLVABLE`` if it could not fit even in an empty cluster.
+
+Cost per gang: O(nodes) for the node rank, O(domains) aggregate checks per rank, and
+O(nodes in the tried domains) for packing, never O(pods x nodes x domains).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from ._filters import fit_count
+from ._framework import DEFAULT_FILTERS, DEFAULT_SCORER, FilterPlugin, ScorePlugin
+from ._model import CLUSTER_LEVEL, GPU, Gang, PodRequest, TopologyMode
+from ._score import BestFit, primary_resource
+from ._snapshot import ClusterSnapshot, _Domain
+from ._status import Code
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    pod: PodRequest
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where every member of ``gang`` goes, inside one domain of ``level``."""
+
+    gang: str
+    level: str
+    domain: str
+    bindings: tuple[Binding, ...]
+
+    def nodes_by_pod(self) -> dict[str, str]:
+        """Pod key (``namespace/name``) -> node name."""
+        return {b.pod.key: b.node for b in self.bindings}
+
+
+@dataclass(frozen=True, slots=True)
+class Unschedulable:
+    """The gang cannot be placed; nothing was placed."""
+
+    gang: str
+    reason: str
+    code: Code = Code.UNSCHEDULABLE
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationTarget:
+    """The domain a starving gang would need: see ``reservation_target``."""
+
+    level: str
+    domain: str
+    nodes: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Group:
+    pods: list[PodRequest]
+    requests: Mapping[str, int]
+    items: tuple[tuple[str, int], ...]
+    static_mask: bytearray
+    mask: bytearray
+    reasons: list[str | None]
+
+
+Assignment = list[tuple[PodRequest, int]]
+_Base = Sequence[Mapping[str, int]]
+
+
+class _Search:
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        gang: Gang,
+        filters: Sequence[FilterPlugin],
+        scorer: ScorePlugin,
+        blocked: Collection[str],
+    ) -> None:
+        self.snap = snapshot
+        self.gang = gang
+        self.scorer = scorer
+        signatures: dict[object, list[PodRequest]] = {}
+        for pod in gang.members:
+            key = (tuple(sorted(pod.effective_requests.items())), pod.constraint_key)
+            signatures.setdefault(key, []).append(pod)
+        blocked_idx = [snapshot._index[n] for n in blocked if n in snapshot._index]
+        self.groups: list[_Group] = []
+        totals: dict[str, int] = {}
+        for pods in signatures.values():
+            first = pods[0]
+            elig = snapshot._filter_nodes(first, filters)
+            mask = elig.mask
+            if blocked_idx:
+                mask = bytearray(mask)
+                for i in blocked_idx:
+                    mask[i] = 0
+            requests = first.effective_requests
+            for r, q in requests.items():
+                totals[r] = totals.get(r, 0) + q * len(pods)
+            pods.sort(key=lambda p: p.key)
+            self.groups.append(
+                _Group(pods, requests, tuple(requests.items()), elig.mask, mask, elig.reasons)
+            )
+        self.primary = primary_resource(totals)
+        self.groups.sort(
+            key=lambda g: (
+                -g.requests.get(self.primary, 0),
+                -sum(g.requests.values()),
+                -len(g.pods),
+            )
+        )
+        self.totals = totals
+        self.total_items = tuple(totals.items())
+        self.need = totals.get(self.primary, 0)
+
+    # --- one rank ---------------------------------------------------------------------
+
+    def on_node(self, base: _Base, min_depth: int, static: bool) -> int | None:
+        """Best-fit single node holding the whole gang, or None."""
+        snap = self.snap
+        biggest = snap._max_capacity
+        totals = self.total_items
+        if any(biggest.get(r, 0) < q for r, q in totals):
+            return None  # no node is large enough, however empty
+        primary, need = self.primary, self.need
+        masks = [g.static_mask if static else g.mask for g in self.groups]
+        mask = masks[0] if len(masks) == 1 else bytearray(map(min, zip(*masks, strict=True)))
+        nodes = snap._nodes
+        if primary == GPU and not static and type(self.scorer) is BestFit:
+            # Same answer as the scan below (least free GPUs, then name) via the buckets.
+            for free_gpus in sorted(k for k in snap._gpu_buckets if k >= need):
+                bucket = snap._gpu_buckets[free_gpus]
+                first = min(bucket)
+                for i in (first,) if len(bucket) == 1 else (first, *sorted(bucket)):
+                    if (
+                        mask[i]
+                        and len(nodes[i].topology) >= min_depth
+                        and fit_count(totals, base[i]) >= 1
+                    ):
+                        return i
+            return None
+        alloc = snap._alloc
+        score = self.scorer.score
+        best_key: tuple[int, int] | None = None
+        for i, free in enumerate(base):
+            if free.get(primary, 0) < need or not mask[i]:
+                continue
+            if min_depth and len(nodes[i].topology) < min_depth:
+                continue
+            if fit_count(totals, free) < 1:
+                continue
+            key = (-score(self.totals, free, alloc[i]), i)
+            if best_key is None or key < best_key:
+                best_key = key
+        return None if best_key is None else best_key[1]
+
+    def candidates(self, rank: int, static: bool) -> list[_Domain]:
+        totals = self.total_items
+        if static:
+            doms = [
+                d
+                for d in self.snap._domains[rank]
+                if all(d.capacity.get(r, 0) >= q for r, q in totals)
+            ]
+        else:
+            doms = [
+                d for d in self.snap._domains[rank] if all(d.free.get(r, 0) >= q for r, q in totals)
+            ]
+        primary = self.primary
+        doms.sort(key=lambda d: (d.free.get(primary, 0), d.name))
+        return doms
+
+    def pack(self, nodes: Sequence[int], base: _Base, static: bool) -> Assignment | None:
+        """Best-fit every group into ``nodes``; None if some group does not fit."""
+        overlay: dict[int, dict[str, int]] = {}
+        out: Assignment = []
+        score = self.scorer.score
+        alloc = self.snap._alloc
+        for group in self.groups:
+            mask = group.static_mask if static else group.mask
+            items = group.items
+            requests = group.requests
+            count = len(group.pods)
+            cands: list[tuple[int, int, int]] = []
+            room = 0
+            for i in nodes:
+                if not mask[i]:
+                    continue
+                free: Mapping[str, int] | None = overlay.get(i)
+                if free is None:
+                    free = base[i]
+                slots = fit_count(items, free)
+                if slots:
+                    room += slots
+                    cands.append((-score(requests, free, alloc[i]), i, slots))
+            if room < count:
+                return None
+            cands.sort()
+            placed = 0
+            for _, i, slots in cands:
+                take = min(slots, count - placed)
+                mine = overlay.get(i)
+                if mine is None:
+                    mine = overlay[i] = dict(base[i])
+                for r, q in items:
+                    mine[r] = mine.get(r, 0) - q * take
+                out.extend((pod, i) for pod in group.pods[placed : placed + take])
+                placed += take
+                if placed == count:
+                    break
+        return out
+
+    def at_rank(
+        self, rank: int, min_depth: int, static: bool = False
+    ) -> tuple[str, Assignment] | None:
+        base: _Base = self.snap._capacity if static else self.snap._free
+        if rank == 0:
+            i = self.on_node(base, min_depth, static)
+            if i is None:
+                return None
+            return self.snap._nodes[i].name, [(p, i) for g in self.groups for p in g.pods]
+        for dom in self.candidates(rank, static):
+            assignment = self.pack(dom.nodes, base, static)
+            if assignment is not None:
+                return dom.name, assignment
+        return None
+
+    # --- diagnostics ------------------------------------------------------------------
+
+    def best_free(self, rank: int) -> tuple[str, int]:
+        """The domain at ``rank`` with the most free primary resource."""
+        snap, primary = self.snap, self.primary
+        if rank == 0:
+            pairs = [
+                (max(f.get(primary, 0), 0), n.name)
+                for f, n, ok in zip(snap._free, snap._nodes, snap._schedulable, strict=True)
+                if ok
+            ]
+        else:
+            pairs = [(d.free.get(primary, 0), d.name) for d in snap._domains[rank]]
+        if not pairs:
+            return "-", 0
+        free, name = min(pairs, key=lambda p: (-p[0], p[1]))
+        return name, free
+
+    def node_summary(self) -> str:
+        """Why nodes reject one pod of the largest group, kube-scheduler style."""
+        group = self.groups[0]
+        snap = self.snap
+        counts: Counter[str] = Counter()
+        fits = 0
+        items = sorted(group.items)
+        for i, free in enumerate(snap._free):
+            if not group.static_mask[i]:
+                counts[group.reasons[i] or "node(s) were unschedulable"] += 1
+            elif not group.mask[i]:
+                counts["node(s) reserved for a starving gang"] += 1
+            else:
+                for r, q in items:
+                    if free.get(r, 0) < q:
+                        counts[f"Insufficient {r}"] += 1
+                        break
+                else:
+                    fits += 1
+        parts = [f"{n} {why}" for why, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+        detail = f": {', '.join(parts)}" if parts else ""
+        return f"{fits}/{len(snap._nodes)} nodes fit one {group.pods[0].key}-like pod{detail}"
+
+
+def _min_depth(snapshot: ClusterSnapshot, rank: int) -> int:
+    """Path length a node needs to belong to a domain at ``rank`` (0 for node/cluster)."""
+    depth = len(snapshot.levels)
+    return 0 if rank in (0, depth + 1) else depth + 1 - rank
+
+
+def _last_rank(snapshot: ClusterSnapshot, gang: Gang) -> tuple[int, int]:
+    """(constraint rank, last rank to try)."""
+    rank = snapshot.rank(gang.topology.level)
+    top = len(snapshot.levels) + 1
+    return rank, rank if gang.topology.mode is TopologyMode.REQUIRED else top
+
+
+def place_gang(
+    snapshot: ClusterSnapshot,
+    gang: Gang,
+    *,
+    filters: Sequence[FilterPlugin] = DEFAULT_FILTERS,
+    scorer: ScorePlugin = DEFAULT_SCORER,
+    blocked: Collection[str] = (),
+) -> Placement | Unschedulable:
+    """Place every member of ``gang`` or none. Does not modify ``snapshot``.
+
+    ``blocked`` names nodes the gang must not use (capacity reserved for a starving gang
+    ahead of it in the queue).
+    """
+    if not gang.members:
+        return Unschedulable(gang.key, f"gang {gang.key} has no members", Code.WAIT)
+    if len(gang.members) < gang.required_members:
+        return Unschedulable(
+            gang.key,
+            f"gang {gang.key}: {len(gang.members)} of minMember {gang.required_members} pods exist",
+            Code.WAIT,
+        )
+    try:
+        cap_rank, last = _last_rank(snapshot, gang)
+    except ValueError as err:
+        return Unschedulable(
+            gang.key, f"gang {gang.key}: {err}", Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        )
+    search = _Search(snapshot, gang, filters, scorer, blocked)
+    required = gang.topology.mode is TopologyMode.REQUIRED
+    node_depth = _min_depth(snapshot, cap_rank) if required else 0
+    for rank in range(last + 1):
+        found = search.at_rank(rank, node_depth)
+        if found is not None:
+            domain, assignment = found
+            nodes = snapshot._nodes
+            return Placement(
+                gang.key,
+                snapshot.level_names[rank],
+                domain,
+                tuple(Binding(pod, nodes[i].name) for pod, i in assignment),
+            )
+    return _explain(search, last, node_depth)
+
+
+def _explain(search: _Search, last: int, node_depth: int) -> Unschedulable:
+    snap, gang = search.snap, search.gang
+    level = snap.level_names[last]
+    where, free = search.best_free(last)
+    topo = gang.topology
+    head = f"gang {gang.key} ({len(gang.members)} pods, topology {topo.mode} {topo.level})"
+    if level == CLUSTER_LEVEL:
+        what = f"{head} does not fit in the cluster: {free} free {search.primary}"
+    else:
+        what = (
+            f"{head} fits in no single {level}: best {level} {where} has "
+            f"{free} free {search.primary}"
+        )
+    what += f", needs {search.need}"
+    # Smallest first: a gang that fits an empty leaf is found after one small pack.
+    ever = any(search.at_rank(r, node_depth, static=True) for r in range(last + 1))
+    code = Code.UNSCHEDULABLE if ever else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    never = "" if ever else "; it cannot fit even with every scheduled pod gone"
+    return Unschedulable(gang.key, f"{what}{never}; {search.node_summary()}", code)
+
+
+def reservation_target(
+    snapshot: ClusterSnapshot,
+    gang: Gang,
+    *,
+    filters: Sequence[FilterPlugin] = DEFAULT_FILTERS,
+    scorer: ScorePlugin = DEFAULT_SCORER,
+    blocked: Collection[str] = (),
+) -> ReservationTarget | None:
+    """The domain to reserve for a starving ``gang``: at the smallest allowed rank where
+    some domain avoiding ``blocked`` could hold the gang once its pods finish, the one
+    with the most free primary resource now (closest to fitting), ties by name.
+    None if no such domain exists (the gang can never fit there)."""
+    if not gang.members or len(gang.members) < gang.required_members:
+        return None
+    try:
+        cap_rank, last = _last_rank(snapshot, gang)
+    except ValueError:
+        return None
+    required = gang.topology.mode is TopologyMode.REQUIRED
+    node_depth = _min_depth(snapshot, cap_rank) if required else 0
+    search = _Search(snapshot, gang, filters, scorer, blocked)
+    masks = [g.mask for g in search.groups]
+    for g in search.groups:
+        g.static_mask = g.mask  # capacity base, but never the blocked nodes
+    primary = search.primary
+    nodes = snapshot._nodes
+    for rank in range(last + 1):
+        fitting: list[tuple[int, str, tuple[int, ...]]] = []
+        if rank == 0:
+            for i, cap in enumerate(snapshot._capacity):
+                if (
+                    snapshot._schedulable[i]
+                    and all(m[i] for m in masks)
+                    and len(nodes[i].topology) >= node_depth
+                    and all(cap.get(r, 0) >= q for r, q in search.total_items)
+                ):
+                    fitting.append((max(snapshot._free[i].get(primary, 0), 0), nodes[i].name, (i,)))
+        else:
+            for dom in search.candidates(rank, static=True):
+                if search.pack(dom.nodes, snapshot._capacity, static=True) is not None:
+                    fitting.append((dom.free.get(primary, 0), dom.name, dom.nodes))
+        if fitting:
+            _, name, members = min(fitting, key=lambda f: (-f[0], f[1]))
+            blocked_set = set(blocked)
+            return ReservationTarget(
+                snapshot.level_names[rank],
+                name,
+                frozenset(nodes[i].name for i in members) - blocked_set,
+            )
+    return None
