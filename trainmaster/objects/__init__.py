@@ -4,6 +4,34 @@ This is the one place where the spec becomes objects: the Pulumi components, `tr
 render` and the operator all call these builders. No Kubernetes client imports here.
 """
 
+from trainmaster.objects._cache import build_cache, dataset_label
+from trainmaster.objects._crds import (
+    PODGROUP_GROUP,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+    TRAININGJOB_GROUP,
+    TRAININGJOB_PLURAL,
+    TRAININGJOB_VERSION,
+    all_crds,
+    podgroup_crd,
+    trainingjob_crd,
+)
+from trainmaster.objects._jobs import (
+    ATTEMPT_LABEL,
+    JOB_LABEL,
+    TOPOLOGY_DOMAIN_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+    build_gang,
+    build_gang_job,
+    build_launch_config,
+    build_pod_group,
+    build_service,
+    build_training_job,
+    build_training_jobs,
+    gang_name,
+    priority_class_name,
+    render_launch_script,
+)
 from trainmaster.objects._labels import (
     FIELD_MANAGER,
     GPU_MODEL,
@@ -15,21 +43,91 @@ from trainmaster.objects._labels import (
     app_labels,
     topology_label,
 )
-from trainmaster.objects._networks import rail_names, rdma_resources
+from trainmaster.objects._monitoring import build_monitoring
+from trainmaster.objects._networks import (
+    NETWORKS_ANNOTATION,
+    build_networks,
+    nccl_env,
+    pod_network_annotation,
+    rail_names,
+    rdma_resources,
+)
 from trainmaster.objects._nodes import build_node, build_nodes
+from trainmaster.objects._operator import (
+    OPERATOR_RULES,
+    SPEC_KEY,
+    build_operator,
+    build_spec_configmap,
+    spec_configmap_name,
+)
+from trainmaster.objects._render import (
+    COMPONENTS,
+    build_all,
+    build_namespace,
+    object_key,
+    render_to_dir,
+    spec_text,
+    to_yaml,
+)
+from trainmaster.objects._scheduler import SCHEDULER_RULES, build_scheduler, scheduler_config
 
 __all__ = [
+    "ATTEMPT_LABEL",
+    "COMPONENTS",
     "FIELD_MANAGER",
     "GPU_MODEL",
     "GPU_RESOURCE",
+    "JOB_LABEL",
     "KWOK_NODE_ANNOTATION",
+    "NETWORKS_ANNOTATION",
+    "OPERATOR_RULES",
+    "PODGROUP_GROUP",
+    "PODGROUP_PLURAL",
+    "PODGROUP_VERSION",
     "POD_GROUP_LABEL",
+    "SCHEDULER_RULES",
+    "SPEC_KEY",
+    "TOPOLOGY_DOMAIN_ANNOTATION",
+    "TOPOLOGY_MODE_ANNOTATION",
     "TOPOLOGY_PREFIX",
+    "TRAININGJOB_GROUP",
+    "TRAININGJOB_PLURAL",
+    "TRAININGJOB_VERSION",
     "UNHEALTHY_TAINT",
+    "all_crds",
     "app_labels",
+    "build_all",
+    "build_cache",
+    "build_gang",
+    "build_gang_job",
+    "build_launch_config",
+    "build_monitoring",
+    "build_namespace",
+    "build_networks",
     "build_node",
     "build_nodes",
+    "build_operator",
+    "build_pod_group",
+    "build_scheduler",
+    "build_service",
+    "build_spec_configmap",
+    "build_training_job",
+    "build_training_jobs",
+    "dataset_label",
+    "gang_name",
+    "nccl_env",
+    "object_key",
+    "pod_network_annotation",
+    "podgroup_crd",
+    "priority_class_name",
     "rail_names",
     "rdma_resources",
+    "render_launch_script",
+    "render_to_dir",
+    "scheduler_config",
+    "spec_configmap_name",
+    "spec_text",
+    "to_yaml",
     "topology_label",
+    "trainingjob_crd",
 ]

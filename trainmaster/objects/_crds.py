@@ -1,0 +1,210 @@
+"""CustomResourceDefinitions trainmaster installs or needs.
+
+TrainingJob is ours. PodGroup follows scheduler-plugins (scheduling.x-k8s.io/v1alpha1);
+NetworkAttachmentDefinition follows Multus (k8s.cni.cncf.io/v1); the monitoring kinds
+follow the Prometheus operator (monitoring.coreos.com/v1). The last three are installed
+only where absent, with schemas that keep unknown fields, so a cluster that already runs
+those projects keeps their own definitions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TRAININGJOB_GROUP = "trainmaster.io"
+TRAININGJOB_VERSION = "v1alpha1"
+TRAININGJOB_PLURAL = "trainingjobs"
+PODGROUP_GROUP = "scheduling.x-k8s.io"
+PODGROUP_VERSION = "v1alpha1"
+PODGROUP_PLURAL = "podgroups"
+
+_OPEN: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _crd(
+    group: str,
+    version: str,
+    kind: str,
+    plural: str,
+    scope: str,
+    schema: dict[str, Any],
+    *,
+    short_names: list[str] | None = None,
+    columns: list[dict[str, Any]] | None = None,
+    status: bool = True,
+) -> dict[str, Any]:
+    served: dict[str, Any] = {
+        "name": version,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": schema},
+    }
+    if status:
+        served["subresources"] = {"status": {}}
+    if columns:
+        served["additionalPrinterColumns"] = columns
+    names: dict[str, Any] = {
+        "kind": kind,
+        "plural": plural,
+        "singular": kind.lower(),
+        "listKind": f"{kind}List",
+    }
+    if short_names:
+        names["shortNames"] = short_names
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{group}",
+            "labels": {"app.kubernetes.io/part-of": "trainmaster"},
+        },
+        "spec": {"group": group, "scope": scope, "names": names, "versions": [served]},
+    }
+
+
+def trainingjob_crd() -> dict[str, Any]:
+    condition = {
+        "type": "object",
+        "properties": {
+            k: {"type": "string"}
+            for k in ("type", "status", "reason", "message", "lastTransitionTime")
+        },
+    }
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "description": "One job of the cluster spec (jobs[]), as validated there.",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "required": ["name", "image", "launcher", "nodes"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "image": {"type": "string"},
+                    "launcher": {"type": "string", "enum": ["torchrun", "deepspeed", "megatron"]},
+                    "nodes": {"type": "integer", "minimum": 1},
+                    "gpusPerPod": {"type": "integer", "minimum": 1},
+                },
+            },
+            "status": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "phase": {"type": "string"},
+                    "restarts": {"type": "integer"},
+                    "gang": {"type": "string"},
+                    "lastCheckpoint": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "step": {"type": "integer"},
+                            "time": {"type": "string"},
+                        },
+                    },
+                    "lastHeartbeat": {"type": "string"},
+                    "nodes": {"type": "array", "items": {"type": "string"}},
+                    "observedGeneration": {"type": "integer"},
+                    "conditions": {"type": "array", "items": condition},
+                    "lastFailure": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                },
+            },
+        },
+    }
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Nodes", "type": "integer", "jsonPath": ".spec.nodes"},
+        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+        {"name": "Checkpoint", "type": "string", "jsonPath": ".status.lastCheckpoint.path"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    return _crd(
+        TRAININGJOB_GROUP,
+        TRAININGJOB_VERSION,
+        "TrainingJob",
+        TRAININGJOB_PLURAL,
+        "Namespaced",
+        schema,
+        short_names=["tj"],
+        columns=columns,
+    )
+
+
+def podgroup_crd() -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "minMember": {"type": "integer", "format": "int32", "minimum": 1},
+                    "minResources": {
+                        "type": "object",
+                        "additionalProperties": {
+                            "anyOf": [{"type": "integer"}, {"type": "string"}],
+                            "x-kubernetes-int-or-string": True,
+                        },
+                    },
+                    "scheduleTimeoutSeconds": {"type": "integer", "format": "int32"},
+                },
+            },
+            "status": {
+                "type": "object",
+                "properties": {
+                    "phase": {"type": "string"},
+                    "occupiedBy": {"type": "string"},
+                    "running": {"type": "integer"},
+                    "succeeded": {"type": "integer"},
+                    "failed": {"type": "integer"},
+                    "scheduleStartTime": {"type": "string", "format": "date-time"},
+                },
+            },
+        },
+    }
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    return _crd(
+        PODGROUP_GROUP,
+        PODGROUP_VERSION,
+        "PodGroup",
+        PODGROUP_PLURAL,
+        "Namespaced",
+        schema,
+        short_names=["pg", "pgs"],
+        columns=columns,
+    )
+
+
+def network_attachment_crd() -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"config": {"type": "string"}}}},
+    }
+    return _crd(
+        "k8s.cni.cncf.io",
+        "v1",
+        "NetworkAttachmentDefinition",
+        "network-attachment-definitions",
+        "Namespaced",
+        schema,
+        short_names=["net-attach-def"],
+        status=False,
+    )
+
+
+def prometheus_crds() -> list[dict[str, Any]]:
+    schema = {"type": "object", "properties": {"spec": _OPEN}}
+    return [
+        _crd("monitoring.coreos.com", "v1", kind, plural, "Namespaced", schema, status=False)
+        for kind, plural in (
+            ("ServiceMonitor", "servicemonitors"),
+            ("PodMonitor", "podmonitors"),
+            ("PrometheusRule", "prometheusrules"),
+        )
+    ]
+
+
+def all_crds() -> list[dict[str, Any]]:
+    return [trainingjob_crd(), podgroup_crd(), network_attachment_crd(), *prometheus_crds()]

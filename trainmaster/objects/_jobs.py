@@ -1,0 +1,342 @@
+"""Training jobs: the TrainingJob resource, and the gang the operator runs for it.
+
+A gang is one attempt of a job: an Indexed Job (one pod per node, completions =
+parallelism = nodes), a PodGroup for all-or-nothing scheduling, and the launch script.
+The headless Service for rendezvous outlives attempts. Attempt ``n`` is named
+``<job>-r<n>`` so a new gang never collides with the terminating pods of the last one.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from trainmaster.objects._crds import (
+    PODGROUP_GROUP,
+    PODGROUP_VERSION,
+    TRAININGJOB_GROUP,
+    TRAININGJOB_VERSION,
+)
+from trainmaster.objects._labels import (
+    DOMAIN,
+    GPU_RESOURCE,
+    POD_GROUP_LABEL,
+    app_labels,
+)
+from trainmaster.objects._networks import (
+    NETWORKS_ANNOTATION,
+    nccl_env,
+    pod_network_annotation,
+    rdma_resources,
+)
+from trainmaster.spec import ClusterSpec, Job, format_bytes, job_domain_rule, parse_quantity
+
+JOB_LABEL = f"{DOMAIN}/job"
+ATTEMPT_LABEL = f"{DOMAIN}/attempt"
+TOPOLOGY_DOMAIN_ANNOTATION = f"{DOMAIN}/topology-domain"
+TOPOLOGY_MODE_ANNOTATION = f"{DOMAIN}/topology-mode"
+MASTER_PORT = 29500
+_TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
+
+
+def priority_class_name(spec: ClusterSpec, queue: str) -> str:
+    return f"{spec.metadata.name}-{queue}"
+
+
+def gang_name(job: Job, attempt: int) -> str:
+    return f"{job.name}-r{attempt}"
+
+
+def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
+    """The TrainingJob resource the operator reconciles: the spec's job, verbatim."""
+    return {
+        "apiVersion": f"{TRAININGJOB_GROUP}/{TRAININGJOB_VERSION}",
+        "kind": "TrainingJob",
+        "metadata": {
+            "name": job.name,
+            "namespace": spec.metadata.namespace,
+            "labels": {
+                **app_labels(job.name, "training-job", spec.metadata.name),
+                JOB_LABEL: job.name,
+            },
+        },
+        "spec": job.model_dump(by_alias=True, exclude_none=True, mode="json"),
+    }
+
+
+def build_training_jobs(spec: ClusterSpec) -> list[dict[str, Any]]:
+    return [build_training_job(spec, job) for job in spec.jobs]
+
+
+def _pod_share(spec: ClusterSpec, job: Job) -> tuple[int, int]:
+    """(cpu cores, memory bytes) per pod: the request, else the pod's GPU share of the
+    smallest suitable node less 10% for system daemons."""
+    node = min(
+        (n for n in spec.nodes if n.gpus >= job.gpus_per_pod), key=lambda n: (n.cpu, n.memory_bytes)
+    )
+    share = job.gpus_per_pod / node.gpus
+    cpu = job.cpu_per_pod or max(1, int(node.cpu * share * 0.9))
+    memory = (
+        parse_quantity(job.memory_per_pod)
+        if job.memory_per_pod
+        else int(node.memory_bytes * share * 0.9) // 2**30 * 2**30
+    )
+    return cpu, memory
+
+
+def _entry(job: Job) -> str:
+    """The script and its arguments as the launcher takes them (quoted for bash)."""
+    command = list(job.command)
+    if command and command[0] in ("torchrun", "deepspeed"):
+        command = command[1:]
+    if command and re.fullmatch(r"python[0-9.]*", command[0]):
+        command = command[1:]
+    elif command and job.launcher != "deepspeed" and not command[0].endswith(".py"):
+        command = ["--no-python", *command]
+    flags = [f"--{_kebab(k)}={v}" for k, v in job.hyper_parameters.items()]
+    return " ".join(shlex.quote(part) for part in (*command, *job.args, *flags))
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+def _env_name(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+
+
+@lru_cache(maxsize=1)
+def _template_env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_launch_script(job: Job) -> str:
+    return _template_env().get_template("launch.sh.j2").render(job=job, entry=_entry(job))
+
+
+def _owner(owner: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if owner is None:
+        return []
+    return [
+        {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def _meta(
+    spec: ClusterSpec,
+    job: Job,
+    name: str,
+    component: str,
+    owner: dict[str, Any] | None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": spec.metadata.namespace,
+        "labels": {
+            **app_labels(job.name, component, spec.metadata.name),
+            JOB_LABEL: job.name,
+            **(extra or {}),
+        },
+    }
+    refs = _owner(owner)
+    if refs:
+        meta["ownerReferences"] = refs
+    return meta
+
+
+def build_service(
+    spec: ClusterSpec, job: Job, owner: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Headless Service: stable DNS for rank 0 (rendezvous) across attempts."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(spec, job, job.name, "rendezvous", owner),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {JOB_LABEL: job.name},
+            "ports": [{"name": "rendezvous", "port": MASTER_PORT}],
+        },
+    }
+
+
+def build_launch_config(
+    spec: ClusterSpec, job: Job, owner: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(spec, job, f"{job.name}-launch", "launch-script", owner),
+        "data": {"launch.sh": render_launch_script(job)},
+    }
+
+
+def build_pod_group(
+    spec: ClusterSpec, job: Job, attempt: int, owner: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    rule = job_domain_rule(spec, job)
+    meta = _meta(spec, job, gang_name(job, attempt), "gang", owner, {ATTEMPT_LABEL: str(attempt)})
+    meta["annotations"] = {
+        TOPOLOGY_DOMAIN_ANNOTATION: rule.domain,
+        TOPOLOGY_MODE_ANNOTATION: rule.mode,
+    }
+    return {
+        "apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}",
+        "kind": "PodGroup",
+        "metadata": meta,
+        "spec": {
+            "minMember": job.nodes,
+            "minResources": {GPU_RESOURCE: str(job.nodes * job.gpus_per_pod)},
+            "scheduleTimeoutSeconds": spec.scheduler.gang_timeout_seconds,
+        },
+    }
+
+
+def _container_env(
+    spec: ClusterSpec, job: Job, attempt: int, resume_from: str | None
+) -> list[dict[str, Any]]:
+    gang = gang_name(job, attempt)
+    env: dict[str, str] = {
+        **nccl_env(spec),
+        "MASTER_ADDR": f"{gang}-0.{job.name}.{spec.metadata.namespace}.svc",
+        "MASTER_PORT": str(MASTER_PORT),
+        "NNODES": str(job.nodes),
+        "NPROC_PER_NODE": str(job.gpus_per_pod),
+        "WORLD_SIZE": str(job.nodes * job.gpus_per_pod),
+        "TRAINMASTER_JOB": job.name,
+        "TRAINMASTER_NAMESPACE": spec.metadata.namespace,
+        "TRAINMASTER_RESTART": str(attempt),
+        "TRAINMASTER_RESUME_FROM": resume_from or "",
+    }
+    if job.checkpoint is not None:
+        env["TRAINMASTER_CHECKPOINT_DIR"] = job.checkpoint.path
+        env["TRAINMASTER_CHECKPOINT_INTERVAL_MINUTES"] = str(job.checkpoint.interval_minutes)
+        env["TRAINMASTER_CHECKPOINT_KEEP"] = str(job.checkpoint.keep)
+    for key, value in job.hyper_parameters.items():
+        env[f"TM_HP_{_env_name(key)}"] = str(value)
+    env.update(job.env)
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
+    out.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    return out
+
+
+def build_gang_job(
+    spec: ClusterSpec,
+    job: Job,
+    attempt: int,
+    resume_from: str | None = None,
+    owner: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Indexed Job of one attempt: one pod per node, gang-scheduled, never retried by
+    the Job controller itself (the operator restarts whole gangs)."""
+    gang = gang_name(job, attempt)
+    cpu, memory = _pod_share(spec, job)
+    resources = {
+        GPU_RESOURCE: str(job.gpus_per_pod),
+        "cpu": str(cpu),
+        "memory": format_bytes(memory),
+    }
+    for rdma in rdma_resources(spec):
+        resources[rdma] = "1"
+    pod_labels = {
+        **app_labels(job.name, "worker", spec.metadata.name),
+        JOB_LABEL: job.name,
+        ATTEMPT_LABEL: str(attempt),
+        POD_GROUP_LABEL: gang,
+    }
+    mounts: list[dict[str, Any]] = [
+        {"name": "launch", "mountPath": "/etc/trainmaster", "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "launch", "configMap": {"name": f"{job.name}-launch", "defaultMode": 0o755}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+    if job.checkpoint is not None:
+        mounts.append({"name": "checkpoints", "mountPath": job.checkpoint.path})
+        volumes.append(
+            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": job.checkpoint.volume}}
+        )
+    if job.datasets and spec.cache is not None:
+        mounts.append({"name": "dataset-cache", "mountPath": "/data", "readOnly": True})
+        volumes.append(
+            {
+                "name": "dataset-cache",
+                "hostPath": {"path": spec.cache.path, "type": "DirectoryOrCreate"},
+            }
+        )
+    metadata = _meta(spec, job, gang, "gang", owner, {ATTEMPT_LABEL: str(attempt)})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": job.nodes,
+            "parallelism": job.nodes,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": {NETWORKS_ANNOTATION: pod_network_annotation(spec)},
+                },
+                "spec": {
+                    "schedulerName": spec.scheduler.name,
+                    "priorityClassName": priority_class_name(spec, job.queue),
+                    "restartPolicy": "Never",
+                    "subdomain": job.name,
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [
+                        {
+                            "name": "trainer",
+                            "image": job.image,
+                            "command": ["/bin/bash", "/etc/trainmaster/launch.sh"],
+                            "env": _container_env(spec, job, attempt, resume_from),
+                            "resources": {"requests": resources, "limits": dict(resources)},
+                            "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                            "volumeMounts": mounts,
+                        }
+                    ],
+                    "volumes": volumes,
+                    "tolerations": [
+                        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def build_gang(
+    spec: ClusterSpec,
+    job: Job,
+    attempt: int,
+    resume_from: str | None = None,
+    owner: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Everything one attempt of a job needs, in apply order."""
+    return [
+        build_service(spec, job, owner),
+        build_launch_config(spec, job, owner),
+        build_pod_group(spec, job, attempt, owner),
+        build_gang_job(spec, job, attempt, resume_from, owner),
+    ]

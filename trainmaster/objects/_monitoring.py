@@ -1,0 +1,189 @@
+"""GPU monitoring: the exporter DaemonSet and Service, Prometheus-operator objects for
+scraping and alerting, and a Grafana dashboard ConfigMap."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from trainmaster.objects._labels import app_labels
+from trainmaster.spec import ClusterSpec
+
+
+def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
+    alerts = spec.monitoring.alerts
+    rules: list[dict[str, Any]] = []
+    if alerts.xid_errors:
+        rules.append(
+            {
+                "alert": "GPUXidError",
+                "expr": "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0",
+                "for": "0m",
+                "labels": {"severity": "critical"},
+                "annotations": {
+                    "summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
+                    " reported Xid {{ $value }}"
+                },
+            }
+        )
+    rules.append(
+        {
+            "alert": "GPUEccDoubleBitErrors",
+            "expr": f"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1h]) >= {alerts.ecc_errors_per_hour}",
+            "for": "0m",
+            "labels": {"severity": "critical"},
+            "annotations": {"summary": "double-bit ECC errors on {{ $labels.Hostname }}"},
+        }
+    )
+    rules.append(
+        {
+            "alert": "TrainingNoProgress",
+            "expr": "time() - max by (namespace, job) "
+            "(trainmaster_job_last_heartbeat_timestamp_seconds) > "
+            f"{alerts.no_progress_minutes * 60}",
+            "for": "0m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "job {{ $labels.job }} made no progress for "
+                f"{alerts.no_progress_minutes} minutes"
+            },
+        }
+    )
+    rules.append(
+        {
+            "alert": "GPUNodeNotReady",
+            "expr": 'kube_node_status_condition{condition="Ready",status="true"} == 0',
+            "for": f"{alerts.node_not_ready_minutes}m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "node {{ $labels.node }} NotReady for "
+                f"{alerts.node_not_ready_minutes} minutes"
+            },
+        }
+    )
+    return rules
+
+
+def _dashboard() -> dict[str, Any]:
+    def panel(i: int, title: str, expr: str) -> dict[str, Any]:
+        return {
+            "id": i,
+            "type": "timeseries",
+            "title": title,
+            "gridPos": {"x": (i % 2) * 12, "y": (i // 2) * 8, "w": 12, "h": 8},
+            "targets": [{"expr": expr, "refId": "A"}],
+        }
+
+    return {
+        "title": "trainmaster: GPUs and training",
+        "uid": "trainmaster-gpus",
+        "schemaVersion": 39,
+        "panels": [
+            panel(0, "GPU utilisation", "avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"),
+            panel(1, "GPU memory used", "sum by (Hostname) (DCGM_FI_DEV_FB_USED)"),
+            panel(2, "Xid errors", "max by (Hostname) (DCGM_FI_DEV_XID_ERRORS)"),
+            panel(3, "Training step", "max by (job) (trainmaster_job_checkpoint_step)"),
+        ],
+    }
+
+
+def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
+    mon, ns, cluster = spec.monitoring, spec.metadata.namespace, spec.metadata.name
+    labels = app_labels("gpu-exporter", "monitoring", cluster)
+    selector = {"app.kubernetes.io/name": "gpu-exporter", "app.kubernetes.io/instance": cluster}
+    interval = f"{mon.scrape_interval_seconds}s"
+    objs: list[dict[str, Any]] = []
+    if mon.gpu_exporter.enabled:
+        objs += [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": f"{cluster}-gpu-exporter", "namespace": ns, "labels": labels},
+                "spec": {
+                    "selector": {"matchLabels": selector},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [
+                                {
+                                    "name": "exporter",
+                                    "image": mon.gpu_exporter.image,
+                                    "ports": [{"name": "metrics", "containerPort": 9400}],
+                                    # DCGM reads the GPUs' profiling counters: needs SYS_ADMIN.
+                                    "securityContext": {"privileged": True},
+                                    "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                                }
+                            ],
+                        },
+                    },
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": f"{cluster}-gpu-exporter", "namespace": ns, "labels": labels},
+                "spec": {
+                    "selector": selector,
+                    "clusterIP": "None",
+                    "ports": [{"name": "metrics", "port": 9400}],
+                },
+            },
+            {
+                "apiVersion": "monitoring.coreos.com/v1",
+                "kind": "ServiceMonitor",
+                "metadata": {"name": f"{cluster}-gpu-exporter", "namespace": ns, "labels": labels},
+                "spec": {
+                    "selector": {"matchLabels": selector},
+                    "endpoints": [{"port": "metrics", "interval": interval}],
+                },
+            },
+        ]
+    objs += [
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PodMonitor",
+            "metadata": {
+                "name": f"{cluster}-training",
+                "namespace": ns,
+                "labels": app_labels("training", "monitoring", cluster),
+            },
+            "spec": {
+                "selector": {
+                    "matchLabels": {
+                        "app.kubernetes.io/component": "worker",
+                        "app.kubernetes.io/instance": cluster,
+                    }
+                },
+                "podMetricsEndpoints": [{"port": "metrics", "interval": interval}],
+            },
+        },
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": f"{cluster}-alerts",
+                "namespace": ns,
+                "labels": app_labels("alerts", "monitoring", cluster),
+            },
+            "spec": {"groups": [{"name": "trainmaster", "rules": _alert_rules(spec)}]},
+        },
+    ]
+    if mon.dashboards:
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": f"{cluster}-dashboard",
+                    "namespace": ns,
+                    "labels": {
+                        **app_labels("dashboard", "monitoring", cluster),
+                        "grafana_dashboard": "1",
+                    },
+                },
+                "data": {"trainmaster.json": json.dumps(_dashboard(), indent=2)},
+            }
+        )
+    return objs
