@@ -32,9 +32,10 @@ class KubernetesObject(pulumi.CustomResource):
     """One Kubernetes object, applied by the pulumi-kubernetes provider as given."""
 
     def __init__(self, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        opts = pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(version=k8s_utilities.get_version())
-        )
+        # Ask for the provider plugin version this SDK was generated for, like the typed
+        # pulumi-kubernetes classes do.
+        version: str = k8s_utilities.get_version()  # type: ignore[no-untyped-call]
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=version))
         super().__init__(type_token(obj), logical_name(obj), dict(obj), opts)
 
 
