@@ -34,3 +34,12 @@ def test_every_field_is_documented() -> None:
     missing = _undocumented(schema)
     missing += [k for k, v in schema["properties"].items() if "description" not in v]
     assert missing == []
+
+
+def test_docs_field_reference_is_current() -> None:
+    from trainmaster.spec._docs import reference_markdown
+
+    docs = (ROOT / "docs" / "spec.md").read_text()
+    assert docs.endswith(reference_markdown()), (
+        "regenerate the reference: keep the intro of docs/spec.md and append "
+        "`trainmaster schema --markdown`")

@@ -65,6 +65,18 @@ def validate(
 
 
 @app.command()
-def schema() -> None:
+def schema(
+    markdown: Annotated[
+        bool,
+        typer.Option(
+            "--markdown", help="The field reference of docs/spec.md instead of the JSON Schema."
+        ),
+    ] = False,
+) -> None:
     """Print the spec's JSON Schema (what schemas/cluster.schema.json holds)."""
+    if markdown:
+        from trainmaster.spec._docs import reference_markdown
+
+        print(reference_markdown(), end="")
+        return
     print(json.dumps(json_schema(), indent=2, sort_keys=False))
