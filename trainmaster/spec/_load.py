@@ -134,17 +134,19 @@ def validate_data(data: Any, source: str, lines: LineMap | None = None) -> Clust
                 )
             ],
         )
-    issues: list[SpecIssue] = []
-    for error in _validator().iter_errors(data):
-        issues.extend(_schema_issue(error, lines))
-    if issues:
-        raise SpecInvalidError(source, issues)
     try:
-        spec = ClusterSpec.model_validate(data)
-    except PydanticError as exc:  # the schema should have caught it; report it the same way
+        # The schema is generated from this model, so a strict model validation accepts
+        # exactly what the schema accepts, many times faster on large node lists. Only when
+        # it fails do we run jsonschema, for its complete, path-precise messages.
+        spec = ClusterSpec.model_validate(data, strict=True)
+    except PydanticError as exc:
+        issues: list[SpecIssue] = []
+        for error in _validator().iter_errors(data):
+            issues.extend(_schema_issue(error, lines))
         raise SpecInvalidError(
             source,
-            [
+            issues
+            or [
                 SpecIssue(format_path(e["loc"]), e["msg"], *_line(lines, tuple(e["loc"])))
                 for e in exc.errors()
             ],

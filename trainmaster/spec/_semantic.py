@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Generator, Iterator
 
 from trainmaster.spec._errors import SpecIssue
-from trainmaster.spec._model import ClusterSpec, Job, Switch, Topology
+from trainmaster.spec._model import ClusterSpec, Job, ResolvedNode, Switch, Topology
 from trainmaster.spec._quantity import format_bytes, parse_quantity
 from trainmaster.spec._rules import job_domain_rule
 
@@ -223,6 +223,7 @@ def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
     for name in sorted(_dupes([j.name for j in spec.jobs])):
         yield SpecIssue("jobs", f"job name {name!r} is used more than once")
     queues = {q.name for q in spec.scheduler.queues}
+    capacity = _Capacity(spec)
     datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
     for i, job in enumerate(spec.jobs):
         path = f"jobs[{i}]"
@@ -254,18 +255,40 @@ def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
                     f"{path}.hyperParameters.{key}",
                     "names must start with a letter and hold only letters, digits and _",
                 )
-        yield from _job_fits(spec, job, path)
+        yield from _job_fits(spec, job, path, capacity)
 
 
-def _job_fits(spec: ClusterSpec, job: Job, path: str) -> Iterator[SpecIssue]:
-    nodes = spec.nodes
-    most_gpus = max((n.gpus for n in nodes), default=0)
-    if job.gpus_per_pod > most_gpus:
+class _Capacity:
+    """Per GPU size: the nodes that can hold such a pod, and the most of them one switch
+    holds. Computed once per distinct gpusPerPod, not once per job."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.nodes = spec.nodes
+        self.most_gpus = max((n.gpus for n in self.nodes), default=0)
+        self._eligible: dict[int, list[ResolvedNode]] = {}
+        self._largest: dict[tuple[int, int], int] = {}
+
+    def eligible(self, gpus: int) -> list[ResolvedNode]:
+        if gpus not in self._eligible:
+            self._eligible[gpus] = [n for n in self.nodes if n.gpus >= gpus]
+        return self._eligible[gpus]
+
+    def largest_domain(self, gpus: int, depth: int) -> int:
+        key = (gpus, depth)
+        if key not in self._largest:
+            counts = Counter(n.switches[:depth] for n in self.eligible(gpus))
+            self._largest[key] = max(counts.values(), default=0)
+        return self._largest[key]
+
+
+def _job_fits(spec: ClusterSpec, job: Job, path: str, cap: _Capacity) -> Iterator[SpecIssue]:
+    if job.gpus_per_pod > cap.most_gpus:
         yield SpecIssue(
-            f"{path}.gpusPerPod", f"{job.gpus_per_pod} is more than the {most_gpus} GPUs per node"
+            f"{path}.gpusPerPod",
+            f"{job.gpus_per_pod} is more than the {cap.most_gpus} GPUs per node",
         )
         return
-    eligible = [n for n in nodes if n.gpus >= job.gpus_per_pod]
+    eligible = cap.eligible(job.gpus_per_pod)
     if job.cpu_per_pod is not None and job.cpu_per_pod > max(n.cpu for n in eligible):
         yield SpecIssue(
             f"{path}.cpuPerPod",
@@ -301,7 +324,7 @@ def _job_fits(spec: ClusterSpec, job: Job, path: str) -> Iterator[SpecIssue]:
         largest = 1
     else:
         depth = spec.topology.levels.index(rule.domain) + 1
-        largest = max(Counter(n.switches[:depth] for n in eligible).values())
+        largest = cap.largest_domain(job.gpus_per_pod, depth)
     if job.nodes > largest:
         yield SpecIssue(
             f"{path}.nodes",

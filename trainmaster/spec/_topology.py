@@ -11,7 +11,8 @@ def _node(
     values = shape.model_dump()
     if override is not None:
         values.update(override.model_dump(exclude_none=True, exclude={"name"}))
-    return ResolvedNode(name=name, switches=switches, **values)
+    # Every value here was validated already: construct without validating again.
+    return ResolvedNode.model_construct(name=name, switches=switches, **values)
 
 
 def generated_switch_name(level: str, index: int) -> str:
