@@ -66,6 +66,8 @@ def up_cmd(
             f"cluster [bold]{rec.name}[/] is up in {result.seconds:.1f}s: "
             f"{rec.nodes} nodes Ready, API server https://127.0.0.1:{rec.apiserver_port}"
         )
+    if result.steps:
+        _err.print("  " + ", ".join(f"{step} {secs:.1f}s" for step, secs in result.steps))
     _err.print(f"  export KUBECONFIG={rec.kubeconfig}")
     _err.print(f"  trainmaster cluster status --kubeconfig {rec.kubeconfig}")
     _err.print(f"  trainmaster cluster down --kubeconfig {rec.kubeconfig}")

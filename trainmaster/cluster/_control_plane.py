@@ -50,6 +50,28 @@ class UpResult:
     record: ClusterRecord
     already_running: bool
     seconds: float
+    steps: tuple[tuple[str, float], ...] = ()
+    """Each step and the seconds it took, in order."""
+
+
+class _StepTimer:
+    """Passes step names on to the caller's report and remembers how long each took."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+        self.steps: list[tuple[str, float]] = []
+        self._current: tuple[str, float] | None = None
+
+    def __call__(self, step: str) -> None:
+        self.finish()
+        self._current = (step, time.monotonic())
+        self._report(step)
+
+    def finish(self) -> None:
+        if self._current is not None:
+            name, started = self._current
+            self.steps.append((name, time.monotonic() - started))
+            self._current = None
 
 
 def _require_tools() -> None:
@@ -156,6 +178,7 @@ def up(
         nodes=len(spec.nodes),
     )
     record.save()
+    report = timer = _StepTimer(report)
     try:
         _start_all(record, state_dir, kubeconfig, kube_scheduler, report)
         report(f"registering {len(spec.nodes)} nodes")
@@ -167,7 +190,9 @@ def up(
         if kubeconfig.parent != state_dir:
             kubeconfig.unlink(missing_ok=True)
         raise
-    return UpResult(record, already_running=False, seconds=time.monotonic() - start_time)
+    timer.finish()
+    return UpResult(record, already_running=False, seconds=time.monotonic() - start_time,
+                    steps=tuple(timer.steps))
 
 
 def _start_all(
