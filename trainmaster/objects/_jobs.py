@@ -76,9 +76,7 @@ def build_training_jobs(spec: ClusterSpec) -> list[dict[str, Any]]:
 def _pod_share(spec: ClusterSpec, job: Job) -> tuple[int, int]:
     """(cpu cores, memory bytes) per pod: the request, else the pod's GPU share of the
     smallest suitable node less 10% for system daemons."""
-    node = min(
-        (n for n in spec.nodes if n.gpus >= job.gpus_per_pod), key=lambda n: (n.cpu, n.memory_bytes)
-    )
+    node = spec.smallest_node(job.gpus_per_pod)
     share = job.gpus_per_pod / node.gpus
     cpu = job.cpu_per_pod or max(1, int(node.cpu * share * 0.9))
     memory = (

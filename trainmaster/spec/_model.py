@@ -405,6 +405,19 @@ class ClusterSpec(_Model):
 
         return resolve_nodes(self.topology)
 
+    @cached_property
+    def _smallest_nodes(self) -> dict[int, ResolvedNode]:
+        """For each GPU count: the smallest (cpu, memory) node with at least that many."""
+        out: dict[int, ResolvedNode] = {}
+        for node in sorted(self.nodes, key=lambda n: (n.cpu, n.memory_bytes)):
+            for gpus in range(1, node.gpus + 1):
+                out.setdefault(gpus, node)
+        return out
+
+    def smallest_node(self, gpus: int) -> ResolvedNode:
+        """The smallest node that holds a pod of `gpus` GPUs (KeyError if none does)."""
+        return self._smallest_nodes[gpus]
+
     def job(self, name: str) -> Job:
         for job in self.jobs:
             if job.name == name:

@@ -1,0 +1,262 @@
+"""`trainmaster plan` on a temporary git repository with two (or three) commits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import small_spec_doc, stack_doc
+from trainmaster.cli import main
+from trainmaster.plan import PlanError, StackPlan, build_plan, render_markdown
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "test",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "test",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout
+
+
+def write(repo: Path, path: str, doc: dict[str, Any]) -> None:
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+def base_dev() -> dict[str, Any]:
+    doc = stack_doc("dev")
+    doc["jobs"][1].pop("checkpoint")  # a finding at base that the change resolves
+    return doc
+
+
+def head_dev() -> dict[str, Any]:
+    doc = base_dev()
+    gpt = doc["jobs"][0]
+    gpt.update(nodes=4, image="nvcr.io/nvidia/pytorch:latest")
+    gpt["restartPolicy"]["maxRestarts"] = 5  # unchanged value: not a change
+    del doc["jobs"][1]
+    llama = {
+        "name": "llama-sft",
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "launcher": "torchrun",
+        "nodes": 2,
+        "queue": "research",
+        "checkpoint": {"volume": "checkpoints", "path": "/checkpoints/llama"},
+    }
+    doc["jobs"].append(llama)
+    doc["scheduler"]["queues"][1]["gpuQuota"] = 64
+    doc["networks"]["compute"]["mtu"] = 2048
+    return doc
+
+
+SMALL_JOB = {
+    "name": "tiny",
+    "image": "pytorch:2.3",
+    "launcher": "torchrun",
+    "nodes": 1,
+    "checkpoint": {"volume": "c", "path": "/c"},
+}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """Commit 1: stacks dev and small. Commit 2: dev changed, small removed, new added."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write(root, "stacks/dev/cluster.yaml", base_dev())
+    write(root, "stacks/small/cluster.yaml", small_spec_doc("small", jobs=[SMALL_JOB]))
+    (root / "README.md").write_text("not a spec\n")
+    commit(root, "base")
+    write(root, "stacks/dev/cluster.yaml", head_dev())
+    (root / "stacks/small/cluster.yaml").unlink()
+    write(root, "stacks/new/cluster.yaml", small_spec_doc("new", jobs=[SMALL_JOB]))
+    commit(root, "head")
+    yield root
+
+
+def _stack(plan_stacks: tuple[StackPlan, ...], path: str) -> StackPlan:
+    (match,) = [s for s in plan_stacks if s.path == path]
+    return match
+
+
+def test_plan_between_two_commits(repo: Path) -> None:
+    plan = build_plan("HEAD~1", "HEAD", cwd=repo)
+    assert plan.base.commit == git(repo, "rev-parse", "HEAD~1").strip()
+    assert [s.path for s in plan.stacks] == [
+        "stacks/dev/cluster.yaml",
+        "stacks/new/cluster.yaml",
+        "stacks/small/cluster.yaml",
+    ]
+    dev = _stack(plan.stacks, "stacks/dev/cluster.yaml")
+    assert [j.name for j in dev.added] == ["llama-sft"]
+    assert [j.name for j in dev.removed] == ["bert-finetune"]
+    [gpt] = dev.changed
+    assert gpt.name == "gpt-small"
+    assert {c.path: (c.before, c.after) for c in gpt.changes} == {
+        "image": ("nvcr.io/nvidia/pytorch:24.05-py3", "nvcr.io/nvidia/pytorch:latest"),
+        "nodes": (2, 4),
+    }
+    assert (gpt.before.gpus, gpt.after.gpus) == (16, 32)
+    queues = {q.name: (q.quota_before, q.quota_after, q.before, q.after) for q in dev.queues}
+    assert queues == {"default": (None, None, 4, 0), "research": (32, 64, 16, 48)}
+    assert {c.path: (c.before, c.after) for c in dev.settings} == {
+        "networks.compute.mtu": (4096, 2048),
+        "scheduler.queues[research].gpuQuota": (32, 64),
+    }
+    assert [(f.rule, f.path) for f in dev.new_findings] == [("image-pinned", "jobs[0].image")]
+    assert [(f.rule, f.path) for f in dev.resolved_findings] == [
+        ("job-checkpoint", "jobs[1].checkpoint")
+    ]
+
+
+def test_added_and_removed_spec_files(repo: Path) -> None:
+    plan = build_plan("HEAD~1", "HEAD", cwd=repo)
+    new = _stack(plan.stacks, "stacks/new/cluster.yaml")
+    assert (new.base.status, new.head.status) == ("absent", "valid")
+    assert [j.name for j in new.added] == ["tiny"] and not new.removed
+    small = _stack(plan.stacks, "stacks/small/cluster.yaml")
+    assert (small.base.status, small.head.status) == ("valid", "absent")
+    assert [j.name for j in small.removed] == ["tiny"]
+    assert [(q.name, q.before, q.after) for q in small.queues] == [("default", 8, 0)]
+
+
+def test_markdown_comment(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(repo)
+    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("<!-- trainmaster-plan -->\n## trainmaster plan\n")
+    assert "### `stacks/dev/cluster.yaml`" in out
+    assert ":x: **1 new mandatory policy finding(s)**" in out
+    assert "**Jobs**: 1 added, 1 removed, 1 changed." in out
+    assert "| added | `llama-sft` | `research` | 16 (2 \u00d7 8) | |" in out
+    assert "| removed | `bert-finetune` | `default` | 4 | |" in out
+    assert (
+        "| changed | `gpt-small` | `research` | 16 → 32 | `image`: "
+        "`nvcr.io/nvidia/pytorch:24.05-py3` → `nvcr.io/nvidia/pytorch:latest`<br>"
+        "`nodes`: `2` → `4` |"
+    ) in out
+    assert "| `research` | 32 → 64 | 16 | 48 | +32 |" in out
+    assert "| `default` | unlimited | 4 | 0 | -4 |" in out
+    assert "| `networks.compute.mtu` | `4096` | `2048` |" in out
+    assert "- :x: **mandatory** `image-pinned` `jobs[0].image`: " in out
+    assert "- :white_check_mark: resolved `job-checkpoint` `jobs[1].checkpoint`" in out
+    assert "**New spec file.**" in out and "**Spec file removed**" in out
+
+
+def test_json(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(repo / "stacks")
+    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD", "--json", "dev/cluster.yaml"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["base"]["ref"] == "HEAD~1" and len(data["base"]["commit"]) == 40
+    [dev] = data["stacks"]
+    assert dev["spec"] == "stacks/dev/cluster.yaml" and dev["changed"] is True
+    assert [j["name"] for j in dev["jobs"]["added"]] == ["llama-sft"]
+    assert dev["jobs"]["changed"][0]["changes"][1] == {"path": "nodes", "before": 2, "after": 4}
+    assert {
+        "name": "research",
+        "before": 16,
+        "after": 48,
+        "quotaBefore": 32,
+        "quotaAfter": 64,
+        "overQuota": False,
+    } in dev["queues"]
+    assert [f["rule"] for f in dev["findings"]["new"]] == ["image-pinned"]
+    assert dev["findings"]["head"] == {"mandatory": 1, "advisory": 0}
+
+
+def test_head_defaults_to_the_working_tree(repo: Path) -> None:
+    doc = head_dev()
+    doc["jobs"][0]["image"] = "nvcr.io/nvidia/pytorch:24.07-py3"
+    write(repo, "stacks/dev/cluster.yaml", doc)
+    plan = build_plan("HEAD", specs=[Path("stacks/dev/cluster.yaml")], cwd=repo)
+    assert plan.head.label == "working tree"
+    [dev] = plan.stacks
+    [gpt] = dev.changed
+    assert [c.path for c in gpt.changes] == ["image"]
+    assert [f.rule for f in dev.resolved_findings] == ["image-pinned"]
+
+
+def test_reordering_jobs_is_not_a_change(repo: Path) -> None:
+    doc = head_dev()
+    doc["jobs"].reverse()
+    write(repo, "stacks/dev/cluster.yaml", doc)
+    [dev] = build_plan("HEAD", specs=[Path("stacks/dev/cluster.yaml")], cwd=repo).stacks
+    # The image finding moved from jobs[0] to jobs[1]: the same finding, not a new one.
+    assert not dev.has_changes and not dev.new_findings and not dev.resolved_findings
+    assert "No changes." in render_markdown(build_plan("HEAD", cwd=repo))
+
+
+def test_invalid_head_spec_is_shown_not_fatal(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = head_dev()
+    doc["jobs"][0]["queue"] = "nope"
+    write(repo, "stacks/dev/cluster.yaml", doc)
+    commit(repo, "broken")
+    monkeypatch.chdir(repo)
+    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD", "stacks/dev/cluster.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert ":x: **The spec at head does not load**" in out
+    assert "jobs[0].queue: 'nope' is not a queue" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--base", "no-such-ref"], "'no-such-ref' is not a commit"),
+        (["--base", "HEAD", "--head", "HEAD~9"], "'HEAD~9' is not a commit"),
+        (["--base", "HEAD", "/etc/hostname"], "is outside the repository"),
+    ],
+)
+def test_bad_revision_or_path_exits_2(
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    needle: str,
+) -> None:
+    monkeypatch.chdir(repo)
+    assert main(["plan", *args]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_not_a_repository_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    assert main(["plan", "--base", "HEAD"]) == 2
+    assert "is not inside a git repository" in capsys.readouterr().err
+    with pytest.raises(PlanError):
+        build_plan("HEAD", cwd=tmp_path)
