@@ -1,0 +1,214 @@
+"""Build the pinned Go binaries into a cache outside git, once per machine.
+
+A family's binaries live in ``<cache>/tools/<family>-<version>-<digest>/`` where the digest
+covers every file of the wrapper module (go.mod, go.sum, tools.go and any package of our own)
+and the recipe, so a changed pin builds afresh and an unchanged one is reused. A build goes to
+a temporary folder that is renamed into place only when every binary linked, so a killed build
+never leaves a half-filled cache entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainmaster.errors import TrainmasterError
+from trainmaster.toolchain._recipes import RECIPES, Recipe
+
+GO_MODULES_DIR = Path(__file__).parent / "go"
+
+ProgressFn = Callable[[str, int, int], None]
+"""Called as (family, packages compiled so far, packages in total)."""
+
+
+class ToolchainError(TrainmasterError):
+    """A tool could not be built or found; the message says which and why."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TRAINMASTER_CACHE", Path.home() / ".cache" / "trainmaster"))
+
+
+def _wrapper_files(family: str) -> list[Path]:
+    """Every file of a family's wrapper module (go.mod, go.sum, tools.go, any own package)."""
+    root = GO_MODULES_DIR / family
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
+
+def _digest(recipe: Recipe) -> str:
+    h = hashlib.sha256(repr(recipe).encode())
+    for rel in _wrapper_files(recipe.family):
+        h.update(str(rel).encode() + b"\0")
+        h.update((GO_MODULES_DIR / recipe.family / rel).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def family_dir(family: str) -> Path:
+    recipe = RECIPES[family]
+    return cache_root() / "tools" / f"{family}-{recipe.version}-{_digest(recipe)}"
+
+
+def is_built(family: str) -> bool:
+    return (family_dir(family) / ".complete").exists()
+
+
+def tool_path(binary: str) -> Path:
+    """Path of a built binary (or data file) by its name, e.g. ``kube-apiserver``."""
+    for recipe in RECIPES.values():
+        if binary in recipe.binaries or any(dest == binary for *_, dest in recipe.module_files):
+            path = family_dir(recipe.family) / binary
+            if not path.exists():
+                raise ToolchainError(
+                    f"{binary} is not built yet; run `trainmaster tools build` first"
+                )
+            return path
+    raise ToolchainError(f"unknown tool {binary!r}")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    family: str
+    directory: Path
+    seconds: float
+    cached: bool
+
+
+def _go_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"})
+    env.update(extra or {})
+    return env
+
+
+def _require_go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise ToolchainError(
+            "the Go toolchain is not on PATH: install Go 1.26 or newer "
+            "(https://go.dev/doc/install) and run `trainmaster tools build` again"
+        )
+    return go
+
+
+def _run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> str:
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=_go_env(env), stdout=subprocess.PIPE, stderr=fh, text=True
+        )
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return proc.stdout
+
+
+def _build_family(recipe: Recipe, progress: ProgressFn | None) -> BuildResult:
+    go = _require_go()
+    target = family_dir(recipe.family)
+    start = time.monotonic()
+    if (target / ".complete").exists():
+        return BuildResult(recipe.family, target, 0.0, cached=True)
+    root = cache_root()
+    src = root / "src" / recipe.family
+    logs = root / "logs"
+    # A fresh copy of the wrapper module, so files left by an earlier pin never leak in.
+    shutil.rmtree(src, ignore_errors=True)
+    for folder in (src, logs, root / "tools"):
+        folder.mkdir(parents=True, exist_ok=True)
+    for own in _wrapper_files(recipe.family):
+        (src / own).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(GO_MODULES_DIR / recipe.family / own, src / own)
+    log = logs / f"{recipe.family}.log"
+    log.write_text("")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        for module, rel, dest in recipe.source_files:
+            out = src / dest
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(_module_dir(go, module, src, log) / rel, out)
+            out.chmod(0o644)
+        for workdir, gofile in recipe.generate:
+            _run([go, "run", gofile], src / workdir, log, recipe.env)
+        deps = _run(
+            [go, "list", "-tags", ",".join(recipe.tags), "-deps", *recipe.packages],
+            src, log, recipe.env,
+        )
+        total = len(deps.split())
+        ldflags = " ".join(("-s", "-w", *recipe.ldflags))
+        # One package: name the binary ourselves (go would call go.etcd.io/etcd/server/v3
+        # "server"); several: go names each after its package folder.
+        single = len(recipe.packages) == 1 and len(recipe.binaries) == 1
+        out_arg = str(staging / recipe.binaries[0]) if single else f"{staging}/"
+        cmd = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", out_arg]
+        if recipe.tags:
+            cmd += ["-tags", ",".join(recipe.tags)]
+        cmd += list(recipe.packages)
+        _stream_build(cmd, src, log, recipe.family, total, progress, recipe.env)
+        for module, rel, dest in recipe.module_files:
+            out = staging / dest
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(_module_dir(go, module, src, log) / rel, out)
+            out.chmod(0o644)
+        missing = [b for b in recipe.binaries if not (staging / b).exists()]
+        if missing:
+            raise ToolchainError(f"{recipe.family}: go build produced no {', '.join(missing)}")
+    except subprocess.CalledProcessError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        raise ToolchainError(
+            f"building {recipe.family} {recipe.version} failed ({exc.cmd[1]} exited "
+            f"{exc.returncode}); full log: {log}\n{tail}"
+        ) from None
+    (staging / ".complete").write_text(recipe.version + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return BuildResult(recipe.family, target, time.monotonic() - start, cached=False)
+
+
+def _module_dir(go: str, module: str, src: Path, log: Path) -> Path:
+    """Folder in the module cache of a module of the wrapper's build list, downloaded if need be."""
+    return Path(json.loads(_run([go, "mod", "download", "-json", module], src, log))["Dir"])
+
+
+def _stream_build(
+    cmd: list[str], cwd: Path, log: Path, family: str, total: int, progress: ProgressFn | None,
+    env: dict[str, str] | None = None,
+) -> None:
+    # `go build -v` names each package as it compiles it: that is our progress signal.
+    done = 0
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=_go_env(env), stdout=fh, stderr=subprocess.PIPE, text=True
+        )
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            fh.write(line)
+            done += 1
+            if progress is not None:
+                progress(family, min(done, total), total)
+        rc = proc.wait()
+    if rc != 0:
+        raise subprocess.CalledProcessError(rc, cmd)
+    if progress is not None:
+        progress(family, total, total)
+
+
+def build(families: Iterable[str], progress: ProgressFn | None = None) -> list[BuildResult]:
+    """Build each family unless its pinned build is cached; raise ToolchainError on failure."""
+    results = []
+    for family in families:
+        if family not in RECIPES:
+            raise ToolchainError(f"unknown tool family {family!r}; known: {', '.join(RECIPES)}")
+        results.append(_build_family(RECIPES[family], progress))
+    return results

@@ -1,0 +1,121 @@
+"""What trainmaster builds from Go modules, pinned: one recipe per tool family.
+
+Each family has its own wrapper module under ``toolchain/go/<family>/`` because the
+families pin conflicting versions of shared dependencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+K8S_VERSION = "v1.37.2"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.8.0"
+# The Pulumi CLI (engine). The Python SDK is pulumi 3.272.0, whose pkg/v3 tag is not served by
+# the Go module proxy (nor 3.273.0); 3.274.1 is the nearest release after it that is.
+PULUMI_VERSION = "v3.274.1"
+# The Kubernetes provider: github.com/pulumi/pulumi-kubernetes/provider/v4 has no tags, and the
+# proxy serves this one pseudo-version only (pulumi-kubernetes main of 2026-01-15, after v4.24.0;
+# its go.mod pins k8s.io/api v0.33.3), not the commit of v4.34.2 that the Python package has.
+PULUMI_KUBERNETES_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+PULUMI_KUBERNETES_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to build one family of binaries with ``go build``."""
+
+    family: str
+    version: str
+    packages: tuple[str, ...]
+    binaries: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    ldflags: tuple[str, ...] = ()
+    # Files copied from a module folder into the cache, as (module, path-in-module, dest name).
+    module_files: tuple[tuple[str, str, str], ...] = ()
+    # Files copied from a module folder into the build's copy of the wrapper module before
+    # anything runs, as (module, path-in-module, path in the wrapper): inputs of `generate`.
+    source_files: tuple[tuple[str, str, str], ...] = ()
+    # Code generation before compiling, as (folder in the wrapper, Go file there): each is run
+    # as `go run FILE` in that folder, as a `//go:generate go run FILE` line upstream would be.
+    generate: tuple[tuple[str, str], ...] = ()
+    # Environment of `generate`, `go list` and `go build` on top of the fixed Go settings.
+    env: dict[str, str] = field(default_factory=dict)
+
+
+_K8S_MINOR = K8S_VERSION.split(".")[1]
+
+_PULUMI_K8S_CMD = "cmd/pulumi-resource-kubernetes"
+
+_KWOK_STAGES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "node/chaos/node-not-ready.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-delete.yaml",
+    "pod/chaos/pod-container-running-failed.yaml",
+)
+
+RECIPES: dict[str, Recipe] = {
+    "k8s": Recipe(
+        family="k8s",
+        version=K8S_VERSION,
+        packages=(
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-scheduler",
+        ),
+        binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+        tags=("selinux", "notest", "grpcnotrace"),
+        ldflags=(
+            f"-X k8s.io/component-base/version.gitVersion={K8S_VERSION}",
+            "-X k8s.io/component-base/version.gitMajor=1",
+            f"-X k8s.io/component-base/version.gitMinor={_K8S_MINOR}",
+        ),
+    ),
+    "etcd": Recipe(
+        family="etcd",
+        version=ETCD_VERSION,
+        packages=("go.etcd.io/etcd/server/v3",),
+        binaries=("etcd",),
+    ),
+    "kwok": Recipe(
+        family="kwok",
+        version=KWOK_VERSION,
+        packages=("sigs.k8s.io/kwok/cmd/kwok",),
+        binaries=("kwok",),
+        module_files=tuple(
+            ("sigs.k8s.io/kwok", f"kustomize/stage/{stage}", f"stages/{stage.split('/')[-1]}")
+            for stage in _KWOK_STAGES
+        ),
+    ),
+    "pulumi": Recipe(
+        family="pulumi",
+        version=PULUMI_VERSION,
+        packages=("github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",),
+        binaries=("pulumi",),
+        ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={PULUMI_VERSION}",),
+    ),
+    # A family of its own: the provider pins older pulumi/pkg and k8s.io modules than the CLI.
+    "pulumi-kubernetes": Recipe(
+        family="pulumi-kubernetes",
+        version=PULUMI_KUBERNETES_VERSION,
+        # Our own main package (go/pulumi-kubernetes/cmd/...), the same as upstream's, which
+        # embeds schema-embed.json and terraform-mapping-embed.json: the module zip lacks them,
+        # so upstream's generate.go makes them here from the module's schema and mapping.
+        packages=(f"./{_PULUMI_K8S_CMD}",),
+        binaries=("pulumi-resource-kubernetes",),
+        ldflags=(
+            f"-X {PULUMI_KUBERNETES_MODULE}/pkg/version.Version={PULUMI_KUBERNETES_VERSION[1:]}",
+        ),
+        source_files=tuple(
+            (PULUMI_KUBERNETES_MODULE, f"{_PULUMI_K8S_CMD}/{name}", f"{_PULUMI_K8S_CMD}/{name}")
+            for name in ("generate.go", "schema.json", "terraform-mapping.json")
+        ),
+        generate=((_PULUMI_K8S_CMD, "generate.go"),),
+        env={"VERSION": PULUMI_KUBERNETES_VERSION[1:]},
+    ),
+}
+
+CLUSTER_FAMILIES = ("etcd", "k8s", "kwok")
+PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
