@@ -20,7 +20,7 @@ from pydantic import ValidationError as PydanticError
 from trainmaster.spec import _semantic
 from trainmaster.spec._errors import SpecInvalidError, SpecIssue, SpecReadError
 from trainmaster.spec._model import ClusterSpec
-from trainmaster.spec._yaml import LineMap, parse_document
+from trainmaster.spec._yaml import NOT_FAST, LineMap, fast_parse, parse_document
 
 SCHEMA_ID = "https://trainmaster.io/schemas/cluster.schema.json"
 _PATTERN_HINTS = {
@@ -171,6 +171,13 @@ def _parse_path(path: str) -> tuple[str | int, ...]:
 
 
 def load_spec_text(text: str, source: str = "<spec>") -> ClusterSpec:
+    if not source.endswith(".json"):
+        data = fast_parse(text)
+        if data is not NOT_FAST:
+            try:
+                return validate_data(data, source)
+            except SpecInvalidError:
+                pass  # parse again, carefully, to report every problem with its line
     data, lines = parse_document(text, source)
     return validate_data(data, source, lines)
 

@@ -7,6 +7,7 @@ docstrings become the schema's descriptions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -425,10 +426,10 @@ class ClusterSpec(_Model):
         raise KeyError(name)
 
 
-class ResolvedNode(BaseModel):
-    """A node after the tree is expanded: its hardware and its switch at every level."""
-
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class ResolvedNode:
+    """A node after the tree is expanded: its hardware and its switch at every level.
+    A plain dataclass: there are thousands and their values were validated already."""
 
     name: str
     gpus: int

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from trainmaster.spec._model import NodeOverride, NodeShape, ResolvedNode, Switch, Topology
+from typing import Any
+
+from trainmaster.spec._model import NodeOverride, ResolvedNode, Switch, Topology
 
 
 def _node(
-    name: str, shape: NodeShape, switches: tuple[str, ...], override: NodeOverride | None = None
+    name: str,
+    base: dict[str, Any],
+    switches: tuple[str, ...],
+    override: NodeOverride | None = None,
 ) -> ResolvedNode:
-    values = shape.model_dump()
+    values = base
     if override is not None:
-        values.update(override.model_dump(exclude_none=True, exclude={"name"}))
-    # Every value here was validated already: construct without validating again.
-    return ResolvedNode.model_construct(name=name, switches=switches, **values)
+        values = {**base, **override.model_dump(exclude_none=True, exclude={"name"})}
+    return ResolvedNode(name=name, switches=switches, **values)
 
 
 def generated_switch_name(level: str, index: int) -> str:
@@ -24,8 +28,9 @@ def resolve_nodes(topology: Topology) -> list[ResolvedNode]:
     if topology.generate is not None:
         return _resolve_generated(topology)
     nodes: list[ResolvedNode] = []
+    base = topology.node.model_dump()
     for switch in topology.switches or []:
-        _walk(switch, (), topology, nodes)
+        _walk(switch, (), base, nodes)
     return nodes
 
 
@@ -38,6 +43,7 @@ def _resolve_generated(topology: Topology) -> list[ResolvedNode]:
     for c in counts:
         total_leaves *= c
     width = max(3, len(str(total_leaves * gen.nodes_per_leaf - 1)))
+    base = topology.node.model_dump()
     nodes: list[ResolvedNode] = []
     # Index switches globally per level so every name is unique: spine-0..4, leaf-0..24.
     paths: list[tuple[str, ...]] = [()]
@@ -50,22 +56,22 @@ def _resolve_generated(topology: Topology) -> list[ResolvedNode]:
         ]
     for path in paths:
         for _ in range(gen.nodes_per_leaf):
-            nodes.append(_node(f"node-{len(nodes):0{width}d}", topology.node, path))
+            nodes.append(_node(f"node-{len(nodes):0{width}d}", base, path))
     return nodes
 
 
 def _walk(
-    switch: Switch, path: tuple[str, ...], topology: Topology, nodes: list[ResolvedNode]
+    switch: Switch, path: tuple[str, ...], base: dict[str, Any], nodes: list[ResolvedNode]
 ) -> None:
     here = (*path, switch.name)
     for child in switch.switches or []:
-        _walk(child, here, topology, nodes)
+        _walk(child, here, base, nodes)
     if isinstance(switch.nodes, int):
         for i in range(switch.nodes):
-            nodes.append(_node(f"{switch.name}-node-{i}", topology.node, here))
+            nodes.append(_node(f"{switch.name}-node-{i}", base, here))
     elif switch.nodes is not None:
         for override in switch.nodes:
-            nodes.append(_node(override.name, topology.node, here, override))
+            nodes.append(_node(override.name, base, here, override))
 
 
 def switch_paths(topology: Topology) -> list[tuple[str, ...]]:
