@@ -3,6 +3,7 @@ kwok) with one simulated GPU node per node of a spec."""
 
 from trainmaster.cluster._control_plane import (
     UpResult,
+    attach_process,
     down,
     down_state_dir,
     resolve_state_dir,
@@ -19,6 +20,7 @@ __all__ = [
     "ClusterStatus",
     "LeafCapacity",
     "UpResult",
+    "attach_process",
     "cluster_status",
     "default_state_dir",
     "down",

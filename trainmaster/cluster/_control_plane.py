@@ -39,6 +39,9 @@ from trainmaster.toolchain import CLUSTER_FAMILIES, RECIPES, ToolchainError, is_
 
 Report = Callable[[str], None]
 KWOK_DATA = Path(__file__).resolve().parent.parent / "data" / "kwok"
+CONTROL_PLANE = frozenset(
+    {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+)
 
 
 def _silent(_: str) -> None:
@@ -134,11 +137,11 @@ def _etcd_health(port: int) -> bool:
 
 
 def running_record(state_dir: Path) -> ClusterRecord | None:
-    """The record of a cluster whose processes are all alive, else None."""
+    """The record of a cluster whose control-plane processes are all alive, else None.
+    (Attached processes such as the scheduler may come and go.)"""
     record = ClusterRecord.load(state_dir)
-    if record is None or not record.processes:
-        return None
-    if all(procs.alive(p.pid) for p in record.processes):
+    core = [p for p in record.processes if p.name in CONTROL_PLANE] if record else []
+    if record is not None and core and all(procs.alive(p.pid) for p in core):
         return record
     return None
 
@@ -191,8 +194,12 @@ def up(
             kubeconfig.unlink(missing_ok=True)
         raise
     timer.finish()
-    return UpResult(record, already_running=False, seconds=time.monotonic() - start_time,
-                    steps=tuple(timer.steps))
+    return UpResult(
+        record,
+        already_running=False,
+        seconds=time.monotonic() - start_time,
+        steps=tuple(timer.steps),
+    )
 
 
 def _start_all(
@@ -335,6 +342,20 @@ def _start_all(
         ],
         [kwok_port],
     )
+
+
+def attach_process(state_dir: Path, name: str, argv: list[str]) -> ProcessRecord:
+    """Start a process that belongs to a running cluster (e.g. the scheduler) and record
+    it, so that `cluster down` stops it with the control plane."""
+    record = ClusterRecord.load(state_dir)
+    if record is None:
+        raise ClusterError(f"no local cluster at {state_dir}")
+    log = state_dir / "logs" / f"{name}.log"
+    proc = procs.start(name, argv, log, env={"KUBECONFIG": record.kubeconfig})
+    entry = ProcessRecord(name, proc.pid, str(log), [])
+    record.processes.append(entry)
+    record.save()
+    return entry
 
 
 def resolve_state_dir(kubeconfig: Path | None = None, name: str | None = None) -> Path:
