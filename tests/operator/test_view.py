@@ -1,0 +1,133 @@
+"""`trainmaster status`: the resource view, pure and on a known cluster state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.operator.builders import T0, at, make_node, make_pod
+from tests.operator.kit import OperatorEnv, job_doc, wait_for
+from trainmaster.cli import main
+from trainmaster.operator._model import format_time
+from trainmaster.operator._view import age, summarize, topology_levels
+
+SPINE, LEAF = "topology.trainmaster.io/spine", "topology.trainmaster.io/leaf"
+
+
+def _node(name: str, spine: str, leaf: str, **kw: Any) -> dict[str, Any]:
+    return make_node(name, labels={SPINE: spine, LEAF: leaf}, **kw)
+
+
+def _pod(node: str, gpus: int, phase: str = "Running") -> dict[str, Any]:
+    pod = make_pod(0, phase, node=node)
+    pod["spec"]["containers"] = [{"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]
+    return pod
+
+
+def _tj(name: str, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ml",
+                         "creationTimestamp": format_time(T0)},
+            "spec": {"nodes": 2}, "status": status}
+
+
+def test_summarize_counts_gpus_per_switch_and_lists_jobs_fences_and_pending() -> None:
+    nodes = [
+        _node("n0", "spine-0", "leaf-0"),
+        _node("n1", "spine-0", "leaf-0", fenced=True),
+        _node("n2", "spine-0", "leaf-1", ready="False"),
+        _node("n3", "spine-1", "leaf-10"),
+        _node("n4", "spine-1", "leaf-2"),
+    ]
+    pods = [_pod("n0", 8), _pod("n1", 4), _pod("n3", 2), _pod("n3", 8, phase="Succeeded")]
+    tjs = [
+        _tj("a", phase="Running", restarts=2, attempt=2,
+            lastCheckpoint={"path": "/c/a/step-5", "step": 5}),
+        _tj("b", phase="Pending", gang="b-r0", pendingReason="unschedulable: no GPUs"),
+        _tj("c", phase="Restarting", gang="c-r1", restartAt=format_time(at(600))),
+    ]
+    view = summarize(nodes, pods, tjs, at(90))
+    assert view.levels == ["spine", "leaf"]
+    rows = {(s.level, s.switch): s for s in view.switches}
+    assert [s.switch for s in view.switches] == [
+        "spine-0", "leaf-0", "leaf-1", "spine-1", "leaf-2", "leaf-10"]
+    leaf0 = rows[("leaf", "leaf-0")]
+    assert (leaf0.nodes, leaf0.usable, leaf0.gpus, leaf0.used, leaf0.free, leaf0.fenced) == (
+        2, 1, 16, 12, 0, 1)
+    spine0 = rows[("spine", "spine-0")]
+    assert (spine0.nodes, spine0.usable, spine0.gpus, spine0.used, spine0.free) == (
+        3, 1, 24, 12, 0)
+    assert rows[("leaf", "leaf-10")].free == 6
+    assert [(f.name, f.switch) for f in view.fenced] == [("n1", "leaf-0")]
+    a = view.jobs[0]
+    assert (a.name, a.phase, a.restarts, a.checkpoint, a.step, a.age_seconds) == (
+        "a", "Running", 2, "/c/a/step-5", 5, 90.0)
+    assert [(p.job, p.reason) for p in view.pending] == [
+        ("b", "unschedulable: no GPUs"),
+        ("c", f"restart backoff until {format_time(at(600))}"),
+    ]
+    json.dumps(view.to_json())
+
+
+def test_levels_are_ordered_top_down_by_how_many_switches_they_have() -> None:
+    nodes = [_node(f"n{i}", f"spine-{i // 4}", f"leaf-{i // 2}") for i in range(8)]
+    assert topology_levels(nodes) == ["spine", "leaf"]
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(5, "5s"), (300, "5m"), (3 * 3600 + 120,
+                                                "3h02m"), (30 * 3600, "30h"), (3 * 86400, "3d")])
+def test_age(seconds: float, text: str) -> None:
+    assert age(seconds) == text
+
+
+@pytest.mark.integration
+def test_status_on_a_known_cluster_state(env: OperatorEnv,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    env.create_job(job_doc("gpt", nodes=2))
+    pods = env.wait_gang_running("gpt", 0, 2)
+    env.wait_phase("gpt", "Running")
+    env.report_checkpoint("gpt", "/checkpoints/gpt/step-400", 400)
+    stuck = job_doc("stuck", nodes=1)
+    stuck["checkpoint"]["volume"] = "no-such-claim"
+    env.create_job(stuck)
+    used = {p["spec"]["nodeName"] for p in pods}
+    spare = next(n.metadata.name for n in env.core.list_node(label_selector="type=kwok").items
+                 if n.metadata.name not in used)
+    env.gpu_unhealthy(spare)
+    wait_for(lambda: env.node(spare)["spec"].get("unschedulable"), "the operator to fence")
+    wait_for(lambda: "unschedulable" in (env.status("stuck").get("pendingReason") or ""),
+             "the stuck gang's reason")
+
+    capsys.readouterr()
+    assert main(["status", "--kubeconfig", str(env.kubeconfig), "-n", env.namespace,
+                 "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    jobs = {j["name"]: j for j in view["jobs"]}
+    assert set(jobs) == {"gpt", "stuck"}
+    assert (jobs["gpt"]["phase"], jobs["gpt"]["restarts"], jobs["gpt"]["checkpoint"],
+            jobs["gpt"]["step"]) == ("Running", 0, "/checkpoints/gpt/step-400", 400)
+    (pending,) = view["pending"]
+    assert pending["job"] == "stuck" and "no-such-claim" in pending["reason"]
+    fenced = {f["name"]: f for f in view["fenced"]}
+    assert fenced[spare]["reason"].startswith("GPUHealthy=False")
+    node = env.node(pods[0]["spec"]["nodeName"])
+    leaf = node["metadata"]["labels"]["topology.trainmaster.io/leaf"]
+    row = next(s for s in view["switches"] if s["level"] == "leaf" and s["switch"] == leaf)
+    assert row["used"] >= 8 and row["free"] <= row["gpus"] - 8
+    spines = [s for s in view["switches"] if s["level"] == "spine"]
+    leaves = [s for s in view["switches"] if s["level"] == "leaf"]
+    assert sum(s["gpus"] for s in spines) == sum(s["gpus"] for s in leaves)
+    assert sum(s["fenced"] for s in leaves) >= 1
+
+    assert main(["status", "--kubeconfig", str(env.kubeconfig), "-n", env.namespace]) == 0
+    table = capsys.readouterr().out
+    for heading in ("GPUs by switch", "Training jobs", "Fenced nodes", "Pending gangs"):
+        assert heading in table
+
+    # Repaired: the agent reports the GPU healthy again, a person lifts the fence.
+    env.set_gpu_condition(spare, "True", "Healthy", "")
+    assert main(["operator", "unfence", spare, "--kubeconfig", str(env.kubeconfig)]) == 0
+    node = env.node(spare)
+    assert not node["spec"].get("unschedulable")
+    assert "trainmaster.io/unhealthy" not in [t["key"] for t in node["spec"].get("taints") or []]

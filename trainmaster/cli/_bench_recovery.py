@@ -1,0 +1,89 @@
+"""`trainmaster bench recovery`: from a fault to the job's gang running again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainmaster.cli._bench import bench_app
+from trainmaster.errors import TrainmasterError
+
+_out = Console()
+_err = Console(stderr=True, soft_wrap=True)
+
+
+class RecoveryBenchError(TrainmasterError):
+    """The recovery benchmark could not run."""
+
+
+@bench_app.command("recovery")
+def recovery_cmd(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="Use this cluster (kwok nodes of 8 GPUs, the stock "
+                     "kube-scheduler running) instead of starting one."),
+    ] = None,
+    gang: Annotated[int, typer.Option(help="Pods (nodes) of the TrainingJob.")] = 16,
+    repeat: Annotated[int, typer.Option(help="Runs of each scenario.")] = 3,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
+                     "node-not-ready, missing-heartbeat."),
+    ] = None,
+    baseline: Annotated[
+        bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
+    ] = True,
+    hang_timeout: Annotated[
+        int, typer.Option(help="The job's hangTimeoutSeconds (>= 10).")
+    ] = 10,
+    timeout: Annotated[float, typer.Option(help="Seconds before a run counts as failed.")] = 120,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the JSON rows.")] = False,
+) -> None:
+    """Inject pod, node and heartbeat faults into a running 16-pod TrainingJob; time from
+    the fault to every pod of the new gang Running with the right resume checkpoint."""
+    from trainmaster.operator._bench import SCENARIOS, BenchError, RecoveryOptions
+    from trainmaster.operator._bench import run_recovery_bench as run
+
+    options = RecoveryOptions(kubeconfig=kubeconfig, gang=gang, repeat=repeat,
+                              scenarios=tuple(scenario or SCENARIOS), baseline=baseline,
+                              hang_timeout=hang_timeout, timeout=timeout)
+    try:
+        options.check()
+        if kubeconfig is None:
+            from trainmaster.cli._tools import build_with_progress
+            from trainmaster.toolchain import CLUSTER_FAMILIES
+
+            build_with_progress(list(CLUSTER_FAMILIES))
+        rows = run(options, report=lambda line: _err.print(line, highlight=False))
+    except BenchError as exc:
+        raise RecoveryBenchError(str(exc)) from None
+    if as_json:
+        print(json.dumps([r.to_json() for r in rows]))
+        return
+    table = Table(title=f"recovery of a {gang}-pod TrainingJob (backoff 0, hang timeout "
+                        f"{hang_timeout}s)")
+    for column in ("scenario", "detect s", "recover s", "resumed from", "ok"):
+        # Only the checkpoint path may fold: names and numbers stay whole in 80 columns.
+        table.add_column(column, justify="right" if column.endswith(" s") else "left",
+                         no_wrap=column != "resumed from",
+                         overflow="fold" if column == "resumed from" else "ellipsis")
+    notes: dict[str, str] = {}
+    for r in rows:
+        ok = "[green]yes[/]" if r.ok else "[red]no[/]"
+        if r.note:
+            mark = notes.setdefault(r.note, f"({len(notes) + 1})")
+            ok += f" {mark}"
+        table.add_row(r.scenario, _num(r.detect_seconds), _num(r.recover_seconds),
+                      r.resumed_from or "-", ok)
+    _out.print(table)
+    for note, mark in notes.items():
+        _out.print(f"{mark} {note}")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

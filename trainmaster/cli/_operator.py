@@ -1,0 +1,164 @@
+"""`trainmaster operator run|unfence`, `trainmaster launch -- CMD`, `trainmaster status`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trainmaster.cli._app import app
+from trainmaster.errors import TrainmasterError
+
+operator_app = typer.Typer(
+    help="The operator that runs TrainingJobs as gangs and restores them after faults.",
+    no_args_is_help=True,
+)
+app.add_typer(operator_app, name="operator")
+
+KubeconfigOpt = Annotated[
+    Path | None,
+    typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, $KUBECONFIG, or the "
+                 "only local cluster's)."),
+]
+
+
+class UsageError(TrainmasterError):
+    """A command line that cannot work."""
+
+    exit_code = 2
+
+
+@operator_app.command("run")
+def operator_run(
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option("--namespace", "-n", help="Namespace to serve (repeatable; globs allowed)."),
+    ] = None,
+    clusterwide: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="Serve every namespace.")
+    ] = False,
+    spec_configmap: Annotated[
+        str | None,
+        typer.Option("--spec-configmap", help="ConfigMap holding the cluster spec (key "
+                     "cluster.yaml), as the Pulumi component writes it."),
+    ] = None,
+    spec_namespace: Annotated[
+        str | None,
+        typer.Option("--spec-namespace", help="Namespace of --spec-configmap (default: the "
+                     "first --namespace)."),
+    ] = None,
+    spec: Annotated[
+        Path | None, typer.Option("--spec", help="Cluster spec file, instead of a ConfigMap.")
+    ] = None,
+    kubeconfig: KubeconfigOpt = None,
+    unhealthy_condition: Annotated[
+        list[str] | None,
+        typer.Option("--unhealthy-condition", help="Node condition TYPE=STATUS that means "
+                     "sick, besides Ready!=True (repeatable; default GPUHealthy=False and "
+                     "NICHealthy=False)."),
+    ] = None,
+    liveness: Annotated[
+        str | None, typer.Option("--liveness", help="Liveness endpoint, e.g. "
+                                 "http://0.0.0.0:8080/healthz.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the operator in the foreground until SIGINT/SIGTERM."""
+    from trainmaster.operator import HealthRules, OperatorConfig, SpecRef, run_operator
+
+    namespaces = tuple(namespace or ())
+    if clusterwide == bool(namespaces):
+        raise UsageError("give --namespace (one or more) or --all-namespaces")
+    if (spec is None) == (spec_configmap is None):
+        raise UsageError("give --spec-configmap NAME or --spec FILE")
+    cm_namespace = spec_namespace or (namespaces[0] if namespaces else None)
+    if spec_configmap is not None and (not cm_namespace or "*" in cm_namespace):
+        raise UsageError("--spec-namespace is needed with --all-namespaces or a glob")
+    try:
+        rules = HealthRules.parse(unhealthy_condition) if unhealthy_condition else HealthRules()
+    except ValueError as exc:
+        raise UsageError(f"--unhealthy-condition {exc}") from None
+    ref = SpecRef(namespace=cm_namespace, configmap=spec_configmap, file=spec)
+    run_operator(
+        OperatorConfig(spec=ref, namespaces=namespaces, clusterwide=clusterwide,
+                       kubeconfig=kubeconfig, health=rules, liveness=liveness),
+        verbose=verbose,
+    )
+
+
+@operator_app.command("unfence")
+def operator_unfence(
+    nodes: Annotated[list[str], typer.Argument(help="Nodes to return to service.")],
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Lift trainmaster's fence (taint, and the cordon if it set one) from repaired nodes."""
+    from trainmaster.operator._view import unfence_nodes
+
+    for node, changed in unfence_nodes(kubeconfig, nodes).items():
+        typer.echo(f"{node}: {'unfenced' if changed else 'was not fenced'}", err=True)
+
+
+@app.command(
+    "launch",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def launch(
+    ctx: typer.Context,
+    checkpoint_dir: Annotated[
+        Path | None,
+        typer.Option("--checkpoint-dir", help="Directory to watch (default: "
+                     "$TRAINMASTER_CHECKPOINT_DIR)."),
+    ] = None,
+    heartbeat_seconds: Annotated[
+        float, typer.Option("--heartbeat-seconds", help="Most frequent heartbeat report.")
+    ] = 15.0,
+    settle_seconds: Annotated[
+        float, typer.Option("--settle-seconds", help="A checkpoint with no marker file counts "
+                            "as complete once unchanged this long.")
+    ] = 5.0,
+    all_ranks: Annotated[
+        bool, typer.Option("--all-ranks", help="Report from every rank, not only rank 0.")
+    ] = False,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Run a training command (after --) and report its heartbeats and checkpoints to its
+    TrainingJob. Exits with the command's exit code."""
+    from trainmaster.launch import LaunchConfig, run_launch
+
+    command = list(ctx.args)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("give the command to run after --, e.g. "
+                         "trainmaster launch -- python train.py")
+    config = LaunchConfig.from_env(
+        checkpoint_dir=checkpoint_dir,
+        heartbeat_seconds=heartbeat_seconds,
+        settle_seconds=settle_seconds,
+        all_ranks=all_ranks,
+        kubeconfig=kubeconfig,
+    )
+    raise typer.Exit(run_launch(config, command))
+
+
+@app.command("status")
+def status(
+    kubeconfig: KubeconfigOpt = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only jobs of this namespace.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """GPUs used/free per switch, jobs (phase, restarts, checkpoint, age), fenced nodes and
+    pending gangs with their reason."""
+    from trainmaster.operator._view import collect_view, render_view
+
+    view = collect_view(kubeconfig, namespace)
+    if as_json:
+        json.dump(view.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    render_view(view)

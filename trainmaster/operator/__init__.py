@@ -1,0 +1,64 @@
+"""The trainmaster operator: it runs each TrainingJob as a gang (Indexed Job, headless
+Service, PodGroup, launch ConfigMap), keeps those objects as declared, and brings failed
+gangs back from their latest checkpoint: pod failures, sick nodes (fenced) and hangs.
+
+See docs/operator.md for the launcher contract and what happens when.
+"""
+
+from trainmaster.operator._decide import backoff_seconds, decide
+from trainmaster.operator._faults import HealthRules, find_fault, gang_view, node_health
+from trainmaster.operator._fence import (
+    FENCED_ANNOTATION,
+    fence_patch,
+    fenced_record,
+    unfence_patch,
+)
+from trainmaster.operator._model import (
+    FAILED,
+    PENDING,
+    RESTARTING,
+    RUNNING,
+    SUCCEEDED,
+    Action,
+    Cause,
+    Decision,
+    Fault,
+    GangView,
+    JobState,
+    NodeHealth,
+    PodView,
+)
+from trainmaster.operator._runner import OperatorThread, operate, run_operator
+from trainmaster.operator._runtime import OperatorConfig
+from trainmaster.operator._specs import SpecRef
+
+__all__ = [
+    "FAILED",
+    "FENCED_ANNOTATION",
+    "PENDING",
+    "RESTARTING",
+    "RUNNING",
+    "SUCCEEDED",
+    "Action",
+    "Cause",
+    "Decision",
+    "Fault",
+    "GangView",
+    "HealthRules",
+    "JobState",
+    "NodeHealth",
+    "OperatorConfig",
+    "OperatorThread",
+    "PodView",
+    "SpecRef",
+    "backoff_seconds",
+    "decide",
+    "fence_patch",
+    "fenced_record",
+    "find_fault",
+    "gang_view",
+    "node_health",
+    "operate",
+    "run_operator",
+    "unfence_patch",
+]

@@ -1,0 +1,88 @@
+"""The Events that tell people what the operator did: restarts, the end of a job, fences.
+
+A restart's or an end's Event is derived from the TrainingJob's status and has a fixed
+name per job and attempt, so it is posted again after an operator restart without ever
+being doubled: the status is written first, the Event follows, and a pass that finds the
+Event missing posts it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from trainmaster.operator import _events as events
+from trainmaster.operator._kubeapi import Kube
+from trainmaster.operator._model import FAILED, SUCCEEDED, Cause, JobState
+from trainmaster.spec import Job
+
+
+def _prefix(body: dict[str, Any]) -> str:
+    """<job>.<uid prefix>: a job deleted and created again gets Events of its own."""
+    meta = body.get("metadata") or {}
+    return f"{meta.get('name')}.{str(meta.get('uid', ''))[:8]}"
+
+
+class Announcer:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._posted: set[str] = set()  # Events this process knows exist
+
+    async def _once(self, body: dict[str, Any], kind: str, reason: str, message: str,
+                    now: datetime, suffix: str) -> None:
+        name = f"{_prefix(body)}.{suffix}"
+        key = f"{(body.get('metadata') or {}).get('namespace')}/{name}"
+        if key not in self._posted:
+            await events.post(self.kube, body, kind, reason, message, now, name=name)
+            self._posted.add(key)
+
+    async def restart(self, body: dict[str, Any], state: JobState, job: Job,
+                      now: datetime) -> None:
+        """The current attempt's restart, from its status record (if it has one)."""
+        history = state.status.get("restartHistory") or []
+        entry = history[-1] if history and isinstance(history[-1], dict) else None
+        if entry is None or entry.get("newAttempt") != state.attempt:
+            return
+        resume = entry.get("resumeFrom") or "the start (no checkpoint reported)"
+        nodes = [n for n in entry.get("nodes") or [] if n not in str(entry.get("message"))]
+        blamed = f" (node {', '.join(nodes)})" if nodes else ""
+        what = f"{entry.get('cause')}: {entry.get('message')}{blamed}"
+        gang = f"{job.name}-r{state.attempt}"
+        if entry.get("cause") == str(Cause.SPEC_CHANGED):
+            await self._once(body, "Normal", "SpecChanged",
+                             f"{what}: new gang {gang}, resuming from {resume}", now,
+                             f"r{state.attempt}.specchanged")
+            return
+        restart_at = state.restart_at
+        wait = (restart_at - now).total_seconds() if restart_at and restart_at > now else 0
+        when = f" in {wait:.0f}s" if wait else ""
+        message = (f"restart {entry.get('restart')}/{job.restart_policy.max_restarts}: "
+                   f"{what}; new gang {gang}{when}, resuming from {resume}")
+        await self._once(body, "Warning", "Restarting", message, now,
+                         f"r{state.attempt}.restarting")
+
+    async def end(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
+        if state.phase == SUCCEEDED:
+            await self._once(body, "Normal", "Succeeded",
+                             f"every pod of {state.name}-r{state.attempt} succeeded", now,
+                             f"r{state.attempt}.succeeded")
+            return
+        cond = state.condition(FAILED)
+        if state.phase == FAILED and cond is not None:
+            await self._once(body, "Warning", "Failed",
+                             f"{cond.get('reason')}: {cond.get('message')}", now,
+                             f"r{state.attempt}.failed")
+
+    async def invalid_spec(self, body: dict[str, Any], state: JobState, message: str,
+                           now: datetime) -> None:
+        await self._once(body, "Warning", "InvalidSpec", message, now,
+                         f"g{state.generation}.invalidspec")
+
+
+async def fenced(kube: Kube, node: str, problem: str, now: datetime) -> None:
+    """A fence, on the Node. Best effort: the node's trainmaster.io/fenced annotation and
+    the restart Event (which names the node) carry the same facts."""
+    ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "uid": node}}
+    await events.post(kube, ref, "Warning", "Fenced",
+                      f"{problem}: cordoned and tainted trainmaster.io/unhealthy:NoSchedule "
+                      "by trainmaster; gangs on it are restarted elsewhere", now)

@@ -1,0 +1,73 @@
+"""The operator's decision for one job, pure: (spec, status, live gang, node health, now) ->
+one Action. The reconciler carries it out; tests drive this table directly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from trainmaster.operator._faults import find_fault, progress_time
+from trainmaster.operator._model import (
+    BACKOFF_CAP_SECONDS,
+    FAILED,
+    INVALID_SPEC,
+    MAX_RESTARTS,
+    NON_RETRYABLE,
+    SUCCEEDED,
+    Action,
+    Cause,
+    Decision,
+    Fault,
+    GangView,
+    JobState,
+    NodeHealth,
+)
+from trainmaster.spec import Job
+
+
+def backoff_seconds(job: Job, restarts_so_far: int) -> float:
+    """backoffSeconds before the first restart, doubling each time, capped at 10 minutes."""
+    base = job.restart_policy.backoff_seconds
+    if base <= 0:
+        return 0.0
+    return float(min(base * 2 ** min(restarts_so_far, 20), BACKOFF_CAP_SECONDS))
+
+
+def decide(
+    job: Job,
+    state: JobState,
+    gang: GangView,
+    health: Mapping[str, NodeHealth],
+    now: datetime,
+) -> Decision:
+    if state.phase == SUCCEEDED:
+        return Decision(Action.DONE)
+    if state.phase == FAILED and state.failure_reason != INVALID_SPEC:
+        return Decision(Action.DONE)
+    if not state.started:
+        return Decision(Action.START)
+    restart_at = state.restart_at
+    if restart_at is not None and now < restart_at:
+        return Decision(Action.WAIT, wake_after=(restart_at - now).total_seconds())
+    if state.gang_generation is not None and state.gang_generation != state.generation:
+        change = Fault(Cause.SPEC_CHANGED, f"spec generation {state.gang_generation} -> "
+                       f"{state.generation}")
+        return Decision(Action.RESTART, change, counted=False)
+    fault = find_fault(job, state, gang, health, now)
+    if fault is not None:
+        if not fault.retryable:
+            return Decision(Action.FAIL, fault, reason=NON_RETRYABLE)
+        if state.restarts >= job.restart_policy.max_restarts:
+            return Decision(Action.FAIL, fault, reason=MAX_RESTARTS)
+        return Decision(Action.RESTART, fault, backoff=backoff_seconds(job, state.restarts))
+    if gang.job_complete or (gang.pods and gang.count("Succeeded") >= job.nodes):
+        return Decision(Action.SUCCEED)
+    return Decision(Action.OBSERVE, wake_after=_hang_deadline(job, state, now))
+
+
+def _hang_deadline(job: Job, state: JobState, now: datetime) -> float | None:
+    last = progress_time(state)
+    if last is None:
+        return None
+    left = job.restart_policy.hang_timeout_seconds - (now - last).total_seconds()
+    return max(left, 0.0) + 0.5  # just past the deadline, so the next look sees the hang

@@ -1,0 +1,96 @@
+"""The gang's objects in the API: observe them, apply them, clean up old attempts, stop
+a failed one. Every operation here is idempotent; the reconciler may repeat any of them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from trainmaster.objects import JOB_LABEL, build_gang
+from trainmaster.operator._faults import gang_view
+from trainmaster.operator._kubeapi import Kube, is_status
+from trainmaster.operator._model import GangView, NodeHealth
+from trainmaster.spec import ClusterSpec, Job
+
+log = logging.getLogger(__name__)
+
+
+class GangObjects:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._outdated: set[str] = set()
+
+    async def observe(self, namespace: str, job: Job, attempt: int) -> GangView:
+        selector = f"{JOB_LABEL}={job.name}"
+        pods, jobs = await asyncio.gather(
+            self.kube.list(Kube.pods(namespace), selector),
+            self.kube.list(Kube.jobs(namespace), selector),
+        )
+        return gang_view(attempt, pods, jobs)
+
+    async def apply(
+        self,
+        spec: ClusterSpec,
+        job: Job,
+        owner: dict[str, Any],
+        attempt: int,
+        resume_from: str | None,
+    ) -> None:
+        """Server-side apply the attempt's objects (Service, ConfigMap, PodGroup, Job)."""
+        *supporting, gang_job = build_gang(spec, job, attempt, resume_from, owner=owner)
+        results = await asyncio.gather(*(self.kube.apply(o) for o in supporting),
+                                       return_exceptions=True)
+        for obj, result in zip(supporting, results, strict=True):
+            if isinstance(result, BaseException):
+                # Without its PodGroup CRD or with a broken ConfigMap the gang can still be
+                # created; the Job is what must exist.
+                log.warning("apply %s %s failed: %s", obj["kind"], obj["metadata"]["name"],
+                            result)
+        try:
+            await self.kube.apply(gang_job)
+        except Exception as exc:
+            if not is_status(exc, 422):
+                raise
+            # A Job's pod template is immutable: a changed cluster spec reaches the gang at
+            # its next attempt, not by rewriting this one. Said once per gang, not per event.
+            name = f"{owner['metadata']['namespace']}/{gang_job['metadata']['name']}"
+            if name not in self._outdated:
+                self._outdated.add(name)
+                log.warning("Job %s keeps its pod template until the next attempt: %s",
+                            name, getattr(exc, "reason", exc))
+
+    async def clean(self, namespace: str, job: Job, gang: GangView, keep: int,
+                    sick: Mapping[str, NodeHealth]) -> None:
+        """Delete every Job, pod and PodGroup of attempts other than `keep`. The Job goes
+        first so its controller cannot replace the pods we delete."""
+        stale_jobs = list(gang.stale_jobs)
+        if gang.attempt != keep and gang.job_exists:
+            stale_jobs.append(f"{job.name}-r{gang.attempt}")
+        await asyncio.gather(*(self.kube.delete(Kube.jobs(namespace, name), "Background")
+                               for name in stale_jobs))
+        pods = [p for p in (*gang.stale_pods, *gang.pods) if p.attempt != keep]
+        await asyncio.gather(*(
+            # Pods on a sick node get no grace period: its kubelet may never confirm.
+            self.kube.delete(Kube.pods(namespace, p.name),
+                             grace=0 if p.node in sick else None)
+            for p in pods
+        ))
+        groups = await self.kube.list(Kube.podgroups(namespace), f"{JOB_LABEL}={job.name}")
+        await asyncio.gather(*(
+            self.kube.delete(Kube.podgroups(namespace, g["metadata"]["name"]))
+            for g in groups
+            if g["metadata"]["name"] != f"{job.name}-r{keep}"
+            and not g["metadata"].get("deletionTimestamp")
+        ))
+
+    async def stop(self, namespace: str, job: Job, attempt: int) -> None:
+        """Suspend the failed attempt's Job: its controller stops the pods still running
+        (freeing their GPUs) and keeps the failed ones, with their logs, for a person."""
+        try:
+            await self.kube.patch(Kube.jobs(namespace, f"{job.name}-r{attempt}"),
+                                  {"spec": {"suspend": True}})
+        except Exception as exc:
+            if not is_status(exc, 404):
+                raise

@@ -1,0 +1,200 @@
+"""One reconcile pass for one TrainingJob: read, decide (pure), act.
+
+Crash safety comes from the order of the acts. Every transition writes the TrainingJob's
+status first, guarded by the resourceVersion the decision was made from, and only then
+touches other objects; those touches are idempotent (server-side apply of objects named by
+attempt, deletes that tolerate 404, fencing that checks first, Events with fixed names).
+So an operator killed at any point leaves either the old status (the same fault is found
+again and handled once) or the new one (the next pass carries on with that attempt and
+that restart count).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from trainmaster.operator._announce import Announcer, fenced
+from trainmaster.operator._decide import decide
+from trainmaster.operator._fence import fence
+from trainmaster.operator._gang import GangObjects
+from trainmaster.operator._kubeapi import Kube, is_status
+from trainmaster.operator._model import (
+    RESTARTING,
+    Action,
+    Cause,
+    Decision,
+    GangView,
+    JobState,
+    Key,
+    utcnow,
+)
+from trainmaster.operator._nodes import NodeBook
+from trainmaster.operator._specs import InvalidJob, SpecSource, in_namespace
+from trainmaster.operator._status import (
+    fail_patch,
+    invalid_spec_patch,
+    observe_patch,
+    restart_patch,
+    start_patch,
+    succeed_patch,
+)
+from trainmaster.operator._supervisor import Gone, Retry
+from trainmaster.spec import ClusterSpec, Job
+
+log = logging.getLogger(__name__)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        specs: SpecSource,
+        book: NodeBook,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.kube = kube
+        self.specs = specs
+        self.book = book
+        self.clock = clock
+        self.gang = GangObjects(kube)
+        self.announce = Announcer(kube)
+        self._spec_by_ns: dict[tuple[str, str], ClusterSpec] = {}
+
+    async def __call__(self, key: Key, apply: bool) -> float | None:
+        try:
+            body = await self.kube.get(Kube.trainingjob(key.namespace, key.name))
+        except Exception as exc:
+            if is_status(exc, 404):
+                raise Gone() from None
+            raise
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            raise Gone()  # being deleted: garbage collection removes the gang
+        state = JobState.from_body(body)
+        spec = await self._spec(key.namespace)
+        now = self.clock()
+        try:
+            job = self.specs.job(spec, key.name, dict(body.get("spec") or {}))
+        except InvalidJob as exc:
+            patch = invalid_spec_patch(state, str(exc), now)
+            if any(state.status.get(k) != v for k, v in patch.items()):
+                await self._write(state, patch, guard=False)
+            await self.announce.invalid_spec(body, state, str(exc), now)
+            return None
+        gang = await self.gang.observe(key.namespace, job, state.attempt)
+        decision = decide(job, state, gang, self.book.health(), now)
+        if decision.action not in (Action.OBSERVE, Action.DONE, Action.WAIT):
+            log.info("%s/%s: %s %s", *key, decision.action.value,
+                     decision.fault.describe() if decision.fault else "")
+        return await self._act(body, spec, job, state, gang, decision, apply, now)
+
+    async def _spec(self, namespace: str) -> ClusterSpec:
+        version, spec = await self.specs.get()
+        key = (version, namespace)
+        if key not in self._spec_by_ns:
+            self._spec_by_ns = {key: in_namespace(spec, namespace), **{
+                k: v for k, v in self._spec_by_ns.items() if k[0] == version}}
+        return self._spec_by_ns[key]
+
+    async def _act(
+        self,
+        body: dict[str, Any],
+        spec: ClusterSpec,
+        job: Job,
+        state: JobState,
+        gang: GangView,
+        decision: Decision,
+        apply: bool,
+        now: datetime,
+    ) -> float | None:
+        action, ns = decision.action, state.namespace
+        if action is Action.DONE:
+            if apply:  # first look after an operator (re)start: was the end announced?
+                await self.announce.end(body, state, now)
+            return None
+        if action is Action.WAIT:
+            await self.announce.restart(body, state, job, now)
+            await self.gang.clean(ns, job, gang, state.attempt, self.book.health())
+            return decision.wake_after
+        if action is Action.START:
+            await self._write(state, start_patch(state, now))
+            await self.gang.apply(spec, job, body, 0, None)
+            return 0.0
+        if action is Action.RESTART:
+            return await self._restart(body, spec, job, state, gang, decision, now)
+        if action is Action.FAIL:
+            new = await self._write(state, fail_patch(state, job, decision, now))
+            await self.announce.end(body, new, now)
+            await self.gang.stop(ns, job, state.attempt)
+            return None
+        if action is Action.SUCCEED:
+            new = await self._write(state, succeed_patch(state, now))
+            await self.announce.end(body, new, now)
+            return None
+        # OBSERVE: a healthy gang. Make its objects match (restores drift), then record.
+        if state.phase == RESTARTING:
+            await self.announce.restart(body, state, job, now)
+        if apply or not gang.job_exists:
+            await self.gang.apply(spec, job, body, state.attempt, state.resume_from)
+        if gang.stale_jobs or gang.stale_pods:
+            await self.gang.clean(ns, job, gang, state.attempt, self.book.health())
+        patch = observe_patch(state, job, gang, now)
+        if patch:
+            await self._write(state, patch, guard=False)
+        return decision.wake_after
+
+    async def _restart(
+        self,
+        body: dict[str, Any],
+        spec: ClusterSpec,
+        job: Job,
+        state: JobState,
+        gang: GangView,
+        decision: Decision,
+        now: datetime,
+    ) -> float | None:
+        fault = decision.fault
+        assert fault is not None
+        if fault.cause is Cause.NODE_UNHEALTHY:
+            for node in fault.nodes:
+                await self._fence(node, now)
+        new = await self._write(state, restart_patch(state, decision, now))
+        # From here on the restart is recorded: everything below is safe to redo, and is
+        # redone by the next pass if the operator dies here.
+        await self.announce.restart(body, new, job, now)
+        await self.gang.clean(state.namespace, job, gang, new.attempt, self.book.health())
+        if decision.backoff > 0:
+            return decision.backoff
+        await self.gang.apply(spec, job, body, new.attempt, new.resume_from)
+        return 0.0
+
+    async def _fence(self, node: str, now: datetime) -> None:
+        health = self.book.health().get(node)
+        problem = health.problem if health and health.problem else "unhealthy"
+        try:
+            changed = await fence(self.kube, node, problem, now)
+        except Exception as exc:
+            if is_status(exc, 404):
+                return  # the node is gone: nothing will land there anyway
+            raise
+        if changed:
+            await fenced(self.kube, node, problem, now)
+
+    async def _write(self, state: JobState, status: dict[str, Any], guard: bool = True
+                     ) -> JobState:
+        """Patch .status. Guarded writes carry the resourceVersion the decision was made
+        from: if the job changed meanwhile (a checkpoint was reported, another operator
+        acted), the write is refused and the decision is made again from a fresh read."""
+        patch: dict[str, Any] = {"status": status}
+        if guard:
+            patch["metadata"] = {"resourceVersion": state.resource_version}
+        url = Kube.trainingjob(state.namespace, state.name, "status")
+        try:
+            result = await self.kube.patch(url, patch)
+        except Exception as exc:
+            if is_status(exc, 409):
+                raise Retry("the TrainingJob changed while deciding; deciding again", 0) from None
+            raise
+        return JobState.from_body(result)

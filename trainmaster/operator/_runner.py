@@ -1,0 +1,116 @@
+"""Running the operator: in the foreground (`trainmaster operator run`), or in a background
+thread (tests, the recovery benchmark).
+
+Leadership: kopf runs *standalone* (no peering CRDs to install). One operator per cluster
+spec is the design: the Deployment has replicas 1 and the Recreate strategy, so a new pod
+starts only after the old one is gone. Should two ever overlap, every restart decision is a
+status write guarded by the TrainingJob's resourceVersion, so only one of them can count a
+given failure; the loser re-reads and finds the restart already made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import kopf
+
+from trainmaster.operator._handlers import build_registry
+from trainmaster.operator._runtime import OperatorConfig
+
+DOMAIN = "trainmaster.io"
+
+
+def kopf_settings(in_thread: bool = False) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # We post our own Events (restarts, fencing); kopf's per-handler chatter would bury them.
+    settings.posting.enabled = False
+    # Keep kopf's bookkeeping in our annotations, out of the status that people read.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=DOMAIN)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=DOMAIN, key="last-handled-configuration"
+    )
+    # Reconnect watches well before an idle load balancer would cut them.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    if in_thread:
+        # kopf's last resort on an unclean exit SIGKILLs its thread, i.e. the whole process:
+        # never in a test run or the benchmark.
+        settings.process.ultimate_exiting_timeout = None
+    return settings
+
+
+async def operate(
+    config: OperatorConfig,
+    stop_flag: threading.Event | asyncio.Event | None = None,
+    ready_flag: threading.Event | asyncio.Event | None = None,
+    in_thread: bool = False,
+) -> None:
+    await kopf.operator(
+        registry=build_registry(config),
+        settings=kopf_settings(in_thread),
+        standalone=True,
+        clusterwide=config.clusterwide,
+        namespaces=list(config.namespaces),
+        liveness_endpoint=config.liveness,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+        memo=kopf.Memo(),
+    )
+
+
+def run_operator(config: OperatorConfig, verbose: bool = False) -> None:
+    """Run in the foreground until SIGINT/SIGTERM (kopf handles both)."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        logging.getLogger("kopf").setLevel(logging.WARNING)
+    asyncio.run(operate(config))
+
+
+class OperatorThread:
+    """The operator in a daemon thread with its own event loop; always `stop()` it (or use
+    it as a context manager)."""
+
+    def __init__(self, config: OperatorConfig) -> None:
+        self.config = config
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="trainmaster-operator",
+                                        daemon=True)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(operate(self.config, self._stop, self._ready, in_thread=True))
+        except BaseException as exc:  # reported by start()/stop()
+            self._error = exc
+
+    def start(self, timeout: float = 60.0) -> OperatorThread:
+        self._thread.start()
+        waited = 0.0
+        while not self._ready.wait(0.2):
+            waited += 0.2
+            if not self._thread.is_alive() or waited >= timeout:
+                self.stop()
+                raise RuntimeError(f"the operator did not start: {self._error!r}")
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError("the operator thread did not stop")
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def __enter__(self) -> OperatorThread:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

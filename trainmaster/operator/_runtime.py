@@ -1,0 +1,125 @@
+"""The operator's working parts, wired once at startup and shared by the kopf handlers:
+API client, cluster spec, node book, reconciler and the per-job supervisor.
+
+Handlers translate watch events into calls here; nothing here knows about kopf.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainmaster.objects import JOB_LABEL
+from trainmaster.operator._announce import fenced
+from trainmaster.operator._faults import HealthRules, node_health
+from trainmaster.operator._fence import fence
+from trainmaster.operator._kubeapi import TRAININGJOB_API, Kube, is_status, open_kube
+from trainmaster.operator._model import Key, utcnow
+from trainmaster.operator._nodes import NodeBook
+from trainmaster.operator._reconcile import Reconciler
+from trainmaster.operator._specs import SpecRef, SpecSource
+from trainmaster.operator._supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """How `trainmaster operator run` runs."""
+
+    spec: SpecRef
+    """Where the cluster spec is: the `<cluster>-spec` ConfigMap, or a file."""
+    namespaces: tuple[str, ...] = ()
+    """Namespaces (globs allowed) whose TrainingJobs to serve; empty with clusterwide."""
+    clusterwide: bool = False
+    kubeconfig: Path | None = None
+    """None: in-cluster credentials in a pod, else $KUBECONFIG / the local cluster's."""
+    health: HealthRules = field(default_factory=HealthRules)
+    resync_seconds: float = 120.0
+    """Every job is looked at this often even when no event arrives."""
+    liveness: str | None = None
+    """kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz."""
+
+
+def owner_of(body: dict[str, Any]) -> str | None:
+    """The TrainingJob that controls this object, by its ownerReference."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "TrainingJob" \
+                and ref.get("apiVersion") == TRAININGJOB_API:
+            return str(ref.get("name"))
+    return None
+
+
+class Runtime:
+    def __init__(self, config: OperatorConfig, kube: Kube) -> None:
+        self.config = config
+        self.kube = kube
+        self.specs = SpecSource(kube, config.spec)
+        self.book = NodeBook()
+        self.reconciler = Reconciler(kube, self.specs, self.book)
+        self.supervisor = Supervisor(self.reconciler, config.resync_seconds)
+
+    @classmethod
+    async def open(cls, config: OperatorConfig) -> Runtime:
+        return cls(config, await open_kube(config.kubeconfig))
+
+    async def close(self) -> None:
+        await self.supervisor.close()
+        await self.kube.close()
+
+    async def check(self, name: str, raw_spec: dict[str, Any]) -> None:
+        """Validate a TrainingJob's spec (raises InvalidJob, or Retry without a spec)."""
+        _, spec = await self.specs.get()
+        self.specs.job(spec, name, raw_spec)
+
+    def poke(self, namespace: str, name: str, apply: bool = False) -> None:
+        self.supervisor.poke(Key(namespace, name), apply)
+
+    async def forget(self, namespace: str, name: str) -> None:
+        await self.supervisor.forget(Key(namespace, name))
+
+    def on_child(self, body: dict[str, Any], namespace: str) -> None:
+        """An owned object changed or vanished: its job re-applies (drift is restored)."""
+        owner = owner_of(body)
+        if owner:
+            self.poke(namespace, owner, apply=True)
+
+    def on_pod(self, body: dict[str, Any], event_type: str | None) -> None:
+        meta = body.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if not job:
+            return
+        key = Key(meta.get("namespace", ""), job)
+        if event_type == "DELETED":
+            self.book.untrack_pod(meta.get("uid", ""))
+        else:
+            self.book.track_pod(meta.get("uid", ""), (body.get("spec") or {}).get("nodeName"),
+                                key)
+        self.supervisor.poke(key)
+
+    async def on_node(self, body: dict[str, Any], event_type: str | None) -> None:
+        """Judge the node; fence it if it is sick; wake the jobs with pods on it."""
+        name = (body.get("metadata") or {}).get("name", "")
+        if event_type == "DELETED":
+            self.book.forget(name)
+            changed = True
+        else:
+            health = node_health(body, self.config.health)
+            changed = self.book.update(name, health)
+            if health.problem and not health.fenced:
+                await self._fence(name, health.problem)
+        if changed:
+            for key in self.book.jobs_on(name):
+                self.supervisor.poke(key)
+
+    async def _fence(self, name: str, problem: str) -> None:
+        now = utcnow()
+        try:
+            if await fence(self.kube, name, problem, now):
+                log.warning("fenced node %s: %s", name, problem)
+                await fenced(self.kube, name, problem, now)
+        except Exception as exc:
+            if not is_status(exc, 404):
+                log.warning("could not fence node %s (%s): %s", name, problem, exc)

@@ -1,0 +1,197 @@
+"""TrainingJob status patches, pure. Each builder returns a JSON merge patch for .status.
+
+Lists (conditions, nodes, restartHistory) are replaced whole by a merge patch, which is
+safe because the operator is the only writer of every field here; the launcher writes only
+lastHeartbeat and lastCheckpoint, which no builder touches.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from trainmaster.operator._model import (
+    FAILED,
+    HISTORY_LIMIT,
+    INVALID_SPEC,
+    MAX_RESTARTS,
+    PENDING,
+    RESTARTING,
+    RUNNING,
+    SUCCEEDED,
+    Decision,
+    Fault,
+    GangView,
+    JobState,
+    format_time,
+)
+from trainmaster.spec import Job
+
+COND_RUNNING = "Running"
+COND_FAILED = "Failed"
+COND_SUCCEEDED = "Succeeded"
+COND_SPEC_VALID = "SpecValid"
+
+
+def set_condition(
+    conditions: list[dict[str, Any]],
+    kind: str,
+    status: bool,
+    reason: str,
+    message: str,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """conditions with `kind` set; lastTransitionTime moves only when the status flips."""
+    text = "True" if status else "False"
+    old = next((c for c in conditions if c.get("type") == kind), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == text else None
+    new = {
+        "type": kind,
+        "status": text,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since or format_time(now),
+    }
+    return [c for c in conditions if c.get("type") != kind] + [new]
+
+
+def _fault_record(fault: Fault, attempt: int, now: datetime) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "cause": str(fault.cause),
+        "message": fault.message,
+        "attempt": attempt,
+        "time": format_time(now),
+    }
+    if fault.nodes:
+        record["nodes"] = list(fault.nodes)
+    if fault.pod:
+        record["pod"] = fault.pod
+    if fault.exit_code is not None:
+        record["exitCode"] = fault.exit_code
+    return record
+
+
+def start_patch(state: JobState, now: datetime) -> dict[str, Any]:
+    """Attempt 0, written before gang r0 is created."""
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(conds, COND_RUNNING, False, "GangCreated", "", now)
+    conds = [c for c in conds if c["type"] != COND_FAILED]
+    return {
+        "phase": PENDING,
+        "attempt": 0,
+        "restarts": 0,
+        "gangGeneration": state.generation,
+        "conditions": conds,
+    }
+
+
+def restart_patch(state: JobState, decision: Decision, now: datetime) -> dict[str, Any]:
+    """Everything a restart changes, in one write made before any side effect: if the
+    operator dies after it, the next one carries on with this attempt and this count."""
+    assert decision.fault is not None
+    attempt = state.attempt + 1
+    restarts = state.restarts + (1 if decision.counted else 0)
+    checkpoint = state.last_checkpoint
+    resume = checkpoint.path if checkpoint is not None else state.resume_from
+    record = _fault_record(decision.fault, state.attempt, now)
+    entry = {**record, "restart": restarts, "newAttempt": attempt, "resumeFrom": resume}
+    history = [*list(state.status.get("restartHistory") or [])[-(HISTORY_LIMIT - 1):], entry]
+    conds = set_condition(state.conditions, COND_RUNNING, False, str(decision.fault.cause),
+                          decision.fault.describe(), now)
+    conds = [c for c in conds if c["type"] != COND_FAILED]
+    patch: dict[str, Any] = {
+        "phase": RESTARTING,
+        "attempt": attempt,
+        "restarts": restarts,
+        "resumeFrom": resume,
+        "gangGeneration": state.generation,
+        "restartAt": format_time(now + timedelta(seconds=decision.backoff))
+        if decision.backoff > 0 else None,
+        "runningSince": None,
+        "nodes": [],
+        "pendingReason": f"restart backoff {decision.backoff:.0f}s" if decision.backoff else None,
+        "restartHistory": history,
+        "conditions": conds,
+    }
+    if decision.counted:
+        patch["lastFailure"] = record
+    return patch
+
+
+def fail_patch(state: JobState, job: Job, decision: Decision, now: datetime) -> dict[str, Any]:
+    fault = decision.fault
+    assert fault is not None
+    reason = decision.reason or FAILED
+    if reason == MAX_RESTARTS:
+        message = (f"gave up after {state.restarts} restart(s) (maxRestarts "
+                   f"{job.restart_policy.max_restarts}); last cause: {fault.describe()}")
+    else:
+        message = fault.describe()
+    conds = set_condition(state.conditions, COND_FAILED, True, reason, message, now)
+    conds = set_condition(conds, COND_RUNNING, False, reason, message, now)
+    return {
+        "phase": FAILED,
+        "lastFailure": _fault_record(fault, state.attempt, now),
+        "pendingReason": None,
+        "conditions": conds,
+    }
+
+
+def invalid_spec_patch(state: JobState, message: str, now: datetime) -> dict[str, Any]:
+    """A spec the operator cannot build from. A job that never started fails; a running
+    one keeps its gang (built from the last good spec) and only says so."""
+    conds = set_condition(state.conditions, COND_SPEC_VALID, False, INVALID_SPEC, message, now)
+    if state.started:
+        return {"conditions": conds}
+    conds = set_condition(conds, COND_FAILED, True, INVALID_SPEC, message, now)
+    return {"phase": FAILED, "conditions": conds}
+
+
+def succeed_patch(state: JobState, now: datetime) -> dict[str, Any]:
+    conds = set_condition(state.conditions, COND_SUCCEEDED, True, "Completed",
+                          "every pod of the gang succeeded", now)
+    conds = set_condition(conds, COND_RUNNING, False, "Completed", "", now)
+    return {"phase": SUCCEEDED, "pendingReason": None, "completionTime": format_time(now),
+            "conditions": conds}
+
+
+def pending_reason(job: Job, gang: GangView) -> str | None:
+    running = gang.count("Running")
+    if running >= job.nodes:
+        return None
+    # Stable wording (no counts) so the status is not rewritten on every pod event.
+    if not gang.job_exists:
+        return "gang not created yet"
+    waiting = next((p.unschedulable for p in gang.pods if p.unschedulable), None)
+    if waiting:
+        return f"unschedulable: {waiting}"
+    if len(gang.pods) < job.nodes:
+        return "creating pods"
+    return "starting pods"
+
+
+def observe_patch(state: JobState, job: Job, gang: GangView, now: datetime) -> dict[str, Any]:
+    """Phase, nodes and pending reason of a healthy gang: only the fields that changed, so
+    an idle reconcile writes nothing."""
+    running = gang.count("Running") >= job.nodes
+    phase = RUNNING if running else RESTARTING if state.phase == RESTARTING else PENDING
+    reason = pending_reason(job, gang)
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(
+        conds, COND_RUNNING, running,
+        "GangRunning" if running else "GangPending",
+        f"{job.nodes} pods Running" if running else (reason or ""), now,
+    )
+    wanted: dict[str, Any] = {
+        "phase": phase,
+        "gang": f"{job.name}-r{gang.attempt}",
+        "nodes": gang.nodes,
+        "pendingReason": reason,
+        "observedGeneration": state.gang_generation,
+        "conditions": conds,
+    }
+    if running and state.running_since is None:
+        wanted["runningSince"] = format_time(now)
+    if state.restart_at is not None:
+        wanted["restartAt"] = None
+    return {k: v for k, v in wanted.items() if state.status.get(k) != v}
