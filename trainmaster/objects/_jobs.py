@@ -69,8 +69,46 @@ def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
     }
 
 
+def trainer_service_account(spec: ClusterSpec) -> str:
+    return f"{spec.metadata.name}-trainer"
+
+
+def build_trainer_identity(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """What training pods run as: allowed only to report heartbeats and checkpoints on the
+    TrainingJobs of their namespace (the `trainmaster launch` contract)."""
+    name, ns = trainer_service_account(spec), spec.metadata.namespace
+    labels = app_labels("trainer", "training-job", spec.metadata.name)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "rules": [
+                {
+                    "apiGroups": [TRAININGJOB_GROUP],
+                    "resources": ["trainingjobs/status"],
+                    "verbs": ["get", "patch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+        },
+    ]
+
+
 def build_training_jobs(spec: ClusterSpec) -> list[dict[str, Any]]:
-    return [build_training_job(spec, job) for job in spec.jobs]
+    """The trainers' identity, then one TrainingJob per spec job."""
+    return [*build_trainer_identity(spec), *[build_training_job(spec, job) for job in spec.jobs]]
 
 
 def _pod_share(spec: ClusterSpec, job: Job) -> tuple[int, int]:
@@ -299,6 +337,7 @@ def build_gang_job(
                 },
                 "spec": {
                     "schedulerName": spec.scheduler.name,
+                    "serviceAccountName": trainer_service_account(spec),
                     "priorityClassName": priority_class_name(spec, job.queue),
                     "restartPolicy": "Never",
                     "subdomain": job.name,
