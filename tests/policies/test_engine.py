@@ -1,97 +1,61 @@
-"""The pack in the real Pulumi engine: `pulumi preview --policy-pack policies` against the
-local control plane passes a clean spec and fails a violating one with the rule's id.
+"""The pack in the real Pulumi engine: `trainmaster pulumi preview --policy-pack policies`
+against the local control plane passes a clean spec and fails a violating one with the
+rule's id.
 
-Needs the Pulumi CLI, its Python language host and the Kubernetes provider built from Go
-modules (`trainmaster tools build pulumi pulumi-kubernetes`); skipped, with the reason,
-while any of them is missing. Everything Pulumi writes goes to a temporary folder: its home,
-a file state backend and a copy of the project files pointing at the spec under test.
+Runs through `trainmaster pulumi` (trainmaster.engine): the built Pulumi CLI and Kubernetes
+provider, the program inline, and the pack started as an executable analyzer plugin, since
+pulumi-language-python cannot be built here (see docs/pulumi.md). Skipped, with the reason,
+while the CLI or the provider is not built (`trainmaster tools build pulumi pulumi-kubernetes`).
+Everything Pulumi writes goes to a temporary folder: its home, a file state backend and a
+copy of the project files with a stack config pointing at the spec under test.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import LocalCluster
+from tests.engine.kit import Engine, copy_project, output
 from tests.helpers import ROOT, stack_doc, write_spec
 
 pytestmark = pytest.mark.integration
 
-BINARIES = ("pulumi", "pulumi-language-python", "pulumi-resource-kubernetes")
-
-
-def _search_path() -> str:
-    from trainmaster.toolchain import family_dir
-
-    dirs = [str(family_dir(f)) for f in ("pulumi", "pulumi-kubernetes")]
-    return os.pathsep.join([*dirs, str(ROOT / ".venv" / "bin"), os.environ.get("PATH", "")])
-
-
-def _missing(path: str) -> list[str]:
-    return [b for b in BINARIES if shutil.which(b, path=path) is None]
-
-
-@dataclass(frozen=True)
-class Engine:
-    env: dict[str, str]
-    project: Path
-
-    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["pulumi", *args, "--non-interactive"],
-            cwd=self.project,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
-    path = _search_path()
-    missing = _missing(path)
-    if missing:
-        pytest.skip(f"Pulumi engine not built: {', '.join(missing)} not found")
+    from trainmaster.toolchain import ToolchainError, tool_path
+
+    try:
+        for binary in ("pulumi", "pulumi-resource-kubernetes"):
+            tool_path(binary)
+    except ToolchainError as exc:
+        pytest.skip(f"Pulumi engine not built: {exc}")
     tmp = tmp_path_factory.mktemp("pulumi")
-    project = tmp / "project"
-    project.mkdir()
-    # The repository's program, with the virtualenv made absolute and the stack files here
-    # (the repository's own stacks/ folder is left alone).
-    manifest = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-    manifest["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
-    manifest.pop("stackConfigDir", None)
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    shutil.copy(ROOT / "__main__.py", project / "__main__.py")
-    env = {
-        **os.environ,
-        "PATH": path,
-        "PULUMI_HOME": str(tmp / "home"),
-        "PULUMI_BACKEND_URL": f"file://{tmp / 'state'}",
-        "PULUMI_CONFIG_PASSPHRASE": "trainmaster-test",
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-    }
     (tmp / "state").mkdir()
-    return Engine(env, project)
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PULUMI_HOME")}
+    env.update(
+        TRAINMASTER_HOME=str(tmp / "home"),
+        PULUMI_BACKEND_URL=(tmp / "state").as_uri(),
+        PULUMI_CONFIG_PASSPHRASE="trainmaster-test",
+    )
+    return Engine(copy_project(tmp / "project"), env)
 
 
 def _preview(
     engine: Engine, cluster: LocalCluster, stack: str, spec: Path
 ) -> subprocess.CompletedProcess[str]:
-    env = {**engine.env, "KUBECONFIG": str(cluster.kubeconfig)}
-    run = Engine(env, engine.project).run
-    for args in (("stack", "init", stack), ("config", "set", "trainmaster:spec", str(spec))):
-        proc = run(*args, "--stack", stack) if args[0] == "config" else run(*args)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return run("preview", "--stack", stack, "--policy-pack", str(ROOT / "policies"))
+    config = engine.project / "stacks" / f"Pulumi.{stack}.yaml"
+    config.write_text(yaml.safe_dump({"config": {"trainmaster:spec": str(spec)}}))
+    run = Engine(engine.project, {**engine.env, "KUBECONFIG": str(cluster.kubeconfig)}).run
+    try:
+        return run("preview", "--stack", stack, "--policy-pack", str(ROOT / "policies"))
+    finally:
+        run("stack", "rm", "--yes", "--force", "--stack", stack)
 
 
 def _cluster(request: pytest.FixtureRequest) -> LocalCluster:
@@ -105,7 +69,8 @@ def test_clean_spec_passes_the_pack(
 ) -> None:
     spec = write_spec(tmp_path / "clean.yaml", stack_doc("dev"))
     proc = _preview(engine, _cluster(request), "clean", spec)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, output(proc)
+    assert "✅ trainmaster@v0.1.0" in proc.stdout, output(proc)
     assert "mandatory" not in proc.stdout
 
 
@@ -119,6 +84,8 @@ def test_violating_spec_fails_the_preview(
     proc = _preview(engine, _cluster(request), "violating", spec)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
-    assert "Policy Violations" in out
+    # Pulumi 3.274 reports violations under "Policies:", per pack, marked ❌.
+    assert "❌ trainmaster@v0.1.0" in out, out
+    assert "[mandatory]" in out
     assert "image-pinned" in out and "jobs[0].image" in out
     assert "job-checkpoint" in out and "jobs[1].checkpoint" in out

@@ -1,0 +1,145 @@
+"""Helpers of the engine tests: a project copy, the `trainmaster pulumi` subprocess, reading
+objects back from the cluster, and the simulated end of dataset warm-ups."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, dynamic
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from tests.helpers import ROOT
+from trainmaster.kube import sync_client
+
+# The engine waits for Deployments, DaemonSets and Jobs (pulumi-kubernetes' await logic); a
+# failing run would otherwise sit out the provider's 10-minute timeouts per resource.
+RUN_TIMEOUT = 1500.0
+
+
+def copy_project(dest: Path) -> Path:
+    """Pulumi.yaml, __main__.py and stacks/ of the repository, in `dest`.
+
+    The first operation on a stack writes `encryptionsalt` into stacks/Pulumi.<stack>.yaml
+    (the passphrase secrets provider keeps it there); the repository's files stay untouched.
+    """
+    dest.mkdir(parents=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, dest / name)
+    shutil.copytree(ROOT / "stacks", dest / "stacks")
+    return dest
+
+
+@dataclass(frozen=True)
+class Engine:
+    """`trainmaster pulumi ...` as a user runs it: a new process, in the project folder."""
+
+    project: Path
+    env: dict[str, str]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "trainmaster", "pulumi", *args],
+            cwd=self.project,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+
+    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
+        proc = self.run(*args)
+        assert proc.returncode == 0, f"trainmaster pulumi {' '.join(args)}:\n{output(proc)}"
+        return proc
+
+
+def output(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str | None, str]:
+    meta = obj["metadata"]
+    return (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+
+
+class Cluster:
+    """Objects on the cluster by apiVersion, kind, namespace and name (CRDs included)."""
+
+    def __init__(self, kubeconfig: Path, cache: Path) -> None:
+        self.api = sync_client(kubeconfig)
+        self._cache = cache
+
+    def read(self, obj: dict[str, Any]) -> Any | None:
+        """The live object, or None when it (or its kind) does not exist."""
+        # A fresh discovery each time: CRDs come and go with the stack.
+        dyn = dynamic.DynamicClient(self.api, cache_file=str(self._cache))
+        dyn.resources.invalidate_cache()
+        api_version, kind, namespace, name = key(obj)
+        try:
+            resource = dyn.resources.get(api_version=api_version, kind=kind)
+            return resource.get(name=name, namespace=namespace)
+        except (NotFoundError, ResourceNotFoundError):
+            return None
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        dyn = dynamic.DynamicClient(self.api, cache_file=str(self._cache))
+        api_version, kind, namespace, name = key(obj)
+        dyn.resources.get(api_version=api_version, kind=kind).delete(name=name, namespace=namespace)
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class WarmupFinisher:
+    """Marks dataset warm-up pods as finished, the way kwok lets a test finish a pod.
+
+    kwok runs every pod but cannot know when a warm-up has copied its dataset, and the
+    engine waits for each warm-up Job to complete (as it should on a real cluster). The
+    label `trainmaster.io/simulate=complete` is trainmaster's kwok stage that ends a
+    Running pod with exit code 0.
+    """
+
+    SELECTOR = "trainmaster.io/dataset,!trainmaster.io/simulate"
+
+    def __init__(self, kubeconfig: Path, namespace: str) -> None:
+        self._core = client.CoreV1Api(sync_client(kubeconfig))
+        self._namespace = namespace
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="warmup-finisher", daemon=True)
+
+    def __enter__(self) -> WarmupFinisher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        patch = {"metadata": {"labels": {"trainmaster.io/simulate": "complete"}}}
+        while not self._stop.wait(0.5):
+            try:
+                pods = self._core.list_namespaced_pod(
+                    self._namespace, label_selector=self.SELECTOR
+                ).items
+                for pod in pods:
+                    self._core.patch_namespaced_pod(pod.metadata.name, self._namespace, patch)
+            except ApiException:
+                continue  # the namespace does not exist yet, or is being deleted

@@ -1,0 +1,40 @@
+"""The real Pulumi engine on this project: `trainmaster pulumi ARGS...`.
+
+preview / up / refresh / destroy run the project's program inline through the Automation API
+(the built CLI and Kubernetes provider, no language host); other commands go to the CLI.
+"""
+
+from trainmaster.engine._args import (
+    OPERATIONS,
+    Operation,
+    OperationName,
+    operation_name,
+    parse_operation,
+)
+from trainmaster.engine._env import (
+    DEFAULT_PASSPHRASE,
+    EngineError,
+    engine_env,
+    find_project,
+    pulumi_home,
+)
+from trainmaster.engine._main import main, passthrough
+from trainmaster.engine._run import OperationResult, run_operation, workspace
+
+__all__ = [
+    "DEFAULT_PASSPHRASE",
+    "OPERATIONS",
+    "EngineError",
+    "Operation",
+    "OperationName",
+    "OperationResult",
+    "engine_env",
+    "find_project",
+    "main",
+    "operation_name",
+    "parse_operation",
+    "passthrough",
+    "pulumi_home",
+    "run_operation",
+    "workspace",
+]
