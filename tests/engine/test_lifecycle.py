@@ -50,12 +50,6 @@ def test_up_creates_every_object(project: Project) -> None:
     assert update["resourceChanges"]["create"] >= len(_objects(project))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainmaster/objects/_networks.py gives the storage NetworkAttachmentDefinition "
-    "`metadata.annotations: {}`; the API server stores no empty map, so every up diffs "
-    "`+ annotations: {}` (an update). Omitting the empty map makes this pass.",
-)
 def test_second_up_reports_no_changes(project: Project) -> None:
     proc = project.engine.run("up", "--stack", "dev", "--yes", "--expect-no-changes")
     changes = _last_update(project)["resourceChanges"]

@@ -89,6 +89,8 @@ def _resolve(args: list[str]) -> tuple[list[str], Any]:
         sub = command.commands.get(name)
         assert sub is not None, f"`trainmaster {' '.join([*path, name])}` does not exist"
         command, path = sub, [*path, name]
+    if (getattr(command, "context_settings", None) or {}).get("ignore_unknown_options"):
+        return path, command  # a pass-through (`trainmaster pulumi`): the options are Pulumi's
     options = {opt for param in command.params for opt in param.opts}
     for arg in rest:
         if arg.startswith("--"):

@@ -80,6 +80,9 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                     "name": f"{cluster}-warmup-{dataset.name}",
                     "namespace": ns,
                     "labels": job_labels,
+                    # A warm-up copies a whole dataset to every node, for hours on a real
+                    # cluster: `pulumi up` must not wait for it to finish.
+                    "annotations": {"pulumi.com/skipAwait": "true"},
                 },
                 "spec": {
                     # One pod per node: spread by anti-affinity, each fills its node's cache.

@@ -51,16 +51,18 @@ def _rail_config(spec: ClusterSpec, index: int) -> dict[str, Any]:
 def _attachment(
     spec: ClusterSpec, network: str, config: dict[str, Any], resource: str | None
 ) -> dict[str, Any]:
-    annotations = {"k8s.v1.cni.cncf.io/resourceName": resource} if resource else {}
+    metadata: dict[str, Any] = {
+        "name": attachment_name(spec, network),
+        "namespace": spec.metadata.namespace,
+        "labels": app_labels("network", "networks", spec.metadata.name),
+    }
+    # No empty map: the API server drops it, and Pulumi would then see a diff on every up.
+    if resource:
+        metadata["annotations"] = {"k8s.v1.cni.cncf.io/resourceName": resource}
     return {
         "apiVersion": "k8s.cni.cncf.io/v1",
         "kind": "NetworkAttachmentDefinition",
-        "metadata": {
-            "name": attachment_name(spec, network),
-            "namespace": spec.metadata.namespace,
-            "labels": app_labels("network", "networks", spec.metadata.name),
-            "annotations": annotations,
-        },
+        "metadata": metadata,
         "spec": {"config": json.dumps(config, sort_keys=True)},
     }
 
