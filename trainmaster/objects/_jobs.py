@@ -69,21 +69,14 @@ def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
     }
 
 
-def trainer_service_account(spec: ClusterSpec) -> str:
-    return f"{spec.metadata.name}-trainer"
-
-
 def build_trainer_identity(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """What training pods run as: allowed only to report heartbeats and checkpoints on the
-    TrainingJobs of their namespace (the `trainmaster launch` contract)."""
-    name, ns = trainer_service_account(spec), spec.metadata.namespace
+    """Training pods run as their namespace's default ServiceAccount (so a gang never waits
+    for an identity the operator did not create); this lets them report heartbeats and
+    checkpoints on the TrainingJobs of that namespace (the `trainmaster launch` contract)
+    and nothing else."""
+    name, ns = f"{spec.metadata.name}-trainer", spec.metadata.namespace
     labels = app_labels("trainer", "training-job", spec.metadata.name)
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-        },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
@@ -101,7 +94,7 @@ def build_trainer_identity(spec: ClusterSpec) -> list[dict[str, Any]]:
             "kind": "RoleBinding",
             "metadata": {"name": name, "namespace": ns, "labels": labels},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
         },
     ]
 
@@ -337,7 +330,6 @@ def build_gang_job(
                 },
                 "spec": {
                     "schedulerName": spec.scheduler.name,
-                    "serviceAccountName": trainer_service_account(spec),
                     "priorityClassName": priority_class_name(spec, job.queue),
                     "restartPolicy": "Never",
                     "subdomain": job.name,
