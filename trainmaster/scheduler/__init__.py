@@ -10,7 +10,17 @@ Typical use::
     result = place_gang(snap, gang)           # Placement | Unschedulable, no mutation
     sched = GangScheduler(snap, clock=clock)  # queue + reserve/permit + anti-starvation
     sched.submit(gang); cycle = sched.run_cycle()
+
+The runtime against a real API server (informers, binder, leader election, metrics; see
+docs/scheduler.md) is exported here too but imported lazily, so that the core stays
+free of Kubernetes imports for whoever only places gangs::
+
+    api = await KubeApi.connect(kubeconfig, qps=500)
+    runtime = SchedulerRuntime(api, SchedulerConfig.load(path))
+    await runtime.start(); await runtime.run(stop)
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._filters import (
     NodeAffinity,
@@ -73,6 +83,58 @@ from ._score import BestFit, best_fit_score, primary_resource
 from ._snapshot import ClusterSnapshot, DomainView, OvercommitError, PodState
 from ._status import Code, Status
 
+if TYPE_CHECKING:
+    from ._binder import Binder, BindResult, GangOutcome
+    from ._cache import ClusterCache
+    from ._config import ConfigError, LeaderElection, SchedulerConfig, TopologyRule
+    from ._convert import PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
+    from ._informer import Reflector
+    from ._kubeapi import ApiError, KubeApi
+    from ._leader import LeaderElector, Renewal
+    from ._loop import SchedulerRuntime
+    from ._metrics import SchedulerMetrics
+    from ._ratelimit import TokenBucket
+    from ._service import ServiceOptions, serve
+
+_RUNTIME = {
+    "ApiError": "_kubeapi",
+    "Binder": "_binder",
+    "BindResult": "_binder",
+    "ClusterCache": "_cache",
+    "ConfigError": "_config",
+    "GangOutcome": "_binder",
+    "KubeApi": "_kubeapi",
+    "LeaderElection": "_config",
+    "LeaderElector": "_leader",
+    "PodGroupInfo": "_convert",
+    "PodInfo": "_convert",
+    "Reflector": "_informer",
+    "Renewal": "_leader",
+    "SchedulerConfig": "_config",
+    "SchedulerMetrics": "_metrics",
+    "SchedulerRuntime": "_loop",
+    "ServiceOptions": "_service",
+    "TokenBucket": "_ratelimit",
+    "TopologyRule": "_config",
+    "node_info": "_convert",
+    "pod_group_info": "_convert",
+    "pod_info": "_convert",
+    "serve": "_service",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Runtime names on first use (PEP 562): importing the core stays API-free."""
+    module = _RUNTIME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "CLUSTER_LEVEL",
     "CPU",
@@ -84,11 +146,16 @@ __all__ = [
     "NODE_LEVEL",
     "PODS",
     "REGISTRY",
+    "ApiError",
     "BestFit",
+    "BindResult",
+    "Binder",
     "Binding",
     "Clock",
+    "ClusterCache",
     "ClusterSnapshot",
     "Code",
+    "ConfigError",
     "Coscheduling",
     "CycleResult",
     "DomainView",
@@ -96,10 +163,14 @@ __all__ = [
     "FragmentationReport",
     "Gang",
     "GangManager",
+    "GangOutcome",
     "GangQueue",
     "GangScheduler",
     "GangState",
     "Handle",
+    "KubeApi",
+    "LeaderElection",
+    "LeaderElector",
     "NodeAffinity",
     "NodeInfo",
     "NodeResourcesFit",
@@ -110,23 +181,33 @@ __all__ = [
     "PermitPlugin",
     "Placement",
     "PluginFactory",
+    "PodGroupInfo",
+    "PodInfo",
     "PodRequest",
     "PodState",
     "PreFilterPlugin",
     "Profile",
+    "Reflector",
+    "Renewal",
     "Reservation",
     "ReservationTarget",
     "ReservePlugin",
+    "SchedulerConfig",
+    "SchedulerMetrics",
+    "SchedulerRuntime",
     "ScorePlugin",
     "SelectorOperator",
+    "ServiceOptions",
     "Status",
     "Taint",
     "TaintEffect",
     "TaintToleration",
+    "TokenBucket",
     "Toleration",
     "TolerationOperator",
     "TopologyConstraint",
     "TopologyMode",
+    "TopologyRule",
     "Unschedulable",
     "best_fit_score",
     "fit_count",
@@ -135,9 +216,13 @@ __all__ = [
     "matches_affinity",
     "matches_node_selector",
     "matches_requirement",
+    "node_info",
     "place_gang",
+    "pod_group_info",
+    "pod_info",
     "primary_resource",
     "queue_key",
     "reservation_target",
+    "serve",
     "untolerated_taint",
 ]

@@ -1,0 +1,58 @@
+"""`trainmaster bench scheduler` end to end on a small cluster of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _bench_processes() -> list[str]:
+    """Command lines of live processes started for a scheduler benchmark."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "trainmaster-bench-" in cmd and "pytest" not in cmd:
+            found.append(cmd)
+    return found
+
+
+def test_json_run_on_its_own_cluster(tmp_path: Path) -> None:
+    env = {**os.environ, "TRAINMASTER_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainmaster", "bench", "scheduler", "--nodes", "40",
+         "--pods", "60", "--seed", "3", "--json"],
+        capture_output=True, text=True, env=env, timeout=900, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)  # stdout is exactly one JSON object
+    assert result["nodes"] == 40 and result["pods"] == 60
+    names = [r["scheduler"] for r in result["results"]]
+    assert names == ["trainmaster", "kube-scheduler-default", "kube-scheduler-tuned",
+                     "bind-ceiling"]
+    for row in result["results"]:
+        assert set(row) == {"scheduler", "seconds", "pods_per_second", "bound",
+                            "overcommitted_nodes", "gangs_split_beyond_needed"}
+        assert row["bound"] == 60 and row["overcommitted_nodes"] == 0
+        assert row["seconds"] > 0
+    assert "starting a local control plane" in proc.stderr
+    assert _bench_processes() == []  # the cluster and every contender were stopped
+
+
+def test_unknown_contender_is_an_error_before_anything_starts() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainmaster", "bench", "scheduler", "--only", "volcano"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 1 and "unknown scheduler 'volcano'" in proc.stderr

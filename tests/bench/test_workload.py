@@ -1,0 +1,106 @@
+"""The benchmark's pure parts: the workload, the cluster spec, options, the JSON shape."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainmaster.bench import (
+    CONTENDERS,
+    BenchError,
+    BenchOptions,
+    BenchResult,
+    ContenderResult,
+    gang_sizes,
+    leaves_needed,
+    workload,
+)
+from trainmaster.bench._cluster import bench_spec
+from trainmaster.bench._contenders import KubeScheduler, RunContext, Trainmaster
+from trainmaster.bench._workload import pod, pod_group
+from trainmaster.scheduler import SchedulerConfig
+from trainmaster.spec import load_spec
+
+
+def test_gangs_are_seeded_sized_1_to_32_and_add_up() -> None:
+    sizes = gang_sizes(1000, seed=1)
+    assert sum(sizes) == 1000 and all(1 <= s <= 32 for s in sizes)
+    assert sizes == gang_sizes(1000, seed=1) != gang_sizes(1000, seed=2)
+    gangs = workload(1000, seed=1)
+    assert [g.size for g in gangs] == sizes
+    assert {(g.domain, g.mode) for g in gangs if g.size == 1} <= {("node", "required")}
+    assert {(g.domain, g.mode) for g in gangs if g.size > 1} == {("leaf", "preferred")}
+
+
+def test_pods_and_pod_groups() -> None:
+    gang = workload(40, seed=3)[0]
+    group = pod_group(gang, "ns")
+    assert group["spec"]["minMember"] == gang.size
+    assert group["metadata"]["annotations"]["trainmaster.io/topology-domain"] == gang.domain
+    body = pod(gang, 0, "ns", "default-scheduler", ["rdma/rail0"])
+    assert body["spec"]["schedulerName"] == "default-scheduler"
+    assert body["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == gang.name
+    assert body["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "4"
+
+
+def test_leaves_needed() -> None:
+    assert leaves_needed(1, 160) == 1 and leaves_needed(32, 160) == 1
+    assert leaves_needed(41, 160) == 2
+
+
+@pytest.mark.parametrize("nodes", [500, 45, 7])
+def test_bench_spec_has_the_requested_nodes(nodes: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.yaml"
+        path.write_text(yaml.safe_dump(bench_spec(nodes)))
+        spec = load_spec(path)
+    assert len(spec.nodes) == nodes
+    assert {len(n.switches) for n in spec.nodes} == {2}
+    if nodes == 500:
+        assert spec.nodes[-1].name == "node-499"  # the same names as stacks/bench
+
+
+def test_options_and_json_shape() -> None:
+    assert BenchOptions().contenders() == CONTENDERS
+    assert BenchOptions(only=("bind-ceiling",)).contenders() == ("bind-ceiling",)
+    with pytest.raises(BenchError, match="unknown scheduler"):
+        BenchOptions(only=("volcano",)).contenders()
+    result = BenchResult(500, 1000, (ContenderResult("trainmaster", 2.0, 500.0, 1000, 0, 0),))
+    assert result.to_json() == {"nodes": 500, "pods": 1000, "results": [{
+        "scheduler": "trainmaster", "seconds": 2.0, "pods_per_second": 500.0, "bound": 1000,
+        "overcommitted_nodes": 0, "gangs_split_beyond_needed": 0}]}
+
+
+def test_contender_configs(tmp_path: Path) -> None:
+    ctx = RunContext(tmp_path / "kubeconfig", "bench-x", tmp_path, 64)
+    config = SchedulerConfig.from_mapping(Trainmaster().config(ctx))  # the runtime reads it
+    assert config.bind_concurrency == 64 and config.leader_election.lease_namespace == "bench-x"
+    default, tuned = KubeScheduler(False).config(ctx), KubeScheduler(True).config(ctx)
+    assert "qps" not in default["clientConnection"] and "percentageOfNodesToScore" not in default
+    assert tuned["clientConnection"]["qps"] == 5000 and tuned["clientConnection"]["burst"] == 5000
+    assert default["leaderElection"] == tuned["leaderElection"] == {"leaderElect": False}
+
+
+def test_placement_microbench_runs_on_a_small_cluster() -> None:
+    from trainmaster.bench import placement_microbench
+
+    result = placement_microbench(nodes=1000, gang=16, runs=3)
+    assert result.nodes == 1000 and result.gang == 16 and result.runs == 3
+    assert result.level in ("node", "leaf")  # 16 x 4 GPUs fits a leaf of 160
+    assert 0 < result.warm_median_ms <= result.warm_max_ms
+
+
+def test_the_default_seed_cannot_keep_every_gang_whole() -> None:
+    """Why G = 2, not 0, is the best possible for the default workload: 1000 pods fill
+    25 leaves of 40 exactly, and no 57 of its 58 gangs pack whole (exact search)."""
+    from trainmaster.scheduler._plan import exact_packing
+
+    sizes = gang_sizes(1000, seed=1)
+    assert exact_packing(sizes, [40] * 25, 10**6) == (None, True)  # finished, found none
+    for size in set(sizes):
+        rest = list(sizes)
+        rest.remove(size)
+        assert exact_packing(rest, [40] * 25, 10**6) == (None, True)

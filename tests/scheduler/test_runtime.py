@@ -1,0 +1,83 @@
+"""The runtime against an in-memory API: gangs wait whole, bind whole, report why."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
+from trainmaster.scheduler import SchedulerConfig, SchedulerRuntime
+
+
+def runtime(cluster: Cluster) -> tuple[FakeApi, SchedulerRuntime]:
+    api = FakeApi(cluster)
+    config = SchedulerConfig(report_interval=0.0)
+    return api, SchedulerRuntime(api, config)  # type: ignore[arg-type]
+
+
+def test_gang_waits_until_it_fits_then_binds_whole() -> None:
+    pods = [pod_obj(f"w{i}", group="g", gpus=8) for i in range(3)]
+    cluster = Cluster([node_obj("n1"), node_obj("n2")], pods, [group_obj("g", 3)])
+    api, rt = runtime(cluster)
+
+    async def run() -> None:
+        await rt.start()
+        result = await rt.step()
+        assert result is not None and not result.placed
+        await rt.writer.drain(1)
+        patches = [(p, b) for m, p, b in api.calls if m == "PATCH"]
+        assert sorted(p for p, _ in patches) == [
+            f"/api/v1/namespaces/ns/pods/w{i}/status" for i in range(3)]
+        condition = patches[0][1]["status"]["conditions"][0]
+        assert (condition["type"], condition["status"], condition["reason"]) == (
+            "PodScheduled", "False", "Unschedulable")
+        assert "does not fit" in condition["message"] or "fits in no" in condition["message"]
+        events = [b for _, b in api.posts("/events")]
+        assert events[0]["reason"] == "FailedScheduling"
+        assert events[0]["involvedObject"]["kind"] == "PodGroup"
+        assert not cluster.binds
+
+        rt.cache.on_node("ADDED", node_obj("n3"))  # capacity grows: retried at once
+        result = await rt.step()
+        assert result is not None and len(result.placed) == 1
+        await rt.idle()
+        assert sorted(cluster.binds) == ["w0", "w1", "w2"]
+        assert len(set(cluster.binds.values())) == 3
+        await rt.shutdown()
+
+    asyncio.run(run())
+
+
+def test_pods_already_bound_are_never_bound_again() -> None:
+    bound = pod_obj("w0", group="g", node="n1", phase="Running")
+    pending = pod_obj("w1", group="g")
+    cluster = Cluster([node_obj("n1"), node_obj("n2", leaf="leaf-1")], [bound, pending],
+                      [group_obj("g", 2, domain="leaf", mode="required")])
+    _api, rt = runtime(cluster)
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.shutdown()
+
+    asyncio.run(run())
+    # Only the missing member is bound, next to its running peer (same leaf).
+    assert cluster.binds == {"w1": "n1"}
+
+
+def test_lone_pods_and_missing_pod_groups() -> None:
+    cluster = Cluster([node_obj("n1")], [pod_obj("solo"), pod_obj("orphan", group="nope")], [])
+    api, rt = runtime(cluster)
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.writer.drain(1)
+        await rt.shutdown()
+
+    asyncio.run(run())
+    assert cluster.binds == {"solo": "n1"}
+    messages = [b["status"]["conditions"][0]["message"] for m, p, b in api.calls
+                if m == "PATCH" and "orphan" in p]
+    assert messages and "waiting for PodGroup ns/nope" in messages[0]

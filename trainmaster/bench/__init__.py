@@ -1,0 +1,33 @@
+"""Benchmarks on a real local control plane.
+
+``run_scheduler_bench`` is `trainmaster bench scheduler`: trainmaster-scheduler against
+the stock kube-scheduler (default and tuned) and a decision-free bind ceiling, each alone
+on the same fresh pending gangs; see ``_run`` for the procedure and ``_contenders`` for
+what each clock includes. ``placement_microbench`` is `trainmaster bench placement`: the
+placement core alone, one gang on a large simulated cluster.
+"""
+
+from trainmaster.bench._contenders import CONTENDERS
+from trainmaster.bench._placement import PlacementResult, placement_microbench
+from trainmaster.bench._run import (
+    BenchError,
+    BenchOptions,
+    BenchResult,
+    ContenderResult,
+    run_scheduler_bench,
+)
+from trainmaster.bench._workload import gang_sizes, leaves_needed, workload
+
+__all__ = [
+    "CONTENDERS",
+    "BenchError",
+    "BenchOptions",
+    "BenchResult",
+    "ContenderResult",
+    "PlacementResult",
+    "gang_sizes",
+    "leaves_needed",
+    "placement_microbench",
+    "run_scheduler_bench",
+    "workload",
+]

@@ -1,0 +1,249 @@
+"""`trainmaster bench scheduler`: every contender alone on a fresh set of pending pods.
+
+Per contender: a new namespace; the PodGroups and pods created concurrently and all
+seen pending; the contender prepared (Python ones imported and waiting); a watcher
+listening; then the clock starts with the contender and stops at the last bind (or the
+timeout). The contender is stopped, the final bindings are judged, and the namespace's
+pods are deleted (grace period 0) and waited for, so the next one finds empty nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainmaster.bench._cluster import bench_cluster
+from trainmaster.bench._contenders import CONTENDERS, Contender, RunContext, make
+from trainmaster.bench._kube import (
+    count_pods,
+    create_all,
+    create_namespace,
+    delete_namespace,
+    ensure_podgroup_crd,
+    wait_nodes_settled,
+)
+from trainmaster.bench._measure import BindWatcher, placement_quality
+from trainmaster.bench._workload import (
+    BENCH_LABEL,
+    GPUS_PER_POD,
+    GangSpec,
+    pod,
+    pod_group,
+    workload,
+)
+from trainmaster.errors import TrainmasterError
+from trainmaster.scheduler._convert import pod_requests
+from trainmaster.scheduler._kubeapi import KubeApi
+
+Report = Callable[[str], None]
+
+
+class BenchError(TrainmasterError):
+    """The benchmark's options cannot work (unknown contender, pods that cannot fit)."""
+
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
+_ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ContenderResult:
+    scheduler: str
+    seconds: float
+    pods_per_second: float
+    bound: int
+    overcommitted_nodes: int
+    gangs_split_beyond_needed: int
+
+
+@dataclass(frozen=True, slots=True)
+class BenchResult:
+    nodes: int
+    pods: int
+    results: tuple[ContenderResult, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly the documented shape."""
+        return {"nodes": self.nodes, "pods": self.pods,
+                "results": [asdict(r) for r in self.results]}
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    nodes: int = 500
+    pods: int = 1000
+    seed: int = 1
+    only: tuple[str, ...] = ()
+    kubeconfig: Path | None = None
+    bind_concurrency: int = 64
+    timeout: float = 600.0
+    """Per contender: give up (and report what was bound) after this many seconds..."""
+    stall: float = 120.0
+    """... or after this many seconds without a single new bind."""
+
+    def contenders(self) -> tuple[str, ...]:
+        for name in self.only:
+            if name not in CONTENDERS:
+                raise BenchError(f"unknown scheduler {name!r}; choose from {', '.join(CONTENDERS)}")
+        return tuple(c for c in CONTENDERS if not self.only or c in self.only)
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+def _rdma_resources(nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """RDMA resources every node offers: the pods ask for one of each, like a job's."""
+    common: set[str] | None = None
+    for node in nodes:
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        have = {r for r in alloc if r.startswith("rdma/")}
+        common = have if common is None else common & have
+    return sorted(common or ())
+
+
+def _gpus(nodes: Sequence[dict[str, Any]]) -> int:
+    return sum(int(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", 0))
+               for n in nodes)
+
+
+async def _gpus_in_use(api: KubeApi, nodes: set[str]) -> int:
+    pods = await api.get("/api/v1/pods", {"fieldSelector": _ACTIVE})
+    return sum(pod_requests(p["spec"]).get("nvidia.com/gpu", 0) for p in pods["items"]
+               if p["spec"].get("nodeName") in nodes)
+
+
+async def _populate(api: KubeApi, namespace: str, gangs: Sequence[GangSpec],
+                    scheduler: str, rdma: Sequence[str]) -> None:
+    await create_namespace(api, namespace, {BENCH_LABEL: "true"})
+    groups = [(PODGROUPS.format(ns=namespace), pod_group(g, namespace)) for g in gangs]
+    await create_all(api, groups)
+    pods = [(f"/api/v1/namespaces/{namespace}/pods", pod(g, i, namespace, scheduler, rdma))
+            for g in gangs for i in range(g.size)]
+    await create_all(api, pods)
+
+
+async def _one(api: KubeApi, contender: Contender, options: BenchOptions, kubeconfig: Path,
+               workdir: Path, gangs: Sequence[GangSpec], rdma: Sequence[str],
+               report: Report) -> ContenderResult:
+    name = contender.name
+    namespace = f"bench-{name}-{uuid.uuid4().hex[:5]}"
+    total = sum(g.size for g in gangs)
+    report(f"{name}: creating {len(gangs)} PodGroups and {total} pending pods in {namespace}")
+    await _populate(api, namespace, gangs, contender.scheduler_name, rdma)
+    try:
+        if await count_pods(api, namespace) != total:
+            raise RuntimeError(f"{namespace}: not every pod was created")
+        ctx = RunContext(kubeconfig, namespace, workdir, options.bind_concurrency)
+        await contender.prepare(ctx)
+        watcher = BindWatcher(api, namespace, total)
+        await watcher.start()
+        if watcher.bound:
+            await contender.stop()
+            await watcher.stop()
+            raise BenchError(
+                f"{len(watcher.bound)} pods of {namespace} were bound before {name} started: "
+                f"another scheduler ({contender.scheduler_name}) runs on this cluster"
+            )
+        report(f"{name}: started")
+        started = time.monotonic()
+        try:
+            await contender.start()
+            outcome = await watcher.wait(options.timeout, options.stall)
+            if outcome:
+                report(f"{name}: gave up: {outcome}")
+            ended = watcher.finished_at or time.monotonic()
+        finally:
+            await contender.stop()
+            await watcher.stop()
+        seconds = ended - started
+        quality = await placement_quality(api, namespace)
+        report(f"{name}: {quality.bound}/{total} bound in {seconds:.2f}s")
+        return ContenderResult(
+            scheduler=name,
+            seconds=round(seconds, 3),
+            pods_per_second=round(quality.bound / seconds, 1) if seconds > 0 else 0.0,
+            bound=quality.bound,
+            overcommitted_nodes=quality.overcommitted_nodes,
+            gangs_split_beyond_needed=quality.gangs_split_beyond_needed,
+        )
+    finally:
+        report(f"{name}: deleting {namespace}")
+        await delete_namespace(api, namespace)
+
+
+async def _warm_up(api: KubeApi, rdma: Sequence[str], report: Report) -> None:
+    """One untimed round of create, bind, run (kwok) and delete, so that the first
+    contender does not pay for a cold API server (watch caches, first serialisations)."""
+    from trainmaster.bench._ceiling import bind_all
+
+    namespace = f"bench-warm-up-{uuid.uuid4().hex[:5]}"
+    gangs = workload(100, seed=0)
+    report(f"warm-up: 100 pods in {namespace}")
+    await _populate(api, namespace, gangs, "bench-warm-up", rdma)
+    try:
+        watcher = BindWatcher(api, namespace, 100)
+        await watcher.start()
+        await bind_all(api, namespace, "bench-warm-up", 16)
+        await watcher.wait(60, 30)
+        await watcher.stop()
+    finally:
+        await delete_namespace(api, namespace)
+
+
+async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> BenchResult:
+    names = options.contenders()
+    gangs = workload(options.pods, options.seed)
+    api = await KubeApi.connect(kubeconfig, pool=72)
+    async with api:
+        report("waiting for every node to be Ready and untainted")
+        await wait_nodes_settled(api)
+        await ensure_podgroup_crd(api)
+        nodes = (await api.get("/api/v1/nodes", {"labelSelector": "type=kwok"}))["items"]
+        gpus = _gpus(nodes) - await _gpus_in_use(api, {n["metadata"]["name"] for n in nodes})
+        if options.pods * GPUS_PER_POD > gpus:
+            raise BenchError(f"{options.pods} pods of {GPUS_PER_POD} GPUs do not fit the "
+                             f"{gpus} free GPUs of the cluster's kwok nodes: use fewer --pods "
+                             "or more --nodes, or delete the pods that hold them")
+        rdma = _rdma_resources(nodes)
+        await _warm_up(api, rdma, report)
+        results = []
+        with tempfile.TemporaryDirectory(prefix="trainmaster-bench-run-") as tmp:
+            for name in names:
+                results.append(await _one(api, make(name), options, kubeconfig, Path(tmp),
+                                          gangs, rdma, report))
+    return BenchResult(len(nodes), options.pods, tuple(results))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def run_scheduler_bench(options: BenchOptions, report: Report = _silent) -> BenchResult:
+    """Run the benchmark (starting and stopping a local cluster unless given one).
+
+    SIGTERM is handled like Ctrl-C, so that the contender processes and the cluster are
+    stopped on the way out rather than orphaned."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run_scheduler_bench(options, report)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_scheduler_bench(options: BenchOptions, report: Report) -> BenchResult:
+    options.contenders()  # fail on a bad --only before starting anything
+    if options.nodes < 1 or options.pods < 1:
+        raise BenchError("--nodes and --pods must be at least 1")
+    if options.kubeconfig is None and options.pods * GPUS_PER_POD > options.nodes * 8:
+        raise BenchError(f"{options.pods} pods of {GPUS_PER_POD} GPUs do not fit on "
+                         f"{options.nodes} nodes of 8 GPUs")
+    with bench_cluster(options.nodes, options.kubeconfig, report) as kubeconfig:
+        return asyncio.run(_bench(options, kubeconfig, report))

@@ -1,0 +1,113 @@
+"""The benchmark's workload: P pods of 4 GPUs in gangs of 1..32, drawn from a seed.
+
+Every contender gets the same gangs (same sizes, same names) in a fresh namespace. Each
+gang is a scheduler-plugins PodGroup (minMember = its size) whose topology follows the
+bench stack's policy: a gang of one must sit on one node, larger gangs prefer one leaf.
+kube-scheduler ignores PodGroups (it has no gangs); the pods are the same apart from
+``schedulerName``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainmaster.scheduler._keys import (
+    POD_GROUP_LABEL,
+    TOPOLOGY_DOMAIN_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+)
+
+GPUS_PER_POD = 4
+MAX_GANG = 32
+BENCH_LABEL = "trainmaster.io/bench"
+
+
+@dataclass(frozen=True, slots=True)
+class GangSpec:
+    name: str
+    size: int
+
+    @property
+    def domain(self) -> str:
+        return "node" if self.size == 1 else "leaf"
+
+    @property
+    def mode(self) -> str:
+        return "required" if self.size == 1 else "preferred"
+
+
+def gang_sizes(pods: int, seed: int, largest: int = MAX_GANG) -> list[int]:
+    """Sizes uniform in 1..largest until ``pods`` are used (the last one is cut short)."""
+    rng = random.Random(seed)
+    sizes: list[int] = []
+    left = pods
+    while left > 0:
+        size = min(rng.randint(1, largest), left)
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+def workload(pods: int, seed: int) -> list[GangSpec]:
+    return [GangSpec(f"g{i:03d}", size) for i, size in enumerate(gang_sizes(pods, seed))]
+
+
+def leaves_needed(size: int, leaf_gpus: int) -> int:
+    """Fewest leaves a gang of ``size`` pods can fit in (at least one)."""
+    return max(1, math.ceil(size * GPUS_PER_POD / leaf_gpus))
+
+
+def pod_group(gang: GangSpec, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": gang.name,
+            "namespace": namespace,
+            "labels": {BENCH_LABEL: "true"},
+            "annotations": {
+                TOPOLOGY_DOMAIN_ANNOTATION: gang.domain,
+                TOPOLOGY_MODE_ANNOTATION: gang.mode,
+            },
+        },
+        "spec": {"minMember": gang.size},
+    }
+
+
+def pod(
+    gang: GangSpec, index: int, namespace: str, scheduler: str, rdma: Sequence[str] = ()
+) -> dict[str, Any]:
+    """One member; ``rdma`` names the RDMA resources every node has (one of each)."""
+    requests = {
+        "nvidia.com/gpu": str(GPUS_PER_POD),
+        "cpu": "16",
+        "memory": "64Gi",
+        **{resource: "1" for resource in rdma},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{gang.name}-{index}",
+            "namespace": namespace,
+            "labels": {BENCH_LABEL: "true", POD_GROUP_LABEL: gang.name},
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "busybox:1.36",
+                    "resources": {"requests": requests, "limits": dict(requests)},
+                }
+            ],
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+        },
+    }

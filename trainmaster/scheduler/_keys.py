@@ -1,0 +1,20 @@
+"""Label and annotation keys the runtime reads (the same strings trainmaster.objects writes).
+
+Repeated here rather than imported: ``trainmaster.objects`` pulls in the spec model
+(pydantic), which would add most of a second to every scheduler start and failover.
+A unit test keeps both copies equal.
+"""
+
+from __future__ import annotations
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+TOPOLOGY_PREFIX = "topology.trainmaster.io/"
+TOPOLOGY_DOMAIN_ANNOTATION = "trainmaster.io/topology-domain"
+TOPOLOGY_MODE_ANNOTATION = "trainmaster.io/topology-mode"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+PODGROUP_API = f"/apis/{PODGROUP_API_VERSION}"
+
+
+def topology_label(level: str) -> str:
+    return f"{TOPOLOGY_PREFIX}{level}"
