@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import STACKS, small_spec_doc, write_spec
+from tests.helpers import small_spec_doc, write_spec
 from trainmaster.toolchain import family_dir
 
 pytestmark = pytest.mark.integration
