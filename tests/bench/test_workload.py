@@ -104,3 +104,13 @@ def test_the_default_seed_cannot_keep_every_gang_whole() -> None:
         rest = list(sizes)
         rest.remove(size)
         assert exact_packing(rest, [40] * 25, 10**6) == (None, True)
+
+
+def test_rounds_combine_to_the_median_time_and_the_worst_placement() -> None:
+    from trainmaster.bench._run import combine
+
+    runs = [ContenderResult("trainmaster", s, 0.0, 1000, o, g)
+            for s, o, g in ((3.0, 0, 2), (9.0, 0, 1), (4.0, 1, 2))]
+    row = combine(runs)
+    assert row.seconds == 4.0 and row.pods_per_second == 250.0
+    assert row.overcommitted_nodes == 1 and row.gangs_split_beyond_needed == 2

@@ -44,7 +44,7 @@ def test_whole_gang_binds_and_is_confirmed() -> None:
     cache, placement = setup(3)
     api = FakeApi()
     outcome = run(api, cache, placement, 3)
-    assert outcome.complete and outcome.bound == 3
+    assert outcome.stands and outcome.bound == 3
     assert all(cache.snapshot.pod_state(b.pod.uid) is PodState.BOUND for b in placement.bindings)
     body = api.posts("/binding")[0][1]
     assert body["metadata"]["uid"] == placement.bindings[0].pod.uid  # never a namesake
@@ -65,7 +65,7 @@ def test_transient_errors_are_retried_and_a_lost_answer_is_a_bind() -> None:
         return {}
 
     outcome = run(FakeApi(handler), cache, placement, 2)
-    assert outcome.complete
+    assert outcome.stands
     assert outcome.results == {b.pod.uid: BindResult.BOUND for b in placement.bindings}
 
 
@@ -79,7 +79,7 @@ def test_failed_member_undoes_the_gang_by_deleting_bound_controlled_pods() -> No
 
     api = FakeApi(handler)
     outcome = run(api, cache, placement, 4)
-    assert not outcome.complete and outcome.bound == 3
+    assert not outcome.stands and outcome.bound == 3
     deleted = sorted(p for m, p, _ in api.calls if m == "DELETE")
     assert deleted == [f"/api/v1/namespaces/ns/pods/p{i}" for i in (0, 1, 3)]
     assert all(b["preconditions"]["uid"] for m, _, b in api.calls if m == "DELETE")
@@ -111,4 +111,4 @@ def test_enough_members_bound_is_a_complete_gang() -> None:
         return {}
 
     outcome = run(FakeApi(handler), cache, placement, 2)
-    assert outcome.bound == 2 and not outcome.undone
+    assert outcome.stands and outcome.bound == 2 and not outcome.undone

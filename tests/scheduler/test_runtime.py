@@ -81,3 +81,60 @@ def test_lone_pods_and_missing_pod_groups() -> None:
     messages = [b["status"]["conditions"][0]["message"] for m, p, b in api.calls
                 if m == "PATCH" and "orphan" in p]
     assert messages and "waiting for PodGroup ns/nope" in messages[0]
+
+
+def test_a_late_unschedulable_report_never_overwrites_a_bind() -> None:
+    from trainmaster.scheduler._events import ApiWriter, EventRecorder
+
+    api = FakeApi()
+
+    async def run() -> None:
+        writer = ApiWriter()
+        writer.start()
+        recorder = EventRecorder(api, writer, "s", "i")  # type: ignore[arg-type]
+        recorder.pod_unschedulable("ns", "placed", "no room", "t", lambda: False)
+        recorder.pod_unschedulable("ns", "waiting", "no room", "t", lambda: True)
+        await writer.drain(1)
+        await writer.stop()
+
+    asyncio.run(run())
+    assert [p for m, p, _ in api.calls if m == "PATCH"] == [
+        "/api/v1/namespaces/ns/pods/waiting/status"]
+
+
+def test_a_refused_bind_undoes_the_gang_and_backs_off() -> None:
+    from trainmaster.scheduler._kubeapi import ApiError
+
+    pods = [pod_obj(f"w{i}", group="g", gpus=8) for i in range(2)]
+    cluster = Cluster([node_obj("n1"), node_obj("n2")], pods, [group_obj("g", 2)])
+
+    def handler(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "POST" and path.endswith("/w1/binding"):
+            raise ApiError(403, "denied by a webhook")
+        return cluster(method, path, body)
+
+    api = FakeApi(handler)
+    now = [0.0]
+    rt = SchedulerRuntime(api, SchedulerConfig(), clock=lambda: now[0])  # type: ignore[arg-type]
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        outcome = rt.outcomes[-1]
+        assert not outcome.stands and len(outcome.undone) == 1  # w0 was bound: deleted
+        deletes = [p for m, p, _ in api.calls if m == "DELETE"]
+        assert deletes == ["/api/v1/namespaces/ns/pods/w0"]
+        binds = len(api.posts("/binding"))
+        await rt.step()  # held back: no new attempt yet
+        assert len(api.posts("/binding")) == binds
+        assert "ns/g" not in rt.scheduler.queue
+        now[0] += 1.5  # past the first backoff (1 s): back in the queue, whole again once
+        rt.cache.on_pod("DELETED", pods[0])  # the undo's delete went through ...
+        rt.cache.on_pod("ADDED", pod_obj("w0b", group="g", gpus=8))  # ... the Job recreated it
+        await rt.step()
+        await rt.idle()
+        assert len(api.posts("/binding")) > binds
+        await rt.shutdown()
+
+    asyncio.run(run())

@@ -1,10 +1,12 @@
 """`trainmaster bench scheduler`: every contender alone on a fresh set of pending pods.
 
-Per contender: a new namespace; the PodGroups and pods created concurrently and all
-seen pending; the contender prepared (Python ones imported and waiting); a watcher
-listening; then the clock starts with the contender and stops at the last bind (or the
-timeout). The contender is stopped, the final bindings are judged, and the namespace's
-pods are deleted (grace period 0) and waited for, so the next one finds empty nodes.
+Before anything is timed: every node Ready and untainted, and one untimed warm-up round.
+Per contender (in turn, for ``--repeat`` rounds): a new namespace; the PodGroups and pods
+created concurrently and all seen pending; the contender prepared (Python ones imported
+and waiting); a watcher listening; then the clock starts with the contender and stops at
+the last bind (or a timeout, or a stall). The contender is stopped, the final bindings
+are judged, and the namespace's pods are deleted (grace period 0) and waited for, so the
+next one finds empty nodes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import statistics
 import tempfile
 import time
 import uuid
@@ -87,6 +90,8 @@ class BenchOptions:
     """Per contender: give up (and report what was bound) after this many seconds..."""
     stall: float = 120.0
     """... or after this many seconds without a single new bind."""
+    repeat: int = 1
+    """Rounds (every contender once per round, in turn); see ``combine``."""
 
     def contenders(self) -> tuple[str, ...]:
         for name in self.only:
@@ -214,12 +219,31 @@ async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> Ben
                              "or more --nodes, or delete the pods that hold them")
         rdma = _rdma_resources(nodes)
         await _warm_up(api, rdma, report)
-        results = []
+        rounds: dict[str, list[ContenderResult]] = {name: [] for name in names}
         with tempfile.TemporaryDirectory(prefix="trainmaster-bench-run-") as tmp:
-            for name in names:
-                results.append(await _one(api, make(name), options, kubeconfig, Path(tmp),
-                                          gangs, rdma, report))
-    return BenchResult(len(nodes), options.pods, tuple(results))
+            for round_ in range(options.repeat):
+                if options.repeat > 1:
+                    report(f"round {round_ + 1} of {options.repeat}")
+                for name in names:
+                    rounds[name].append(await _one(api, make(name), options, kubeconfig,
+                                                   Path(tmp), gangs, rdma, report))
+    return BenchResult(len(nodes), options.pods,
+                       tuple(combine(runs) for runs in rounds.values()))
+
+
+def combine(runs: Sequence[ContenderResult]) -> ContenderResult:
+    """One row from several rounds: the median time, and the worst of the placement
+    figures (fewest bound, most overcommitted nodes, most split gangs)."""
+    seconds = statistics.median(r.seconds for r in runs)
+    bound = min(r.bound for r in runs)
+    return ContenderResult(
+        scheduler=runs[0].scheduler,
+        seconds=round(seconds, 3),
+        pods_per_second=round(bound / seconds, 1) if seconds > 0 else 0.0,
+        bound=bound,
+        overcommitted_nodes=max(r.overcommitted_nodes for r in runs),
+        gangs_split_beyond_needed=max(r.gangs_split_beyond_needed for r in runs),
+    )
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -240,8 +264,8 @@ def run_scheduler_bench(options: BenchOptions, report: Report = _silent) -> Benc
 
 def _run_scheduler_bench(options: BenchOptions, report: Report) -> BenchResult:
     options.contenders()  # fail on a bad --only before starting anything
-    if options.nodes < 1 or options.pods < 1:
-        raise BenchError("--nodes and --pods must be at least 1")
+    if options.nodes < 1 or options.pods < 1 or options.repeat < 1:
+        raise BenchError("--nodes, --pods and --repeat must be at least 1")
     if options.kubeconfig is None and options.pods * GPUS_PER_POD > options.nodes * 8:
         raise BenchError(f"{options.pods} pods of {GPUS_PER_POD} GPUs do not fit on "
                          f"{options.nodes} nodes of 8 GPUs")

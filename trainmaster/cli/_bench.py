@@ -38,6 +38,10 @@ def scheduler_cmd(
         int, typer.Option(help="Binds in flight, for trainmaster and bind-ceiling alike.")
     ] = 64,
     timeout: Annotated[float, typer.Option(help="Seconds before a contender gives up.")] = 600,
+    repeat: Annotated[
+        int, typer.Option(help="Rounds; report each scheduler's median time and its worst "
+                          "placement figures.")
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
     """Bind P pending pods on N nodes with each scheduler alone; time and judge them."""
@@ -45,7 +49,7 @@ def scheduler_cmd(
 
     options = BenchOptions(nodes=nodes, pods=pods, seed=seed, only=tuple(only or ()),
                            kubeconfig=kubeconfig, bind_concurrency=bind_concurrency,
-                           timeout=timeout)
+                           timeout=timeout, repeat=repeat)
     options.contenders()
     if kubeconfig is None:
         from trainmaster.cli._tools import build_with_progress
@@ -56,7 +60,8 @@ def scheduler_cmd(
     if as_json:
         print(json.dumps(result.to_json()))
         return
-    table = Table(title=f"{result.pods} pods on {result.nodes} nodes (seed {seed})")
+    rounds = f", median of {repeat} rounds" if repeat > 1 else ""
+    table = Table(title=f"{result.pods} pods on {result.nodes} nodes (seed {seed}{rounds})")
     for column in ("scheduler", "seconds", "pods/s", "bound", "overcommitted\nnodes",
                    "gangs split\nbeyond needed"):
         if column == "scheduler":

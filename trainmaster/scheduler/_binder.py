@@ -53,6 +53,8 @@ class BindResult(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class GangOutcome:
     placement: Placement
+    required: int
+    """Members that had to end up bound for the gang to stand."""
     results: dict[str, BindResult]
     """uid -> result."""
     errors: dict[str, str]
@@ -66,10 +68,9 @@ class GangOutcome:
         return sum(1 for r in self.results.values() if r is BindResult.BOUND)
 
     @property
-    def complete(self) -> bool:
-        return not self.undone and not self.kept and all(
-            r is not BindResult.FAILED for r in self.results.values()
-        )
+    def stands(self) -> bool:
+        """Enough members are bound (any others went back to the queue)."""
+        return self.bound >= self.required
 
 
 def binding_body(binding: Binding) -> dict[str, object]:
@@ -126,7 +127,7 @@ class Binder:
         errors = {
             b.pod.uid: e for b, (_, e) in zip(placement.bindings, pairs, strict=True) if e
         }
-        outcome = GangOutcome(placement, results, errors)
+        outcome = GangOutcome(placement, required, results, errors)
         if outcome.bound >= required:
             return outcome
         bound = [b for b in placement.bindings if results[b.pod.uid] is BindResult.BOUND]
@@ -143,7 +144,8 @@ class Binder:
         self._cache.mark_terminating(b.pod.uid for b in undo)
         await asyncio.gather(*(self._delete(b) for b in undo))
         self._metrics.undone.inc(len(undo))
-        return GangOutcome(placement, results, errors, tuple(b.pod.uid for b in undo), kept)
+        return GangOutcome(placement, required, results, errors,
+                           tuple(b.pod.uid for b in undo), kept)
 
     async def _bind_applied(self, binding: Binding) -> tuple[BindResult, str]:
         result, error = await self.bind_one(binding)

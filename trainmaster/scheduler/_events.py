@@ -144,10 +144,17 @@ class EventRecorder:
         self._writer.submit(lambda: self._api.post(path, body))
 
     def pod_unschedulable(
-        self, namespace: str, name: str, message: str, since: str
+        self,
+        namespace: str,
+        name: str,
+        message: str,
+        since: str,
+        still_pending: Callable[[], bool] = lambda: True,
     ) -> None:
         """Set ``PodScheduled=False, reason=Unschedulable`` with ``message`` (as
-        kube-scheduler does), merged by condition type."""
+        kube-scheduler does), merged by condition type. Skipped if, by the time the
+        write runs, ``still_pending()`` says the pod was placed meanwhile: the binding set
+        ``PodScheduled=True`` and a late False would be a lie."""
         body = {
             "status": {
                 "conditions": [
@@ -165,6 +172,8 @@ class EventRecorder:
         path = pod_path(namespace, name, "status")
 
         async def write() -> None:
+            if not still_pending():
+                return
             try:
                 await self._api.patch(path, body)
             except ApiError as err:

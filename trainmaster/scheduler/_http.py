@@ -160,6 +160,8 @@ class HttpPool:
                 chunked = "chunked" in value.lower()
             elif lname == "connection":
                 keep = "close" not in value.lower()
+        if status in (204, 304) or 100 <= status < 200:
+            return Response(status, reason, b""), keep  # no body by definition
         if chunked:
             chunks = []
             while True:

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 
 from ._binder import Binder, GangOutcome
@@ -76,7 +77,8 @@ class SchedulerRuntime:
         )
         self.writer = ApiWriter(quiet=self.binder.quiet)
         self.recorder = EventRecorder(api, self.writer, config.scheduler_name, self.identity)
-        self.reporter = Reporter(self.recorder, config.report_interval, clock)
+        self.reporter = Reporter(self.recorder, config.report_interval, clock,
+                                 is_pending=self._is_pending)
         self.reflectors = [
             Reflector(api, "/api/v1/nodes", self.cache.on_node, name="nodes"),
             Reflector(api, "/api/v1/pods", self.cache.on_pod, name="pods",
@@ -90,11 +92,20 @@ class SchedulerRuntime:
         self._first_seen: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}
+        self._held: dict[str, float] = {}
+        """Gangs whose bind failed: kept out of the queue until then (backoff)."""
+        self._bind_failures: dict[str, int] = {}
         self._binds: set[asyncio.Task[None]] = set()
         self._watches: list[asyncio.Task[None]] = []
         self.cycles = 0
-        self.outcomes: list[GangOutcome] = []
-        """Gangs whose bind did not complete (kept for inspection and tests)."""
+        self.outcomes: deque[GangOutcome] = deque(maxlen=100)
+        """Gangs undone because too few members could be bound (for inspection)."""
+
+    def _is_pending(self, uid: str) -> bool:
+        """Still waiting for a place: known unbound, and not assumed by us."""
+        return uid in self.cache.pending and (
+            not self.cache.ready or self.cache.snapshot.pod_state(uid) is None
+        )
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -186,6 +197,11 @@ class SchedulerRuntime:
     async def step(self) -> CycleResult | None:
         """Apply cache changes; run a cycle if anything could have changed the answer."""
         self.cache.apply_node_updates()
+        now = self._clock()
+        for key, until in list(self._held.items()):
+            if until <= now:
+                del self._held[key]
+                self.cache.touch(key)
         submitted = {key for key in self.cache.take_dirty() if self._sync(key)}
         capacity = self.cache.take_capacity_changed()
         due = self._next_retry()
@@ -217,6 +233,11 @@ class SchedulerRuntime:
             self.reporter.forget(key)
             return False
         self._first_seen.setdefault(key, self._clock())
+        if key in self._held:  # its last bind failed: not before the backoff is over
+            if key in self._gangs:
+                sched.remove(key)
+                del self._gangs[key]
+            return False
         requests = [m.request for m in members]
         unsupported = sorted({m.unsupported for m in members if m.unsupported})
         gang: Gang | Waiting
@@ -241,7 +262,7 @@ class SchedulerRuntime:
         return True
 
     def _next_retry(self) -> float | None:
-        return min(self._retry_at.values(), default=None)
+        return min((*self._retry_at.values(), *self._held.values()), default=None)
 
     def _backoff(self, failures: int) -> float:
         return float(min(self.config.backoff_initial * 2 ** (failures - 1),
@@ -348,22 +369,29 @@ class SchedulerRuntime:
         outcome = await self.binder.bind_gang(
             placement, gang.required_members, lambda uid: controlled.get(uid, False)
         )
-        if outcome.complete:
+        if outcome.stands:
+            self._bind_failures.pop(gang.key, None)
             seen = self._first_seen.pop(gang.key, None)
             if seen is not None:
                 self.metrics.latency.observe(self._clock() - seen)
             self.reporter.scheduled(gang.key, placement, group)
             return
         self.outcomes.append(outcome)
-        if outcome.undone or outcome.kept:
-            ref = (ObjectRef("PodGroup", group.namespace, group.name, group.uid,
-                             PODGROUP_API_VERSION) if group is not None
-                   else ObjectRef("Pod", gang.namespace, gang.members[0].name,
-                                  gang.members[0].uid))
-            reasons = "; ".join(sorted(set(outcome.errors.values()))) or "members vanished"
-            message = (f"bound {outcome.bound} of {gang.required_members} required pods "
-                       f"({reasons}); deleted {len(outcome.undone)} bound pods for their "
-                       f"controller to recreate")
-            if outcome.kept:
-                message += f", left {len(outcome.kept)} without a controller bound"
-            self.recorder.event(ref, "Warning", "GangBindFailed", message)
+        # Back off before placing it again: a bind refused for good (a webhook, RBAC)
+        # must not turn into a loop of place, bind, fail.
+        count = self._bind_failures.get(gang.key, 0) + 1
+        self._bind_failures[gang.key] = count
+        self._held[gang.key] = self._clock() + self._backoff(count)
+        self.cache.changed.set()
+        ref = (ObjectRef("PodGroup", group.namespace, group.name, group.uid,
+                         PODGROUP_API_VERSION) if group is not None
+               else ObjectRef("Pod", gang.namespace, gang.members[0].name,
+                              gang.members[0].uid))
+        reasons = "; ".join(sorted(set(outcome.errors.values()))) or "members vanished"
+        message = f"bound {outcome.bound} of {gang.required_members} required pods ({reasons})"
+        if outcome.undone:
+            message += (f"; deleted {len(outcome.undone)} bound pods for their controller to "
+                        "recreate")
+        if outcome.kept:
+            message += f"; left {len(outcome.kept)} without a controller bound"
+        self.recorder.event(ref, "Warning", "GangBindFailed", message)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ._convert import PodGroupInfo
 from ._events import EventRecorder, ObjectRef, now_rfc3339
@@ -44,8 +45,10 @@ class Reporter:
         recorder: EventRecorder,
         interval: float,
         clock: Callable[[], float] = time.monotonic,
+        is_pending: Callable[[str], bool] = lambda uid: True,
     ) -> None:
         self._recorder = recorder
+        self._is_pending = is_pending
         self._interval = interval
         self._clock = clock
         self._last: dict[str, _Reported] = {}
@@ -62,7 +65,9 @@ class Reporter:
             return False
         since = prev.since if prev is not None else now_rfc3339()
         for pod in pods:
-            self._recorder.pod_unschedulable(pod.namespace, pod.name, message, since)
+            self._recorder.pod_unschedulable(
+                pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid)
+            )
         self._recorder.event(_ref(group, pods), "Warning", "FailedScheduling", message)
         self._last[key] = _Reported(message, now, since)
         return True
