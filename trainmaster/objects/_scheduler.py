@@ -16,7 +16,9 @@ SCHEDULER_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
 # Exactly what the scheduler reads and writes; nothing more.
 SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    # delete: undoing a partly bound gang deletes its bound pods so their controller
+    # recreates them whole (docs/scheduler.md).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
     {
