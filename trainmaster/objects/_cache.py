@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from trainmaster.objects._labels import DOMAIN, app_labels
+from trainmaster.objects._rbac import service_account_with_cluster_role
 from trainmaster.spec import ClusterSpec, parse_quantity
 
 CACHE_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
@@ -40,29 +41,13 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
             "metadata": {"name": name, "namespace": ns, "labels": labels},
             "data": {"cache.json": json.dumps(config, indent=2, sort_keys=True)},
         },
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-        },
         # Warm-up pods record what their node holds as a node label: get + patch nodes only.
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": labels},
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
-        },
+        *service_account_with_cluster_role(
+            name,
+            ns,
+            labels,
+            [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
+        ),
     ]
     if not cache.warmup:
         return objs

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmaster.objects._labels import app_labels
+from trainmaster.objects._rbac import service_account_with_cluster_role
 from trainmaster.spec import ClusterSpec
 
 OPERATOR_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
@@ -86,28 +87,7 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
     }
     return [
         build_spec_configmap(spec, spec_text),
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": labels},
-            "rules": OPERATOR_RULES,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
-        },
+        *service_account_with_cluster_role(name, ns, labels, OPERATOR_RULES),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",

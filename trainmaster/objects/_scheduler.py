@@ -9,6 +9,7 @@ import yaml
 
 from trainmaster.objects._jobs import priority_class_name
 from trainmaster.objects._labels import app_labels
+from trainmaster.objects._rbac import service_account_with_cluster_role
 from trainmaster.spec import ClusterSpec
 
 SCHEDULER_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
@@ -70,28 +71,7 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
     selector = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": spec.metadata.name}
     cluster_role = f"{spec.metadata.name}-{name}"
     objs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": cluster_role, "labels": labels},
-            "rules": SCHEDULER_RULES,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": cluster_role, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": cluster_role,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
-        },
+        *service_account_with_cluster_role(name, ns, labels, SCHEDULER_RULES, cluster_role),
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
