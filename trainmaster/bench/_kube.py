@@ -7,6 +7,7 @@ thousand pending pods takes seconds, and every contender starts from the same st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -119,3 +120,36 @@ async def wait_nodes_settled(api: KubeApi, timeout: float = 180.0) -> int:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(waiting)} of {len(nodes)} nodes are still not ready")
         await asyncio.sleep(0.5)
+
+
+async def wait_nodes_quiet(api: KubeApi, quiet: float = 5.0, timeout: float = 180.0) -> float:
+    """Wait until no Node has changed for ``quiet`` seconds (status heartbeats, labels and
+    taints settle for about a minute after a cluster starts); returns the seconds waited.
+    Whatever runs first must not pay for a cluster still busy with itself."""
+    started = time.monotonic()
+    page = await api.get("/api/v1/nodes", {"limit": "1"})
+    version = str((page.get("metadata") or {}).get("resourceVersion", ""))
+    last = time.monotonic()
+
+    async def follow() -> None:
+        nonlocal last, version
+        while True:
+            try:
+                async for _, obj in api.watch("/api/v1/nodes", {"resourceVersion": version},
+                                              int(timeout)):
+                    version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+                    last = time.monotonic()
+            except ApiError:
+                page = await api.get("/api/v1/nodes", {"limit": "1"})
+                version = str((page.get("metadata") or {}).get("resourceVersion", ""))
+                last = time.monotonic()
+
+    watcher = asyncio.create_task(follow())
+    try:
+        while time.monotonic() - last < quiet and time.monotonic() - started < timeout:
+            await asyncio.sleep(0.5)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    return time.monotonic() - started

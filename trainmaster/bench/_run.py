@@ -1,6 +1,7 @@
 """`trainmaster bench scheduler`: every contender alone on a fresh set of pending pods.
 
-Before anything is timed: every node Ready and untainted, and one untimed warm-up round.
+Before anything is timed: every node Ready and untainted, no node changing for 5 s (a
+fresh cluster's nodes keep changing for about a minute), and one untimed warm-up round.
 Per contender (in turn, for ``--repeat`` rounds): a new namespace; the PodGroups and pods
 created concurrently and all seen pending; the contender prepared (Python ones imported
 and waiting); a watcher listening; then the clock starts with the contender and stops at
@@ -31,6 +32,7 @@ from trainmaster.bench._kube import (
     create_namespace,
     delete_namespace,
     ensure_podgroup_crd,
+    wait_nodes_quiet,
     wait_nodes_settled,
 )
 from trainmaster.bench._measure import BindWatcher, placement_quality
@@ -208,8 +210,10 @@ async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> Ben
     gangs = workload(options.pods, options.seed)
     api = await KubeApi.connect(kubeconfig, pool=72)
     async with api:
-        report("waiting for every node to be Ready and untainted")
+        report("waiting for every node to be Ready and untainted, then quiet")
         await wait_nodes_settled(api)
+        waited = await wait_nodes_quiet(api)
+        report(f"nodes quiet after {waited:.0f}s")
         await ensure_podgroup_crd(api)
         nodes = (await api.get("/api/v1/nodes", {"labelSelector": "type=kwok"}))["items"]
         gpus = _gpus(nodes) - await _gpus_in_use(api, {n["metadata"]["name"] for n in nodes})

@@ -117,6 +117,7 @@ class SchedulerRuntime:
 
     async def start(self) -> None:
         """List nodes, pods and PodGroups, build the snapshot once, then watch."""
+        log.debug("listing nodes, pods and PodGroups")
         # All three at once: pod events that arrive before the nodes are kept and
         # replayed when the snapshot is built from the full node list.
         # Connections for the first binds are opened meanwhile.

@@ -61,6 +61,7 @@ async def serve(config: SchedulerConfig, options: ServiceOptions,
         if options.wait_for_stdin:
             print("ready", flush=True)  # imports done: the parent may start the clock
             await _wait_stdin()
+            log.debug("started")
         return await _run(config, options, metrics, stop)
     finally:
         metrics.stop()
