@@ -30,19 +30,20 @@ import trainmaster.scheduler
 PACKAGE = "trainmaster.scheduler"
 PACKAGE_DIR = Path(trainmaster.scheduler.__file__).parent
 
-CORE: Mapping[str, str] = {
-    "_model": "value types: nodes, pods, gangs, topology constraints",
-    "_status": "the one result type plugins return",
-    "_contracts": "extension-point protocols",
-    "_filters": "filter plugins and their pure predicates",
-    "_score": "the score plugin",
-    "_coscheduling": "gang manager and the coscheduling plugin",
-    "_snapshot": "cluster state, assume/forget/confirm, the read API",
-    "_framework": "plugin registry and profiles",
-    "_placement": "one gang into the smallest domain",
-    "_plan": "joint leaf assignment for a burst of gangs",
-    "_fragmentation": "how scattered free GPUs are",
-    "_queue": "queue order, cycles, anti-starvation",
+# Core module -> (layer, job). A core module imports only core modules of lower layers.
+CORE: Mapping[str, tuple[int, str]] = {
+    "_model": (0, "value types: nodes, pods, gangs, topology constraints"),
+    "_status": (0, "the one result type plugins return"),
+    "_contracts": (1, "extension-point protocols"),
+    "_filters": (2, "filter plugins and their pure predicates"),
+    "_score": (2, "the score plugin"),
+    "_coscheduling": (2, "gang manager and the coscheduling plugin"),
+    "_snapshot": (3, "cluster state, assume/forget/confirm, the read API"),
+    "_framework": (4, "plugin registry and profiles"),
+    "_placement": (5, "one gang into the smallest domain"),
+    "_plan": (5, "joint leaf assignment for a burst of gangs"),
+    "_fragmentation": (5, "how scattered free GPUs are"),
+    "_queue": (6, "queue order, cycles, anti-starvation"),
 }
 
 # Named in failures so the reason is plain; the stdlib-only rule already covers them.
@@ -149,6 +150,8 @@ def test_core_imports_only_stdlib_and_core(stem: str) -> None:
             if target not in CORE:
                 kind = "runtime" if target in RUNTIME else "non-core"
                 bad.append(f"line {line}: {name} ({kind})")
+            elif CORE[target][0] >= CORE[stem][0]:
+                bad.append(f"line {line}: {name} (layer {CORE[target][0]}, not below)")
         elif name.split(".")[0] not in sys.stdlib_module_names:
             kind = "Kubernetes/HTTP client" if name.split(".")[0] in CLIENTS else "third-party"
             bad.append(f"line {line}: {name} ({kind})")
