@@ -190,3 +190,14 @@ def test_cache_distinguishes_pods_differing_in_any_filter_key() -> None:
     for pod in [*PODS, *reversed(PODS)]:
         expected = bytes(_direct(pod, n) for n in snap.nodes)
         assert snap.eligibility(pod, DEFAULT_FILTERS).mask == expected, pod.name
+
+
+def test_pod_key_is_per_filter_sequence() -> None:
+    """The snapshot remembers a pod's key per filter sequence, never across them."""
+    snap = ClusterSnapshot(NODES)
+    pod = make_pod("p", priority=7)
+    with_floor = (*DEFAULT_FILTERS, PriorityFloor())
+    assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)
+    assert snap.pod_key(pod, with_floor) == filter_key(pod, with_floor)
+    assert snap.pod_key(pod, with_floor)[-1] == 7  # type: ignore[index]
+    assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)

@@ -30,7 +30,7 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ._contracts import FilterPlugin, ScorePlugin
-from ._filters import filter_key, fit_count
+from ._filters import fit_count
 from ._framework import DEFAULT_FILTERS, DEFAULT_SCORER
 from ._model import CLUSTER_LEVEL, GPU, Gang, PodRequest, TopologyMode
 from ._score import BestFit, primary_resource
@@ -105,7 +105,7 @@ class _Search:
         self.scorer = scorer
         signatures: dict[tuple[object, Hashable], list[PodRequest]] = {}
         for pod in gang.members:
-            key = (tuple(sorted(pod.effective_requests.items())), filter_key(pod, filters))
+            key = (tuple(sorted(pod.effective_requests.items())), snapshot.pod_key(pod, filters))
             signatures.setdefault(key, []).append(pod)
         blocked_idx = snapshot.indices(blocked)
         self.groups: list[_Group] = []

@@ -53,6 +53,7 @@ from ._model import CLUSTER_LEVEL, GPU, NODE_LEVEL, NodeInfo, PodRequest
 from ._status import Code
 
 _ELIGIBILITY_CACHE_SIZE = 4096
+_POD_KEY_MEMO_SIZE = 65536
 
 
 class PodState(enum.StrEnum):
@@ -219,6 +220,9 @@ class ClusterSnapshot:
                 row.append(dom)
             self._domains.append(row)
         self._eligibility: dict[object, Eligibility] = {}
+        # id(pod) -> (pod, filters, key): the entry holds both, so neither id is reused
+        # while it exists; pods are immutable, so a key never goes stale.
+        self._pod_keys: dict[int, tuple[PodRequest, Sequence[FilterPlugin], Hashable]] = {}
         self._columns = NodeColumns(
             self._nodes,
             self._alloc,
@@ -267,9 +271,9 @@ class ClusterSnapshot:
         self, pod: PodRequest, filters: Sequence[FilterPlugin], key: Hashable | None = None
     ) -> Eligibility:
         """Static ``filters`` for ``pod`` on every node, cached per filter key until the
-        next node change. ``key`` is ``filter_key(pod, filters)`` if the caller has it."""
+        next node change. ``key`` is ``pod_key(pod, filters)`` if the caller has it."""
         if key is None:
-            key = filter_key(pod, filters)
+            key = self.pod_key(pod, filters)
         full_key = (tuple(f.NAME for f in filters), key)
         cached = self._eligibility.get(full_key)
         if cached is not None:
@@ -294,6 +298,18 @@ class ClusterSnapshot:
         result = Eligibility(bytes(mask), tuple(reasons))
         self._eligibility[full_key] = result
         return result
+
+    def pod_key(self, pod: PodRequest, filters: Sequence[FilterPlugin]) -> Hashable:
+        """``filter_key(pod, filters)``, remembered per pod object and filter sequence:
+        the placement core asks for every member of a gang at every attempt."""
+        entry = self._pod_keys.get(id(pod))
+        if entry is not None and entry[0] is pod and entry[1] is filters:
+            return entry[2]
+        if len(self._pod_keys) >= _POD_KEY_MEMO_SIZE:
+            self._pod_keys.clear()
+        key = filter_key(pod, filters)
+        self._pod_keys[id(pod)] = (pod, filters, key)
+        return key
 
     @property
     def columns(self) -> NodeColumns:
