@@ -201,8 +201,9 @@ def test_live_domains_match_the_copies() -> None:
         assert [tuple(snap.nodes[i].name for i in d.nodes) for d in live] == [
             d.nodes for d in copies
         ]
+    assert list(snap.live_domains(0)) == []  # single nodes: see columns
     with pytest.raises(ValueError, match="rank"):
-        snap.live_domains(0)
+        snap.live_domains(snap.rank("cluster") + 1)
 
 
 def test_replace_nodes_is_set_node_for_many() -> None:

@@ -318,9 +318,9 @@ class ClusterSnapshot:
 
     def live_domains(self, rank: int) -> Sequence[LiveDomain]:
         """The domains at ``rank`` (1 = lowest level ... ``len(levels) + 1`` = cluster),
-        by name, live. Rank 0 (single nodes) has no domain objects: use ``columns``."""
-        if not 0 < rank < len(self._domains):
-            raise ValueError(f"no domains at rank {rank}; ranks 1..{len(self._domains) - 1}")
+        by name, live. Rank 0 (single nodes) has none (empty): nodes are in ``columns``."""
+        if not 0 <= rank < len(self._domains):
+            raise ValueError(f"no rank {rank}; ranks 0..{len(self._domains) - 1}")
         return self._domains[rank]
 
     @property
