@@ -13,6 +13,7 @@ from trainmaster.spec._load import (
     load_spec,
     load_spec_text,
     validate_data,
+    validate_job,
 )
 from trainmaster.spec._model import (
     API_VERSION,
@@ -43,4 +44,5 @@ __all__ = [
     "load_spec_text",
     "parse_quantity",
     "validate_data",
+    "validate_job",
 ]

@@ -222,40 +222,47 @@ def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
 def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
     for name in sorted(_dupes([j.name for j in spec.jobs])):
         yield SpecIssue("jobs", f"job name {name!r} is used more than once")
-    queues = {q.name for q in spec.scheduler.queues}
     capacity = _Capacity(spec)
-    datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
     for i, job in enumerate(spec.jobs):
-        path = f"jobs[{i}]"
-        if job.queue not in queues:
+        yield from check_job(spec, job, f"jobs[{i}]", capacity)
+
+
+def check_job(
+    spec: ClusterSpec, job: Job, path: str, capacity: _Capacity | None = None
+) -> Iterator[SpecIssue]:
+    """The checks of one job against its (already checked) cluster: queue, datasets, env,
+    hyper-parameters, and that its pods fit the nodes and its topology."""
+    queues = {q.name for q in spec.scheduler.queues}
+    datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
+    if job.queue not in queues:
+        yield SpecIssue(
+            f"{path}.queue",
+            f"{job.queue!r} is not a queue: add it to "
+            f"scheduler.queues or use one of {', '.join(sorted(queues))}",
+        )
+    for k, ds in enumerate(job.datasets):
+        if ds not in datasets:
+            where = "cache.datasets" if spec.cache else "a `cache:` section"
             yield SpecIssue(
-                f"{path}.queue",
-                f"{job.queue!r} is not a queue: add it to "
-                f"scheduler.queues or use one of {', '.join(sorted(queues))}",
+                f"{path}.datasets[{k}]", f"{ds!r} is not a dataset: declare it in {where}"
             )
-        for k, ds in enumerate(job.datasets):
-            if ds not in datasets:
-                where = "cache.datasets" if spec.cache else "a `cache:` section"
-                yield SpecIssue(
-                    f"{path}.datasets[{k}]", f"{ds!r} is not a dataset: declare it in {where}"
-                )
-        for key in job.env:
-            if not _ENV_NAME.match(key):
-                yield SpecIssue(
-                    f"{path}.env.{key}",
-                    "is not a valid environment variable name: use letters, digits and _",
-                )
-            elif key.startswith("TRAINMASTER_"):
-                yield SpecIssue(
-                    f"{path}.env.{key}", "TRAINMASTER_* variables are set by trainmaster: remove it"
-                )
-        for key in job.hyper_parameters:
-            if not _HP_NAME.match(key):
-                yield SpecIssue(
-                    f"{path}.hyperParameters.{key}",
-                    "names must start with a letter and hold only letters, digits and _",
-                )
-        yield from _job_fits(spec, job, path, capacity)
+    for key in job.env:
+        if not _ENV_NAME.match(key):
+            yield SpecIssue(
+                f"{path}.env.{key}",
+                "is not a valid environment variable name: use letters, digits and _",
+            )
+        elif key.startswith("TRAINMASTER_"):
+            yield SpecIssue(
+                f"{path}.env.{key}", "TRAINMASTER_* variables are set by trainmaster: remove it"
+            )
+    for key in job.hyper_parameters:
+        if not _HP_NAME.match(key):
+            yield SpecIssue(
+                f"{path}.hyperParameters.{key}",
+                "names must start with a letter and hold only letters, digits and _",
+            )
+    yield from _job_fits(spec, job, path, capacity or _Capacity(spec))
 
 
 class _Capacity:
