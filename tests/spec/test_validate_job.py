@@ -4,11 +4,12 @@ spec with that job in it says, without checking the cluster again."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
-from tests.helpers import stack_doc
+from tests.helpers import STACKS, stack_doc
 from tests.spec.test_rules import CASES, Mutation
 from trainmaster.spec import SpecInvalidError, validate_data, validate_job
 
@@ -69,3 +70,14 @@ def test_issues_are_named_under_the_given_path() -> None:
     with pytest.raises(SpecInvalidError) as not_a_mapping:
         validate_job(cluster, ["x"], "trainingjob x", path="spec")
     assert [p for p, _ in _issues(not_a_mapping.value)] == ["spec"]
+
+
+def test_bench_job_times_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    from trainmaster.cli import main
+
+    assert main(["bench", "job", "--spec", str(STACKS / "dev" / "cluster.yaml"),
+                 "--runs", "3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["nodes"] == 8 and result["runs"] == 3
+    assert 0 < result["job_min"] <= result["job_median"]
+    assert 0 < result["whole_min"] <= result["whole_median"]

@@ -126,21 +126,21 @@ def _whole_spec_again(spec: ClusterSpec, raw: dict[str, Any]) -> Any:
     return validate_data(data, "whole spec").jobs[0]
 
 
-def _timed(fn: Callable[[], Any], runs: int) -> list[float]:
-    fn()  # warm-up: imports, the cached schema
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+def _timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def bench_job(spec: ClusterSpec, runs: int = 20) -> JobBenchResult:
     raw = probe_job(spec)
+    # Also the warm-up (imports, the cached schemas): both give the same Job.
     assert _whole_spec_again(spec, raw) == validate_job(spec, raw, "job")
-    whole = _timed(lambda: _whole_spec_again(spec, raw), runs)
-    alone = _timed(lambda: validate_job(spec, raw, "job"), runs)
+    whole: list[float] = []
+    alone: list[float] = []
+    for _ in range(runs):  # taken in turns, so a busy machine slows both alike
+        whole.append(_timed(lambda: _whole_spec_again(spec, raw)))
+        alone.append(_timed(lambda: validate_job(spec, raw, "job")))
     return JobBenchResult(
         len(spec.nodes),
         runs,
