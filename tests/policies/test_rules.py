@@ -140,12 +140,13 @@ def _gpu_deployment(objects: Objects) -> str:
 
 def _image_on(kind: str, name: str, image: str, init: bool = False) -> Callable[[Objects], str]:
     def change(objects: Objects) -> str:
-        pod = find(objects, kind, name)["spec"]["template"]["spec"]
+        obj = find(objects, kind, name)
+        pod, ns = obj["spec"]["template"]["spec"], obj["metadata"]["namespace"]
         if init:
             pod["initContainers"] = [{"name": "init", "image": image}]
-            return f"{kind} trainmaster/{name}: spec.template.spec.initContainers[0].image"
+            return f"{kind} {ns}/{name}: spec.template.spec.initContainers[0].image"
         pod["containers"][0]["image"] = image
-        return f"{kind} trainmaster/{name}: spec.template.spec.containers[0].image"
+        return f"{kind} {ns}/{name}: spec.template.spec.containers[0].image"
 
     return change
 
@@ -173,9 +174,10 @@ def _gpus(request: object, limit: object) -> Callable[[Objects], str]:
 
 def _privileged(kind: str, name: str) -> Callable[[Objects], str]:
     def change(objects: Objects) -> str:
-        container = find(objects, kind, name)["spec"]["template"]["spec"]["containers"][0]
+        obj = find(objects, kind, name)
+        container = obj["spec"]["template"]["spec"]["containers"][0]
         container["securityContext"] = {"privileged": True}
-        where = f"{kind} trainmaster/{name}: spec.template.spec.containers[0]"
+        where = f"{kind} {obj['metadata']['namespace']}/{name}: spec.template.spec.containers[0]"
         return f"{where}.securityContext.privileged"
 
     return change
