@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies import RULES, Finding, evaluate, get_rule, image_problem, rendered_objects
+from tests.policies import rbac_cases as rbac
 from tests.policies.builders import (
     dev_doc,
     find,
@@ -274,6 +275,28 @@ VIOLATIONS: dict[str, dict[str, Case]] = {
         "operator": _objects_case(_privileged("Deployment", "dev-operator")),
         "other-daemonset": _objects_case(_relabel_exporter),
     },
+    "rbac-no-wildcards": {
+        "verb": _objects_case(rbac.wildcard("verbs")),
+        "resource": _objects_case(rbac.wildcard("resources")),
+        "api-group": _objects_case(rbac.wildcard("apiGroups")),
+    },
+    "rbac-no-default-serviceaccount": {
+        "trainer-role-to-default": _objects_case(rbac.trainer_role_to_default),
+        "group-of-all-accounts": _objects_case(rbac.scheduler_to_all_accounts),
+    },
+    "rbac-namespaced-rights-in-roles": {
+        "operator-jobs-cluster-wide": _objects_case(rbac.operator_jobs_cluster_wide),
+        "scheduler-binds-everywhere": _objects_case(rbac.scheduler_binds_everywhere),
+        "scheduler-writes-pods-everywhere": _objects_case(rbac.scheduler_writes_pods_everywhere),
+        "unrendered-cluster-role": _objects_case(rbac.binds_cluster_admin),
+    },
+    "rbac-no-dangerous-rights": {
+        "secrets": _objects_case(rbac.trainer_reads("secrets")),
+        "exec": _objects_case(rbac.trainer_reads("pods/exec")),
+        "bind": _objects_case(rbac.operator_may("bind")),
+        "escalate": _objects_case(rbac.operator_may("escalate")),
+        "impersonate": _objects_case(rbac.operator_may("impersonate")),
+    },
     "roce-lossless": {
         "missing": lambda: _spec_case(
             _networks(stack("prod-example"), lossless=None), "networks.compute.lossless"
@@ -449,6 +472,10 @@ def test_defense_in_depth_is_declared_for_exactly_these_rules() -> None:
         "networks-disjoint": "spec validation",
         "training-pod-gang": "the object builders",
         "gpu-requests-equal-limits": "the object builders",
+        "rbac-no-wildcards": "the object builders",
+        "rbac-no-default-serviceaccount": "the object builders",
+        "rbac-namespaced-rights-in-roles": "the object builders",
+        "rbac-no-dangerous-rights": "the object builders",
     }
 
 
