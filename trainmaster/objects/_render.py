@@ -14,7 +14,7 @@ from trainmaster.objects._monitoring import build_monitoring
 from trainmaster.objects._networks import build_networks
 from trainmaster.objects._operator import build_operator
 from trainmaster.objects._scheduler import build_scheduler
-from trainmaster.objects._security import build_namespaces
+from trainmaster.objects._security import build_default_deny, build_namespaces
 from trainmaster.spec import ClusterSpec
 
 COMPONENTS = (
@@ -42,7 +42,7 @@ def build_all(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
     return {
         "crds": all_crds(),
         "namespace": build_namespaces(spec),
-        "networks": build_networks(spec),
+        "networks": [*build_default_deny(spec), *build_networks(spec)],
         "scheduler": build_scheduler(spec),
         "operator": build_operator(spec, spec_text(spec)),
         "cache": build_cache(spec),

@@ -53,7 +53,7 @@ component says so."""
 
 
 def build_namespaces(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """Both namespaces with their Pod Security labels, and their deny-all-ingress policy."""
+    """Both namespaces, with their Pod Security labels."""
     ns, cluster = spec.metadata.namespace, spec.metadata.name
     system = system_namespace(spec)
     return [
@@ -65,10 +65,15 @@ def build_namespaces(spec: ClusterSpec) -> list[dict[str, Any]]:
             system,
             {**app_labels(system, "namespace", cluster), **psa_labels("restricted", "restricted")},
         ),
-        *(
-            deny_all_ingress(DENY_INGRESS, name, app_labels(DENY_INGRESS, "namespace", cluster))
-            for name in (ns, system)
-        ),
+    ]
+
+
+def build_default_deny(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Each namespace's deny-all-ingress policy (applied once the namespaces exist)."""
+    labels = app_labels(DENY_INGRESS, "networks", spec.metadata.name)
+    return [
+        deny_all_ingress(DENY_INGRESS, name, labels)
+        for name in (spec.metadata.namespace, system_namespace(spec))
     ]
 
 
