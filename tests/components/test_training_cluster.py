@@ -164,7 +164,7 @@ def test_children_are_parented_to_their_part() -> None:
             chain = urn.split("::")[2].split("$")
             assert chain == [
                 "trainmaster:k8s:Networks",
-                "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition",
+                "kubernetes:networking.k8s.io/v1:NetworkPolicy",
             ]
 
         return child.urn.apply(assert_chain)
