@@ -17,6 +17,12 @@ from policies._pods import (
     privileged_system_daemonsets,
     training_pod_gang,
 )
+from policies._rbac import (
+    rbac_namespaced_rights_in_roles,
+    rbac_no_dangerous_rights,
+    rbac_no_default_serviceaccount,
+    rbac_no_wildcards,
+)
 
 RULES: tuple[Rule, ...] = (
     job_checkpoint,
@@ -28,6 +34,10 @@ RULES: tuple[Rule, ...] = (
     image_pinned,
     gpu_requests_equal_limits,
     privileged_system_daemonsets,
+    rbac_no_wildcards,
+    rbac_no_default_serviceaccount,
+    rbac_namespaced_rights_in_roles,
+    rbac_no_dangerous_rights,
     roce_lossless,
     networks_disjoint,
 )

@@ -101,18 +101,23 @@ def test_one_attachment_per_rail_and_storage(dev: Recorder) -> None:
 
 
 def test_scheduler_rbac_is_least_privilege(dev: Recorder) -> None:
-    role = _named(
+    cluster = _named(
         dev, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "dev-trainmaster-scheduler"
     )
+    # Cluster-wide it only reads; it writes in the training namespace only.
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cluster["rules"])
+    role = _named(dev, "kubernetes:rbac.authorization.k8s.io/v1:Role", "dev-trainmaster-scheduler")
+    assert role["metadata"]["namespace"] == "trainmaster"
     verbs = {(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]}
     assert (("pods/binding",), ("create",)) in verbs
-    assert (("pods",), ("get", "list", "watch", "delete")) in verbs  # gang undo
-    assert all("*" not in r["verbs"] for r in role["rules"])
+    assert (("pods",), ("delete",)) in verbs  # gang undo
+    assert all("*" not in r["verbs"] for r in role["rules"] + cluster["rules"])
     assert [r["resources"] for r in role["rules"] if "delete" in r["verbs"]] == [["pods"]]
     lease = _named(
         dev, "kubernetes:rbac.authorization.k8s.io/v1:Role", "trainmaster-scheduler-leader-election"
     )
     assert lease["rules"][0]["resources"] == ["leases"]
+    assert lease["metadata"]["namespace"] == "trainmaster-system"
 
 
 def test_priority_class_per_queue(dev: Recorder) -> None:
@@ -159,7 +164,7 @@ def test_children_are_parented_to_their_part() -> None:
             chain = urn.split("::")[2].split("$")
             assert chain == [
                 "trainmaster:k8s:Networks",
-                "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition",
+                "kubernetes:networking.k8s.io/v1:NetworkPolicy",
             ]
 
         return child.urn.apply(assert_chain)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
 
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
 from trainmaster.objects import (
@@ -48,6 +49,19 @@ def test_a_trainingjob_runs_as_one_gang_it_owns(env: OperatorEnv) -> None:
         (ref,) = owned.metadata.owner_references
         assert (ref.kind, ref.name, ref.uid, ref.controller) == (
             "TrainingJob", "gpt", tj["metadata"]["uid"], True)
+    # The job's own identity: its pods run as it, and it may report on this job only.
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {"gpt-trainer"}
+    account = env.core.read_namespaced_service_account("gpt-trainer", env.namespace)
+    rbac = client.RbacAuthorizationV1Api(env.core.api_client)
+    role = rbac.read_namespaced_role("gpt-trainer", env.namespace)
+    assert [(r.resources, r.resource_names, r.verbs) for r in role.rules] == [
+        (["trainingjobs/status"], ["gpt"], ["get", "patch"])]
+    binding = rbac.read_namespaced_role_binding("gpt-trainer", env.namespace)
+    assert [(s.kind, s.name) for s in binding.subjects] == [("ServiceAccount", "gpt-trainer")]
+    policy = client.NetworkingV1Api(env.core.api_client).read_namespaced_network_policy(
+        "gpt-rendezvous", env.namespace)
+    for owned in (account, role, binding, policy):
+        assert [r.uid for r in owned.metadata.owner_references] == [tj["metadata"]["uid"]]
     env_vars = {e["name"]: e.get("value", "") for e in pods[0]["spec"]["containers"][0]["env"]}
     assert env_vars["TRAINMASTER_RESUME_FROM"] == ""
     assert env_vars["WORLD_SIZE"] == "24"
@@ -80,6 +94,7 @@ def test_deleting_the_trainingjob_leaves_nothing_behind(env: OperatorEnv) -> Non
             or _podgroups(env, "gone")
             or env.core.list_namespaced_service(ns, label_selector=selector).items
             or env.core.list_namespaced_config_map(ns, label_selector=selector).items
+            or env.core.list_namespaced_service_account(ns, label_selector=selector).items
         )
 
     wait_for(nothing_left, "garbage collection of every object of the job")

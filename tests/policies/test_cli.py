@@ -92,3 +92,26 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     listed = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in listed] == [r.id for r in RULES]
     assert {r["severity"] for r in listed} == {"mandatory", "advisory"}
+
+
+def test_rights_prints_every_identity(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "rights", str(STACKS / "dev" / "cluster.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "| `trainmaster/gpt-small-trainer` | trainmaster | trainmaster.io | " in out
+    assert "trainingjobs/status | get, patch | gpt-small |" in out
+    assert "| trainmaster-system | restricted | restricted |" in out
+
+
+def test_rights_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "rights", "--json", str(STACKS / "dev" / "cluster.yaml")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    trainer = [g for g in data["grants"] if g["account"] == "trainmaster/gpt-small-trainer"]
+    assert [(g["resource"], g["names"]) for g in trainer] == [
+        ("trainingjobs/status", ["gpt-small"])
+    ]
+    proc = run_cli("policy", "rights", str(tmp_path / "missing.yaml"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    doc = stack_doc()
+    doc["jobs"][0]["nodes"] = "many"
+    proc = run_cli("policy", "rights", str(write_spec(tmp_path / "bad.yaml", doc)))
+    assert proc.returncode == 1 and "jobs[0].nodes" in proc.stderr

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies import RULES, Finding, evaluate, get_rule, image_problem, rendered_objects
+from tests.policies import rbac_cases as rbac
 from tests.policies.builders import (
     dev_doc,
     find,
@@ -140,12 +141,13 @@ def _gpu_deployment(objects: Objects) -> str:
 
 def _image_on(kind: str, name: str, image: str, init: bool = False) -> Callable[[Objects], str]:
     def change(objects: Objects) -> str:
-        pod = find(objects, kind, name)["spec"]["template"]["spec"]
+        obj = find(objects, kind, name)
+        pod, ns = obj["spec"]["template"]["spec"], obj["metadata"]["namespace"]
         if init:
             pod["initContainers"] = [{"name": "init", "image": image}]
-            return f"{kind} trainmaster/{name}: spec.template.spec.initContainers[0].image"
+            return f"{kind} {ns}/{name}: spec.template.spec.initContainers[0].image"
         pod["containers"][0]["image"] = image
-        return f"{kind} trainmaster/{name}: spec.template.spec.containers[0].image"
+        return f"{kind} {ns}/{name}: spec.template.spec.containers[0].image"
 
     return change
 
@@ -173,9 +175,10 @@ def _gpus(request: object, limit: object) -> Callable[[Objects], str]:
 
 def _privileged(kind: str, name: str) -> Callable[[Objects], str]:
     def change(objects: Objects) -> str:
-        container = find(objects, kind, name)["spec"]["template"]["spec"]["containers"][0]
+        obj = find(objects, kind, name)
+        container = obj["spec"]["template"]["spec"]["containers"][0]
         container["securityContext"] = {"privileged": True}
-        where = f"{kind} trainmaster/{name}: spec.template.spec.containers[0]"
+        where = f"{kind} {obj['metadata']['namespace']}/{name}: spec.template.spec.containers[0]"
         return f"{where}.securityContext.privileged"
 
     return change
@@ -271,6 +274,28 @@ VIOLATIONS: dict[str, dict[str, Case]] = {
         "trainer": _objects_case(_privileged("Job", "gpt-small-r0")),
         "operator": _objects_case(_privileged("Deployment", "dev-operator")),
         "other-daemonset": _objects_case(_relabel_exporter),
+    },
+    "rbac-no-wildcards": {
+        "verb": _objects_case(rbac.wildcard("verbs")),
+        "resource": _objects_case(rbac.wildcard("resources")),
+        "api-group": _objects_case(rbac.wildcard("apiGroups")),
+    },
+    "rbac-no-default-serviceaccount": {
+        "trainer-role-to-default": _objects_case(rbac.trainer_role_to_default),
+        "group-of-all-accounts": _objects_case(rbac.scheduler_to_all_accounts),
+    },
+    "rbac-namespaced-rights-in-roles": {
+        "operator-jobs-cluster-wide": _objects_case(rbac.operator_jobs_cluster_wide),
+        "scheduler-binds-everywhere": _objects_case(rbac.scheduler_binds_everywhere),
+        "scheduler-writes-pods-everywhere": _objects_case(rbac.scheduler_writes_pods_everywhere),
+        "unrendered-cluster-role": _objects_case(rbac.binds_cluster_admin),
+    },
+    "rbac-no-dangerous-rights": {
+        "secrets": _objects_case(rbac.trainer_reads("secrets")),
+        "exec": _objects_case(rbac.trainer_reads("pods/exec")),
+        "bind": _objects_case(rbac.operator_may("bind")),
+        "escalate": _objects_case(rbac.operator_may("escalate")),
+        "impersonate": _objects_case(rbac.operator_may("impersonate")),
     },
     "roce-lossless": {
         "missing": lambda: _spec_case(
@@ -447,6 +472,10 @@ def test_defense_in_depth_is_declared_for_exactly_these_rules() -> None:
         "networks-disjoint": "spec validation",
         "training-pod-gang": "the object builders",
         "gpu-requests-equal-limits": "the object builders",
+        "rbac-no-wildcards": "the object builders",
+        "rbac-no-default-serviceaccount": "the object builders",
+        "rbac-namespaced-rights-in-roles": "the object builders",
+        "rbac-no-dangerous-rights": "the object builders",
     }
 
 

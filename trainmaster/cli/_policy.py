@@ -87,3 +87,56 @@ def list_rules(
     for r in RULES:
         extra = f" (defense in depth: {r.defense_in_depth})" if r.defense_in_depth else ""
         print(f"{r.id:<{width}}  {r.severity:<9}  {r.summary}{extra}")
+
+
+@policy_app.command("rights")
+def rights(
+    file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable grants and workloads.")
+    ] = False,
+) -> None:
+    """Print who may do what once the spec is applied: every ServiceAccount's rights, how
+    each workload runs (privileged, host network, host paths), the namespaces' Pod
+    Security levels and the NetworkPolicies. Exit 1 for an invalid spec, 2 for an
+    unreadable file."""
+    from dataclasses import asdict
+
+    from trainmaster.objects import (
+        grants,
+        grants_markdown,
+        namespaces_markdown,
+        network_policies_markdown,
+        spec_objects,
+        workloads,
+        workloads_markdown,
+    )
+    from trainmaster.spec import SpecInvalidError, SpecReadError, load_spec
+
+    try:
+        spec = load_spec(file)
+    except SpecReadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    except SpecInvalidError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    objects = spec_objects(spec)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "grants": [asdict(g) for g in grants(objects)],
+                    "workloads": [asdict(w) for w in workloads(objects)],
+                },
+                indent=2,
+            )
+        )
+        return
+    for title, table in (
+        ("Namespaces", namespaces_markdown),
+        ("Identities", grants_markdown),
+        ("Workloads", workloads_markdown),
+        ("Network policies", network_policies_markdown),
+    ):
+        print(f"## {title}\n\n{table(objects)}")

@@ -4,7 +4,7 @@ This is the one place where the spec becomes objects: the Pulumi components, `tr
 render` and the operator all call these builders. No Kubernetes client imports here.
 """
 
-from trainmaster.objects._cache import build_cache, dataset_label
+from trainmaster.objects._cache import DATASET_LABEL, build_cache, dataset_label
 from trainmaster.objects._crds import (
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
@@ -23,6 +23,8 @@ from trainmaster.objects._jobs import (
     TOPOLOGY_MODE_ANNOTATION,
     build_gang,
     build_gang_job,
+    build_job_identity,
+    build_job_network_policy,
     build_launch_config,
     build_pod_group,
     build_service,
@@ -31,6 +33,7 @@ from trainmaster.objects._jobs import (
     gang_name,
     priority_class_name,
     render_launch_script,
+    trainer_account,
 )
 from trainmaster.objects._labels import (
     FIELD_MANAGER,
@@ -54,6 +57,9 @@ from trainmaster.objects._networks import (
 )
 from trainmaster.objects._nodes import build_node, build_nodes
 from trainmaster.objects._operator import (
+    NODE_EVENT_NAMESPACE,
+    OPERATOR_CLUSTER_RULES,
+    OPERATOR_NODE_EVENT_RULES,
     OPERATOR_RULES,
     SPEC_KEY,
     build_operator,
@@ -64,28 +70,58 @@ from trainmaster.objects._render import (
     COMPONENTS,
     all_objects,
     build_all,
-    build_namespace,
     object_key,
     render_to_dir,
     spec_text,
     to_yaml,
 )
-from trainmaster.objects._scheduler import SCHEDULER_RULES, build_scheduler, scheduler_config
+from trainmaster.objects._rights import (
+    Grant,
+    Workload,
+    grants,
+    grants_markdown,
+    namespaces_markdown,
+    network_policies_markdown,
+    service_accounts,
+    spec_objects,
+    workloads,
+    workloads_markdown,
+)
+from trainmaster.objects._scheduler import (
+    LEASE_RULES,
+    SCHEDULER_NAMESPACE_RULES,
+    SCHEDULER_RULES,
+    build_scheduler,
+    scheduler_config,
+)
+from trainmaster.objects._security import (
+    PSA_PREFIX,
+    build_namespaces,
+    psa_labels,
+    system_namespace,
+)
 
 __all__ = [
     "ATTEMPT_LABEL",
     "COMPONENTS",
+    "DATASET_LABEL",
     "FIELD_MANAGER",
     "GPU_MODEL",
     "GPU_RESOURCE",
     "JOB_LABEL",
     "KWOK_NODE_ANNOTATION",
+    "LEASE_RULES",
     "NETWORKS_ANNOTATION",
+    "NODE_EVENT_NAMESPACE",
+    "OPERATOR_CLUSTER_RULES",
+    "OPERATOR_NODE_EVENT_RULES",
     "OPERATOR_RULES",
     "PODGROUP_GROUP",
     "PODGROUP_PLURAL",
     "PODGROUP_VERSION",
     "POD_GROUP_LABEL",
+    "PSA_PREFIX",
+    "SCHEDULER_NAMESPACE_RULES",
     "SCHEDULER_RULES",
     "SPEC_KEY",
     "TOPOLOGY_DOMAIN_ANNOTATION",
@@ -95,6 +131,8 @@ __all__ = [
     "TRAININGJOB_PLURAL",
     "TRAININGJOB_VERSION",
     "UNHEALTHY_TAINT",
+    "Grant",
+    "Workload",
     "all_crds",
     "all_objects",
     "app_labels",
@@ -102,9 +140,11 @@ __all__ = [
     "build_cache",
     "build_gang",
     "build_gang_job",
+    "build_job_identity",
+    "build_job_network_policy",
     "build_launch_config",
     "build_monitoring",
-    "build_namespace",
+    "build_namespaces",
     "build_networks",
     "build_node",
     "build_nodes",
@@ -117,19 +157,30 @@ __all__ = [
     "build_training_jobs",
     "dataset_label",
     "gang_name",
+    "grants",
+    "grants_markdown",
+    "namespaces_markdown",
     "nccl_env",
+    "network_policies_markdown",
     "object_key",
     "pod_network_annotation",
     "podgroup_crd",
     "priority_class_name",
+    "psa_labels",
     "rail_names",
     "rdma_resources",
     "render_launch_script",
     "render_to_dir",
     "scheduler_config",
+    "service_accounts",
     "spec_configmap_name",
+    "spec_objects",
     "spec_text",
+    "system_namespace",
     "to_yaml",
     "topology_label",
+    "trainer_account",
     "trainingjob_crd",
+    "workloads",
+    "workloads_markdown",
 ]

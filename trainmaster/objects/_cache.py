@@ -1,5 +1,8 @@
-"""The node-local dataset cache: its config, a warm-up Job per dataset, and the
-ClusterRole that lets warm-up pods label the nodes they filled."""
+"""The node-local dataset cache: its config and a warm-up Job per dataset.
+
+A warm-up pod only copies files: it gets no API token and no rights. The operator, which
+may patch nodes anyway (fencing), labels a node `dataset.trainmaster.io/<name>=true` once
+the warm-up pod on it has succeeded, so no warm-up can write to any node."""
 
 from __future__ import annotations
 
@@ -7,14 +10,19 @@ import json
 from typing import Any
 
 from trainmaster.objects._labels import DOMAIN, app_labels
-from trainmaster.objects._rbac import service_account_with_cluster_role
+from trainmaster.objects._rbac import service_account
+from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
 from trainmaster.spec import ClusterSpec, parse_quantity
 
 CACHE_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
 
 
+DATASET_LABEL = f"{DOMAIN}/dataset"
+"""Label of a warm-up Job and its pods: the dataset it copies."""
+
+
 def dataset_label(dataset: str) -> str:
-    """Node label a warm-up sets once the node holds the dataset: <label>=true."""
+    """Node label the operator sets once the node holds the dataset: <label>=true."""
     return f"dataset.{DOMAIN}/{dataset}"
 
 
@@ -41,13 +49,7 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
             "metadata": {"name": name, "namespace": ns, "labels": labels},
             "data": {"cache.json": json.dumps(config, indent=2, sort_keys=True)},
         },
-        # Warm-up pods record what their node holds as a node label: get + patch nodes only.
-        *service_account_with_cluster_role(
-            name,
-            ns,
-            labels,
-            [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
-        ),
+        service_account(name, ns, labels, automount=False),
     ]
     if not cache.warmup:
         return objs
@@ -55,7 +57,7 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
     for dataset in cache.datasets:
         job_labels = {
             **app_labels(dataset.name, "cache-warmup", cluster),
-            f"{DOMAIN}/dataset": dataset.name,
+            DATASET_LABEL: dataset.name,
         }
         objs.append(
             {
@@ -79,13 +81,15 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                         "metadata": {"labels": job_labels},
                         "spec": {
                             "serviceAccountName": name,
+                            "automountServiceAccountToken": False,
+                            "securityContext": {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)},
                             "restartPolicy": "OnFailure",
                             "affinity": {
                                 "podAntiAffinity": {
                                     "requiredDuringSchedulingIgnoredDuringExecution": [
                                         {
                                             "labelSelector": {
-                                                "matchLabels": {f"{DOMAIN}/dataset": dataset.name}
+                                                "matchLabels": {DATASET_LABEL: dataset.name}
                                             },
                                             "topologyKey": "kubernetes.io/hostname",
                                         }
@@ -106,8 +110,6 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                                         dataset.source,
                                         "--path",
                                         f"{cache.path}/{dataset.name}",
-                                        "--label",
-                                        dataset_label(dataset.name),
                                     ],
                                     "env": [
                                         {
@@ -118,6 +120,12 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                                         }
                                     ],
                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                                    # Root, without capabilities: it writes the root-owned
+                                    # cache directory on the host and nothing else.
+                                    "securityContext": {
+                                        **confined_container(),
+                                        "readOnlyRootFilesystem": True,
+                                    },
                                     "volumeMounts": [{"name": "cache", "mountPath": cache.path}],
                                 }
                             ],

@@ -2,7 +2,8 @@
 
 A gang is one attempt of a job: an Indexed Job (one pod per node, completions =
 parallelism = nodes), a PodGroup for all-or-nothing scheduling, and the launch script.
-The headless Service for rendezvous outlives attempts. Attempt ``n`` is named
+The headless Service for rendezvous, the job's identity (ServiceAccount, Role,
+RoleBinding) and its NetworkPolicy outlive attempts. Attempt ``n`` is named
 ``<job>-r<n>`` so a new gang never collides with the terminating pods of the last one.
 """
 
@@ -28,12 +29,14 @@ from trainmaster.objects._labels import (
     POD_GROUP_LABEL,
     app_labels,
 )
+from trainmaster.objects._netpol import allow_within_job
 from trainmaster.objects._networks import (
     NETWORKS_ANNOTATION,
     nccl_env,
     pod_network_annotation,
     rdma_resources,
 )
+from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
 from trainmaster.spec import ClusterSpec, Job, format_bytes, job_domain_rule, parse_quantity
 
 JOB_LABEL = f"{DOMAIN}/job"
@@ -70,39 +73,10 @@ def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
     }
 
 
-def build_trainer_identity(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """Training pods run as their namespace's default ServiceAccount (so a gang never waits
-    for an identity the operator did not create); this lets them report heartbeats and
-    checkpoints on the TrainingJobs of that namespace (the `trainmaster launch` contract)
-    and nothing else."""
-    name, ns = f"{spec.metadata.name}-trainer", spec.metadata.namespace
-    labels = app_labels("trainer", "training-job", spec.metadata.name)
-    return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "rules": [
-                {
-                    "apiGroups": [TRAININGJOB_GROUP],
-                    "resources": ["trainingjobs/status"],
-                    "verbs": ["get", "patch"],
-                }
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
-        },
-    ]
-
-
 def build_training_jobs(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """The trainers' identity, then one TrainingJob per spec job."""
-    return [*build_trainer_identity(spec), *[build_training_job(spec, job) for job in spec.jobs]]
+    """One TrainingJob per spec job. Their identities come with their gangs (build_gang),
+    so a TrainingJob created by hand gets one too."""
+    return [build_training_job(spec, job) for job in spec.jobs]
 
 
 def _pod_share(spec: ClusterSpec, job: Job) -> tuple[int, int]:
@@ -207,6 +181,64 @@ def build_service(
             "ports": [{"name": "rendezvous", "port": MASTER_PORT}],
         },
     }
+
+
+def trainer_account(job: Job) -> str:
+    """The ServiceAccount, Role and RoleBinding name of a job's pods."""
+    return f"{job.name}-trainer"
+
+
+def build_job_identity(
+    spec: ClusterSpec, job: Job, owner: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The identity of one job's pods: they may read and patch the status of their own
+    TrainingJob (heartbeats and checkpoints, the `trainmaster launch` contract) and
+    nothing else. `resourceNames` pins the Role to this job, so a pod of another job, or
+    any other pod of the namespace, cannot steer this job's restart.
+
+    The operator creates these with the gang. It needs neither `bind` nor `escalate` for
+    that: RBAC lets a subject create a Role and bind it when the subject holds every
+    right the Role grants, and the operator holds get/patch on all TrainingJob statuses
+    of its namespace."""
+    name = trainer_account(job)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(spec, job, name, "trainer", owner),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(spec, job, name, "trainer", owner),
+            "rules": [
+                {
+                    "apiGroups": [TRAININGJOB_GROUP],
+                    "resources": ["trainingjobs/status"],
+                    "resourceNames": [job.name],
+                    "verbs": ["get", "patch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(spec, job, name, "trainer", owner),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": name, "namespace": spec.metadata.namespace}
+            ],
+        },
+    ]
+
+
+def build_job_network_policy(
+    spec: ClusterSpec, job: Job, owner: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The job's pods accept traffic from each other (rendezvous) and metrics scrapes."""
+    return allow_within_job(
+        spec, _meta(spec, job, f"{job.name}-rendezvous", "rendezvous", owner), {JOB_LABEL: job.name}
+    )
 
 
 def build_launch_config(
@@ -331,6 +363,8 @@ def build_gang_job(
                     "annotations": {NETWORKS_ANNOTATION: pod_network_annotation(spec)},
                 },
                 "spec": {
+                    "serviceAccountName": trainer_account(job),
+                    "securityContext": {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)},
                     "schedulerName": spec.scheduler.name,
                     "priorityClassName": priority_class_name(spec, job.queue),
                     "restartPolicy": "Never",
@@ -343,7 +377,8 @@ def build_gang_job(
                             "command": ["/bin/bash", "/etc/trainmaster/launch.sh"],
                             "env": _container_env(spec, job, attempt, resume_from),
                             "resources": {"requests": resources, "limits": dict(resources)},
-                            "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                            # IPC_LOCK: RDMA pins (locks) the memory it registers.
+                            "securityContext": confined_container(add=["IPC_LOCK"]),
                             "volumeMounts": mounts,
                         }
                     ],
@@ -364,8 +399,11 @@ def build_gang(
     resume_from: str | None = None,
     owner: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Everything one attempt of a job needs, in apply order."""
+    """Everything one attempt of a job needs, in apply order (the identity first: the
+    Job's pods cannot be created before their ServiceAccount exists)."""
     return [
+        *build_job_identity(spec, job, owner),
+        build_job_network_policy(spec, job, owner),
         build_service(spec, job, owner),
         build_launch_config(spec, job, owner),
         build_pod_group(spec, job, attempt, owner),

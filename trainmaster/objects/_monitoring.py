@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from trainmaster.objects._labels import app_labels
+from trainmaster.objects._netpol import allow_metrics
 from trainmaster.spec import ClusterSpec
 
 
@@ -104,6 +105,8 @@ def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
                     "template": {
                         "metadata": {"labels": labels},
                         "spec": {
+                            # It reads GPUs, not the API: no token.
+                            "automountServiceAccountToken": False,
                             "nodeSelector": {"nvidia.com/gpu.present": "true"},
                             "tolerations": [{"operator": "Exists"}],
                             "containers": [
@@ -130,6 +133,7 @@ def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
                     "ports": [{"name": "metrics", "port": 9400}],
                 },
             },
+            allow_metrics(spec, f"{cluster}-gpu-exporter-metrics", ns, labels, selector, 9400),
             {
                 "apiVersion": "monitoring.coreos.com/v1",
                 "kind": "ServiceMonitor",

@@ -142,6 +142,8 @@ def build_rdma_device_plugin(spec: ClusterSpec) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
+                    # Registers host devices with the kubelet; never calls the API.
+                    "automountServiceAccountToken": False,
                     "hostNetwork": True,
                     "priorityClassName": "system-node-critical",
                     "nodeSelector": {"nvidia.com/gpu.present": "true"},

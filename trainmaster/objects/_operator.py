@@ -1,16 +1,19 @@
 """The trainmaster operator: the cluster spec it builds gangs from, its identity,
-least-privilege RBAC and Deployment."""
+least-privilege RBAC and Deployment (in `<namespace>-system`, managing `<namespace>`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from trainmaster.objects._labels import app_labels
-from trainmaster.objects._rbac import service_account_with_cluster_role
+from trainmaster.objects._rbac import identity
+from trainmaster.objects._security import restricted_container, restricted_pod, system_namespace
 from trainmaster.spec import ClusterSpec
 
 OPERATOR_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
 SPEC_KEY = "cluster.yaml"
+
+_ALL = ["get", "list", "watch", "create", "patch", "update", "delete"]
 
 OPERATOR_RULES: list[dict[str, Any]] = [
     {
@@ -23,40 +26,57 @@ OPERATOR_RULES: list[dict[str, Any]] = [
         "resources": ["trainingjobs/status"],
         "verbs": ["get", "patch", "update"],
     },
-    {
-        "apiGroups": ["batch"],
-        "resources": ["jobs"],
-        "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"],
-    },
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["services", "configmaps"], "verbs": _ALL},
+    {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+    # Each job's identity and NetworkPolicy, created with its gang (build_gang). Creating
+    # the Role and its binding needs no `bind`/`escalate`: the operator holds every right
+    # that Role grants (get/patch trainingjobs/status above).
     {
         "apiGroups": [""],
-        "resources": ["services", "configmaps"],
-        "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"],
+        "resources": ["serviceaccounts"],
+        "verbs": ["get", "create", "patch", "update"],
     },
     {
-        "apiGroups": ["scheduling.x-k8s.io"],
-        "resources": ["podgroups"],
-        "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"],
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles", "rolebindings"],
+        "verbs": ["get", "create", "patch", "update"],
     },
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
-    # Fencing: cordon and taint unhealthy nodes.
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["get", "create", "patch", "update"],
+    },
     {
         "apiGroups": ["", "events.k8s.io"],
         "resources": ["events"],
         "verbs": ["create", "patch", "update"],
     },
+]
+"""The operator's rights in the namespace it manages (a Role there)."""
+
+OPERATOR_NODE_EVENT_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["", "events.k8s.io"],
+        "resources": ["events"],
+        "verbs": ["create", "patch", "update"],
+    },
+]
+"""Events about nodes go to the `default` namespace, as the kubelet's do (a Role there)."""
+
+OPERATOR_CLUSTER_RULES: list[dict[str, Any]] = [
+    # Fencing cordons and taints sick nodes; finished warm-ups become node labels.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {
         "apiGroups": ["apiextensions.k8s.io"],
         "resources": ["customresourcedefinitions"],
         "verbs": ["get", "list", "watch"],
     },
-    {
-        "apiGroups": ["coordination.k8s.io"],
-        "resources": ["leases"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch"],
-    },
 ]
+"""The operator's cluster-wide rights (a ClusterRole): cluster-scoped resources only."""
+
+NODE_EVENT_NAMESPACE = "default"
 
 
 def spec_configmap_name(spec: ClusterSpec) -> str:
@@ -79,6 +99,7 @@ def build_spec_configmap(spec: ClusterSpec, spec_text: str) -> dict[str, Any]:
 
 def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
     ns, cluster = spec.metadata.namespace, spec.metadata.name
+    system = system_namespace(spec)
     name = f"{cluster}-operator"
     labels = app_labels("trainmaster-operator", "operator", cluster)
     selector = {
@@ -87,11 +108,17 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
     }
     return [
         build_spec_configmap(spec, spec_text),
-        *service_account_with_cluster_role(name, ns, labels, OPERATOR_RULES),
+        *identity(
+            name,
+            system,
+            labels,
+            cluster_rules=OPERATOR_CLUSTER_RULES,
+            namespaced_rules={ns: OPERATOR_RULES, NODE_EVENT_NAMESPACE: OPERATOR_NODE_EVENT_RULES},
+        ),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "metadata": {"name": name, "namespace": system, "labels": labels},
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": selector},
@@ -100,6 +127,7 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
                     "metadata": {"labels": labels},
                     "spec": {
                         "serviceAccountName": name,
+                        "securityContext": restricted_pod(),
                         "containers": [
                             {
                                 "name": "operator",
@@ -117,12 +145,7 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
                                     "requests": {"cpu": "200m", "memory": "256Mi"},
                                     "limits": {"memory": "1Gi"},
                                 },
-                                "securityContext": {
-                                    "runAsNonRoot": True,
-                                    "runAsUser": 65532,
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                },
+                                "securityContext": restricted_container(),
                             }
                         ],
                     },

@@ -10,11 +10,11 @@ import yaml
 from trainmaster.objects._cache import build_cache
 from trainmaster.objects._crds import all_crds
 from trainmaster.objects._jobs import build_training_jobs
-from trainmaster.objects._labels import app_labels
 from trainmaster.objects._monitoring import build_monitoring
 from trainmaster.objects._networks import build_networks
 from trainmaster.objects._operator import build_operator
 from trainmaster.objects._scheduler import build_scheduler
+from trainmaster.objects._security import build_default_deny, build_namespaces
 from trainmaster.spec import ClusterSpec
 
 COMPONENTS = (
@@ -29,17 +29,6 @@ COMPONENTS = (
 )
 
 
-def build_namespace(spec: ClusterSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {
-            "name": spec.metadata.namespace,
-            "labels": app_labels(spec.metadata.namespace, "namespace", spec.metadata.name),
-        },
-    }
-
-
 def spec_text(spec: ClusterSpec) -> str:
     """The spec as the operator reads it back: validated, defaults filled in."""
     return yaml.safe_dump(
@@ -52,8 +41,8 @@ def build_all(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
     takes its objects from."""
     return {
         "crds": all_crds(),
-        "namespace": [build_namespace(spec)],
-        "networks": build_networks(spec),
+        "namespace": build_namespaces(spec),
+        "networks": [*build_default_deny(spec), *build_networks(spec)],
         "scheduler": build_scheduler(spec),
         "operator": build_operator(spec, spec_text(spec)),
         "cache": build_cache(spec),

@@ -1,5 +1,5 @@
-"""The bundled trainmaster-scheduler: identity, least-privilege RBAC, config, Deployment,
-and a PriorityClass per queue."""
+"""The bundled trainmaster-scheduler: identity, least-privilege RBAC, config, Deployment
+(in `<namespace>-system`), and a PriorityClass per queue."""
 
 from __future__ import annotations
 
@@ -9,42 +9,56 @@ import yaml
 
 from trainmaster.objects._jobs import priority_class_name
 from trainmaster.objects._labels import app_labels
-from trainmaster.objects._rbac import service_account_with_cluster_role
+from trainmaster.objects._netpol import allow_metrics
+from trainmaster.objects._rbac import identity, role, role_binding
+from trainmaster.objects._security import restricted_container, restricted_pod, system_namespace
 from trainmaster.spec import ClusterSpec
 
 SCHEDULER_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
 
-# Exactly what the scheduler reads and writes; nothing more.
 SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-    # delete: undoing a partly bound gang deletes its bound pods so their controller
-    # recreates them whole (docs/scheduler.md).
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
-    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
-    {
-        "apiGroups": ["", "events.k8s.io"],
-        "resources": ["events"],
-        "verbs": ["create", "patch", "update"],
-    },
+    # Every pod on a node uses its resources, whatever its namespace: the scheduler's view
+    # of free GPUs needs them all (read only).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
     {
         "apiGroups": ["scheduling.x-k8s.io"],
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
+]
+"""The scheduler's cluster-wide rights (a ClusterRole): reading what it places on."""
+
+SCHEDULER_NAMESPACE_RULES: list[dict[str, Any]] = [
+    # delete: undoing a partly bound gang deletes its bound pods so their controller
+    # recreates them whole (docs/scheduler.md).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
     {
         "apiGroups": ["scheduling.x-k8s.io"],
         "resources": ["podgroups/status"],
         "verbs": ["patch", "update"],
     },
+    {
+        "apiGroups": ["", "events.k8s.io"],
+        "resources": ["events"],
+        "verbs": ["create", "patch", "update"],
+    },
 ]
+"""What the scheduler writes, in the training namespace only (a Role there): it places
+the pods of that namespace and no others."""
+
 LEASE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["coordination.k8s.io"],
         "resources": ["leases"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch"],
+        "verbs": ["get", "create", "update", "patch"],
     },
 ]
+"""Leader election, in the scheduler's own namespace (a Role there)."""
+
+METRICS_PORT = 10259
 
 
 def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
@@ -58,7 +72,7 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
         "preemption": sched.preemption,
         "bindConcurrency": sched.bind_concurrency,
         "clientQps": sched.client_qps,
-        "leaderElection": {"leaseName": sched.name, "leaseNamespace": spec.metadata.namespace},
+        "leaderElection": {"leaseName": sched.name, "leaseNamespace": system_namespace(spec)},
         "topologyPolicy": [
             r.model_dump(by_alias=True, exclude_none=True) for r in sched.topology_policy
         ],
@@ -66,29 +80,21 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
 
 
 def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
-    name, ns = spec.scheduler.name, spec.metadata.namespace
+    name, ns = spec.scheduler.name, system_namespace(spec)
     labels = app_labels(name, "scheduler", spec.metadata.name)
     selector = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": spec.metadata.name}
-    cluster_role = f"{spec.metadata.name}-{name}"
     objs: list[dict[str, Any]] = [
-        *service_account_with_cluster_role(name, ns, labels, SCHEDULER_RULES, cluster_role),
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": f"{name}-leader-election", "namespace": ns, "labels": labels},
-            "rules": LEASE_RULES,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": f"{name}-leader-election", "namespace": ns, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": f"{name}-leader-election",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
-        },
+        *identity(
+            name,
+            ns,
+            labels,
+            cluster_rules=SCHEDULER_RULES,
+            namespaced_rules={spec.metadata.namespace: SCHEDULER_NAMESPACE_RULES},
+            role_name=f"{spec.metadata.name}-{name}",
+        ),
+        role(f"{name}-leader-election", ns, labels, LEASE_RULES),
+        role_binding(f"{name}-leader-election", ns, labels, name, ns),
+        allow_metrics(spec, f"{name}-metrics", ns, labels, selector, METRICS_PORT),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -106,6 +112,7 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
                     "metadata": {"labels": labels},
                     "spec": {
                         "serviceAccountName": name,
+                        "securityContext": restricted_pod(),
                         "priorityClassName": "system-cluster-critical",
                         "containers": [
                             {
@@ -116,17 +123,12 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
                                     "--config",
                                     "/etc/trainmaster-scheduler/config.yaml",
                                 ],
-                                "ports": [{"name": "metrics", "containerPort": 10259}],
+                                "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
                                 "resources": {
                                     "requests": {"cpu": "500m", "memory": "512Mi"},
                                     "limits": {"memory": "2Gi"},
                                 },
-                                "securityContext": {
-                                    "runAsNonRoot": True,
-                                    "runAsUser": 65532,
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                },
+                                "securityContext": restricted_container(),
                                 "volumeMounts": [
                                     {"name": "config", "mountPath": "/etc/trainmaster-scheduler"}
                                 ],

@@ -16,6 +16,8 @@ from trainmaster.spec import ClusterSpec, Job
 
 log = logging.getLogger(__name__)
 
+IDENTITY_KINDS = ("ServiceAccount", "Role", "RoleBinding")
+
 
 class GangObjects:
     def __init__(self, kube: Kube) -> None:
@@ -38,8 +40,15 @@ class GangObjects:
         attempt: int,
         resume_from: str | None,
     ) -> None:
-        """Server-side apply the attempt's objects (Service, ConfigMap, PodGroup, Job)."""
+        """Server-side apply the attempt's objects: the job's identity (ServiceAccount,
+        Role, RoleBinding), NetworkPolicy, Service, ConfigMap, PodGroup, Job."""
         *supporting, gang_job = build_gang(spec, job, attempt, resume_from, owner=owner)
+        # One after the other: a RoleBinding is checked against the Role it names, and the
+        # Job's pods against their ServiceAccount.
+        identity = [o for o in supporting if o["kind"] in IDENTITY_KINDS]
+        supporting = [o for o in supporting if o["kind"] not in IDENTITY_KINDS]
+        for obj in identity:
+            await self.kube.apply(obj)
         results = await asyncio.gather(*(self.kube.apply(o) for o in supporting),
                                        return_exceptions=True)
         for obj, result in zip(supporting, results, strict=True):

@@ -12,6 +12,7 @@ two handlers firing at once cannot act twice on one job.
     owned Job/Service/ConfigMap/PodGroup  owned_changed        wake owner to re-apply (drift)
     gang pod event                        gang_pod             wake its job
     node event                            node_changed         fence if sick, wake its jobs
+    warm-up pod succeeded                 warmup_pod           label its node with the dataset
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import kopf
 
 from trainmaster.objects import (
+    DATASET_LABEL,
     JOB_LABEL,
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
@@ -145,6 +147,12 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.event("", "v1", "pods", labels={JOB_LABEL: kopf.PRESENT}, registry=registry)
     async def gang_pod(body: kopf.Body, type: str | None, **_: Any) -> None:
         holder.get().on_pod(dict(body), type)
+
+    @kopf.on.event("", "v1", "pods", labels={DATASET_LABEL: kopf.PRESENT}, registry=registry,
+                   id="warmup-pod")
+    async def warmup_pod(body: kopf.Body, type: str | None, **_: Any) -> None:
+        if type != "DELETED":
+            await holder.get().on_warmup_pod(dict(body))
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
     async def node_changed(body: kopf.Body, type: str | None, **_: Any) -> None:

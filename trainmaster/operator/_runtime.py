@@ -13,6 +13,7 @@ from typing import Any
 
 from trainmaster.objects import JOB_LABEL
 from trainmaster.operator._announce import fenced
+from trainmaster.operator._datasets import label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health
 from trainmaster.operator._fence import fence
 from trainmaster.operator._kubeapi import TRAININGJOB_API, Kube, is_status, open_kube
@@ -113,6 +114,18 @@ class Runtime:
         if changed:
             for key in self.book.jobs_on(name):
                 self.supervisor.poke(key)
+
+    async def on_warmup_pod(self, body: dict[str, Any]) -> None:
+        """A warm-up pod changed: label its node once it holds the dataset."""
+        try:
+            done = await label_warmed_node(self.kube, body)
+        except Exception as exc:
+            if not is_status(exc, 404):
+                log.warning("could not label the node of warm-up pod %s: %s",
+                            (body.get("metadata") or {}).get("name"), exc)
+            return
+        if done:
+            log.info("node %s holds dataset %s", *done)
 
     async def _fence(self, name: str, problem: str) -> None:
         now = utcnow()

@@ -299,6 +299,9 @@ class MonitoringSpec(_Model):
     """Alert thresholds (PrometheusRule)."""
     dashboards: bool = True
     """Ship a Grafana dashboard ConfigMap."""
+    scrape_namespace: Name = "monitoring"
+    """Namespace of the Prometheus that scrapes the metrics: the NetworkPolicies admit
+    metrics scrapes from its pods and from nowhere else."""
 
 
 # --- jobs ----------------------------------------------------------------------------
@@ -381,8 +384,11 @@ class Job(_Model):
 class Metadata(_Model):
     name: Name
     """Cluster name; prefixes generated object names."""
-    namespace: Name = "trainmaster"
-    """Namespace for trainmaster's objects and jobs."""
+    namespace: Annotated[
+        str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=56)
+    ] = "trainmaster"
+    """Namespace for the jobs and node agents; the scheduler and operator run in
+    `<namespace>-system` (hence at most 56 characters)."""
 
 
 class ClusterSpec(_Model):

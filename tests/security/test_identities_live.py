@@ -1,0 +1,353 @@
+"""Every identity of every example stack, on the real control plane: it can do what
+docs/security.md lists for it, and nothing dangerous.
+
+Per stack (sequentially, each in its own namespaces and cluster name, cleaned up after):
+1. apply the stack's rendered objects (build_all) as the administrator; workloads are not
+   started (500 DaemonSet pods each would only load the machine): each pod template is
+   instead created as a Pod with server-side dry run, which runs Pod Security admission;
+2. as the operator (impersonated), apply each job's gang: its identity (ServiceAccount,
+   Role, RoleBinding), NetworkPolicy, Service, ConfigMap, PodGroup, and the Indexed Job
+   (dry run) — the API server's escalation check passes without `bind`/`escalate`;
+3. SubjectAccessReview, table-driven: every right of every ServiceAccount (read off the
+   rendered bindings) is allowed; the dangerous actions are refused; the namespaces'
+   `default` ServiceAccounts are refused every right any identity holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes import dynamic
+from kubernetes.client.exceptions import ApiException
+
+from tests.conftest import LocalCluster
+from tests.helpers import STACKS
+from tests.security.access import Access, Action
+from trainmaster.apply import apply_objects
+from trainmaster.kube import sync_client
+from trainmaster.objects import (
+    FIELD_MANAGER,
+    NODE_EVENT_NAMESPACE,
+    TRAININGJOB_GROUP,
+    Grant,
+    build_all,
+    build_gang,
+    grants,
+    service_accounts,
+    system_namespace,
+)
+from trainmaster.spec import ClusterSpec, load_spec
+
+pytestmark = pytest.mark.integration
+
+STACK_NAMES = sorted(p.parent.name for p in STACKS.glob("*/cluster.yaml"))
+WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
+
+
+def isolated(stack: str) -> ClusterSpec:
+    """The stack's spec with its own cluster name and namespace, so stacks (and other
+    tests sharing the session cluster) never share an object."""
+    spec = load_spec(STACKS / stack / "cluster.yaml")
+    meta = spec.metadata.model_copy(update={"name": f"sec-{stack}", "namespace": f"sec-{stack}"})
+    return spec.model_copy(update={"metadata": meta})
+
+
+def operator_account(spec: ClusterSpec) -> str:
+    return f"{system_namespace(spec)}/{spec.metadata.name}-operator"
+
+
+def _resource(client: dynamic.DynamicClient, obj: dict[str, Any]) -> Any:
+    return client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+
+
+def _apply(client: dynamic.DynamicClient, obj: dict[str, Any], dry_run: bool = False) -> None:
+    kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+    _resource(client, obj).server_side_apply(
+        body=obj,
+        name=obj["metadata"]["name"],
+        namespace=obj["metadata"].get("namespace"),
+        field_manager=FIELD_MANAGER,
+        force_conflicts=True,
+        **kwargs,
+    )
+
+
+def _pod_from(obj: dict[str, Any]) -> dict[str, Any]:
+    template = obj["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{obj['metadata']['name']}-dry-run",
+            "namespace": obj["metadata"]["namespace"],
+            "labels": template["metadata"].get("labels", {}),
+        },
+        "spec": template["spec"],
+    }
+
+
+def _wait_default_accounts(core: kubernetes.client.CoreV1Api, namespaces: list[str]) -> None:
+    """Pods (even dry-run ones) need their ServiceAccount; the controller creates
+    `default` shortly after a namespace appears."""
+    deadline = time.monotonic() + 60
+    for ns in namespaces:
+        while True:
+            try:
+                core.read_namespaced_service_account("default", ns)
+                break
+            except ApiException as exc:
+                if exc.status != 404 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+class Deployed:
+    """One stack on the cluster: its objects, its jobs' gangs, its identities."""
+
+    def __init__(self, spec: ClusterSpec, kubeconfig: Path) -> None:
+        self.spec = spec
+        self.kubeconfig = kubeconfig
+        self.parts = build_all(spec)
+        self.objects = [o for objs in self.parts.values() for o in objs]
+        self.gangs = {job.name: build_gang(spec, job, 0) for job in spec.jobs}
+        self.access = Access(kubeconfig)
+        self.pod_results: dict[str, str] = {}
+
+    @property
+    def all_objects(self) -> list[dict[str, Any]]:
+        return self.objects + [o for gang in self.gangs.values() for o in gang]
+
+    def deploy(self) -> None:
+        static = [o for o in self.objects if o["kind"] not in WORKLOADS]
+        apply_objects(self.kubeconfig, static)
+        admin = dynamic.DynamicClient(sync_client(self.kubeconfig))
+        core = kubernetes.client.CoreV1Api(sync_client(self.kubeconfig))
+        _wait_default_accounts(core, [self.spec.metadata.namespace, system_namespace(self.spec)])
+        for obj in self.objects:
+            if obj["kind"] in WORKLOADS:
+                _apply(admin, obj, dry_run=True)
+        # The gangs, as the operator creates them: as the operator.
+        operator = self.access.client_as(operator_account(self.spec))
+        for gang in self.gangs.values():
+            for obj in gang:
+                _apply(operator, obj, dry_run=obj["kind"] in WORKLOADS)
+        for obj in self.all_objects:
+            if obj["kind"] in WORKLOADS:
+                pod = _pod_from(obj)
+                try:
+                    core.create_namespaced_pod(pod["metadata"]["namespace"], pod, dry_run="All")
+                    self.pod_results[obj["metadata"]["name"]] = "admitted"
+                except ApiException as exc:
+                    self.pod_results[obj["metadata"]["name"]] = f"{exc.status}: {exc.body}"
+
+    def clean(self) -> None:
+        api = sync_client(self.kubeconfig)
+        core = kubernetes.client.CoreV1Api(api)
+        rbac = kubernetes.client.RbacAuthorizationV1Api(api)
+        sched = kubernetes.client.SchedulingV1Api(api)
+        for obj in self.objects:
+            kind, name = obj["kind"], obj["metadata"]["name"]
+            ns = obj["metadata"].get("namespace")
+            try:
+                if kind == "Namespace":
+                    core.delete_namespace(name)
+                elif kind == "ClusterRole":
+                    rbac.delete_cluster_role(name)
+                elif kind == "ClusterRoleBinding":
+                    rbac.delete_cluster_role_binding(name)
+                elif kind == "PriorityClass":
+                    sched.delete_priority_class(name)
+                elif ns == NODE_EVENT_NAMESPACE and kind == "Role":
+                    rbac.delete_namespaced_role(name, ns)
+                elif ns == NODE_EVENT_NAMESPACE and kind == "RoleBinding":
+                    rbac.delete_namespaced_role_binding(name, ns)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+@pytest.fixture(scope="module", params=STACK_NAMES)
+def deployed(request: pytest.FixtureRequest, local_cluster: LocalCluster) -> Iterator[Deployed]:
+    made = Deployed(isolated(request.param), local_cluster.kubeconfig)
+    try:
+        made.deploy()
+        yield made
+    finally:
+        made.clean()
+
+
+# --- the table ------------------------------------------------------------------------
+
+
+def _actions(grant: Grant) -> list[Action]:
+    namespace = "" if grant.scope == "cluster" else grant.scope
+    names = grant.names or ("",)
+    return [
+        Action(verb, grant.resource, grant.api_group, namespace, name)
+        for verb in grant.verbs
+        for name in names
+    ]
+
+
+def dangerous(spec: ClusterSpec, account: str, holds: list[Grant]) -> list[Action]:
+    """What no identity may do (patching nodes: unless it fences, i.e. holds it)."""
+    ns, system = spec.metadata.namespace, system_namespace(spec)
+    actions = []
+    for where in (ns, system, ""):
+        actions += [
+            Action("get", "secrets", "", where),
+            Action("list", "secrets", "", where),
+            Action("create", "pods", "", where),
+            Action("create", "pods/exec", "", where, "any-pod"),
+            Action("create", "pods/attach", "", where, "any-pod"),
+            Action("create", "serviceaccounts/token", "", where, "default"),
+        ]
+    for kind in ("roles", "clusterroles"):
+        for verb in ("bind", "escalate"):
+            actions.append(Action(verb, kind, "rbac.authorization.k8s.io", ns))
+            actions.append(Action(verb, kind, "rbac.authorization.k8s.io", ""))
+    actions.append(Action("impersonate", "serviceaccounts", "", ns))
+    actions.append(Action("create", "clusterrolebindings", "rbac.authorization.k8s.io"))
+    fences = any(g.resource == "nodes" and "patch" in g.verbs for g in holds)
+    if not fences:
+        actions.append(Action("patch", "nodes", "", "", "any-node"))
+    if account.endswith("-trainer"):
+        own = account.split("/", 1)[1].removesuffix("-trainer")
+        others = [j.name for j in spec.jobs if j.name != own] + ["someone-else"]
+        for other in others:
+            for verb in ("patch", "update", "get"):
+                actions.append(Action(verb, "trainingjobs/status", TRAININGJOB_GROUP, ns, other))
+            actions.append(Action("patch", "trainingjobs", TRAININGJOB_GROUP, ns, own))
+    return actions
+
+
+def test_pods_pass_pod_security(deployed: Deployed) -> None:
+    """Each workload's pods are admitted in their namespace: restricted in -system."""
+    assert deployed.pod_results, "no workloads rendered"
+    refused = {k: v for k, v in deployed.pod_results.items() if v != "admitted"}
+    assert refused == {}
+
+
+def test_restricted_namespace_refuses_a_privileged_pod(deployed: Deployed) -> None:
+    core = kubernetes.client.CoreV1Api(sync_client(deployed.kubeconfig))
+    ns = system_namespace(deployed.spec)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "privileged", "namespace": ns},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox:1.36", "securityContext": {"privileged": True}}
+            ]
+        },
+    }
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod(ns, pod, dry_run="All")
+    assert exc.value.status == 403 and "PodSecurity" in str(exc.value.body)
+
+
+def test_every_identity_can_do_its_documented_list(deployed: Deployed) -> None:
+    held = grants(deployed.all_objects)
+    accounts = {g.account for g in held}
+    assert operator_account(deployed.spec) in accounts
+    assert {f"{deployed.spec.metadata.namespace}/{j.name}-trainer" for j in deployed.spec.jobs} <= (
+        accounts
+    )
+    missing = [
+        f"{g.account}: {a.describe()}"
+        for g in held
+        for a in _actions(g)
+        if not deployed.access.allowed(g.account, a)
+    ]
+    assert missing == []
+
+
+def test_every_identity_is_refused_the_dangerous_actions(deployed: Deployed) -> None:
+    held = grants(deployed.all_objects)
+    accounts = service_accounts(deployed.all_objects)
+    assert len(accounts) >= 2 + len(deployed.spec.jobs)
+    allowed = [
+        f"{account}: {a.describe()}"
+        for account in accounts
+        for a in dangerous(deployed.spec, account, [g for g in held if g.account == account])
+        if deployed.access.allowed(account, a)
+    ]
+    assert allowed == []
+
+
+def test_operator_fences_and_nobody_else_patches_nodes(deployed: Deployed) -> None:
+    patch_node = Action("patch", "nodes", "", "", "any-node")
+    may = [
+        a for a in service_accounts(deployed.all_objects) if deployed.access.allowed(a, patch_node)
+    ]
+    assert may == [operator_account(deployed.spec)]
+
+
+def test_default_service_accounts_have_nothing(deployed: Deployed) -> None:
+    """Refused every right any identity of the stack holds, in either namespace."""
+    spec = deployed.spec
+    every = {a for g in grants(deployed.all_objects) for a in _actions(g)}
+    allowed = [
+        f"{ns}/default: {a.describe()}"
+        for ns in (spec.metadata.namespace, system_namespace(spec))
+        for a in every
+        if deployed.access.allowed(f"{ns}/default", a)
+    ]
+    assert allowed == []
+
+
+def test_operator_cannot_escalate(deployed: Deployed) -> None:
+    """The escalation check that lets the operator create a job's Role refuses it a Role
+    or binding with rights it lacks."""
+    ns = deployed.spec.metadata.namespace
+    operator = deployed.access.client_as(operator_account(deployed.spec))
+    meta = {"namespace": ns}
+    attempts = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {**meta, "name": "grab-admin"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {**meta, "name": "grab-secrets"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+        },
+    ]
+    for obj in attempts:
+        with pytest.raises(ApiException) as exc:
+            _apply(operator, obj)
+        assert exc.value.status == 403, obj["metadata"]["name"]
+
+
+def test_trainer_patches_its_own_status_only(deployed: Deployed) -> None:
+    """A real request as the trainer, not just a review: its own job's status goes
+    through, another job's is forbidden."""
+    spec, ns = deployed.spec, deployed.spec.metadata.namespace
+    if len(spec.jobs) < 2:
+        pytest.skip("needs two jobs")
+    own, other = spec.jobs[0].name, spec.jobs[1].name
+    trainer = deployed.access.client_as(f"{ns}/{own}-trainer")
+    jobs = trainer.resources.get(api_version=f"{TRAININGJOB_GROUP}/v1alpha1", kind="TrainingJob")
+    body = {"status": {"lastHeartbeat": "2026-01-01T00:00:00Z"}}
+    patched = jobs.status.patch(
+        name=own, namespace=ns, body=body, content_type="application/merge-patch+json"
+    )
+    assert patched.status.lastHeartbeat == "2026-01-01T00:00:00Z"
+    with pytest.raises(ApiException) as exc:
+        jobs.status.patch(
+            name=other, namespace=ns, body=body, content_type="application/merge-patch+json"
+        )
+    assert exc.value.status == 403
