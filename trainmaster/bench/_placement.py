@@ -248,7 +248,9 @@ def _node_event(snap: ClusterSnapshot, rng: random.Random, added: list[str],
         alloc[GPU] = 8 if alloc.get(GPU, 0) < 8 else 7
         info = replace(old, allocatable=alloc)
     elif kind == 1:  # untracked usage changed (a daemonset pod)
-        info = replace(old, requested={CPU: rng.choice((2_000, 4_000, 6_000)),
+        cpu = old.requested.get(CPU, 0)
+        info = replace(old, requested={CPU: rng.choice([c for c in (2_000, 4_000, 6_000)
+                                                        if c != cpu]),
                                        MEMORY: 16 * _GI})
     elif kind == 2:  # maintenance taint on or off
         taints = tuple(t for t in old.taints if t != _MAINTENANCE)

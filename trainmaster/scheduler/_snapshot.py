@@ -393,7 +393,9 @@ class ClusterSnapshot:
         ancestors = self._ancestors[i] if schedulable else ()
         for resource, qty in requests.items():
             requested[resource] = requested.get(resource, 0) + sign * qty
-            before = free.get(resource, 0)
+            before = free.get(resource)
+            if before is None:  # not allocatable here: free has no entry, as in a rebuild
+                continue
             after = before - sign * qty
             free[resource] = after
             delta = max(after, 0) - max(before, 0)
