@@ -123,4 +123,6 @@ def placement_cmd(
                  spread(scale.warm_ms, scale.warm_range_ms),
                  spread(scale.node_event_ms, scale.node_event_range_ms),
                  str(scale.node_events), f"{scale.rss_mb:.0f}", scale.level)
+    real.add_row(f"CPU {scale.cold_cpu_ms:.2f}", f"CPU {scale.warm_cpu_ms:.2f}",
+                 f"CPU {scale.node_event_cpu_ms:.3f}", "", "", "")
     _out.print(real)

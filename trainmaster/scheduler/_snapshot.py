@@ -155,6 +155,10 @@ def _domain_path(dom: _Domain) -> tuple[str, ...]:
     return dom.path
 
 
+def _node_name(node: NodeInfo) -> str:
+    return node.name
+
+
 @dataclass(slots=True)
 class _PodEntry:
     pod: PodRequest
@@ -447,13 +451,13 @@ class ClusterSnapshot:
                             failed.add(i)
                 continue
             for group in groups:
-                new = group - failed
-                if not new:
+                if not group:
                     continue
-                # Every node of a group gets the same answer: ask one of them.
-                reason = _rejection(plugin, pod, nodes[next(iter(new))])
+                # Every node of a group gets the same answer: ask any one of them.
+                reason = _rejection(plugin, pod, nodes[next(iter(group))])
                 if reason is None:
                     continue
+                new = group - failed
                 for i in new:
                     reasons[i] = reason
                 failed |= new
@@ -477,16 +481,16 @@ class ClusterSnapshot:
         if kind is TaintToleration:
             return [group for taints, group in self._taints.items() if taints]
         if kind is NodeSelector:
-            passing = self._all
-            for label, value in pod.node_selector.items():
-                passing = passing & self._labels.get(label, {}).get(value, set())
-            return [self._all - passing]
-        if kind is NodeAffinity:
-            passing = self._all
-            for req in pod.affinity:
-                passing = passing & self._matching(req)
-            return [self._all - passing]
-        return None
+            sets = [self._labels.get(k, {}).get(v, set()) for k, v in pod.node_selector.items()]
+        elif kind is NodeAffinity:
+            sets = [self._matching(req) for req in pod.affinity]
+        else:
+            return None
+        if not sets:
+            return []  # nothing to match: it passes every node
+        sets.sort(key=len)
+        passing = sets[0].intersection(*sets[1:])
+        return [self._all - passing]
 
     def _matching(self, req: NodeSelectorRequirement) -> set[int]:
         """Nodes whose labels match one node-affinity requirement."""
@@ -759,7 +763,9 @@ class ClusterSnapshot:
             self._leave(i)
             self._join(i, node)
         self._nodes[i] = node
-        self._by_name = None
+        if self._by_name is not None:  # same names, same order: swap the one entry
+            k = bisect.bisect_left(self._by_name, node.name, key=_node_name)
+            self._by_name = (*self._by_name[:k], node, *self._by_name[k + 1 :])
         self._alloc[i] = node.allocatable
         requested = self._requested[i]
         _add_into(requested, old.requested, -1)
