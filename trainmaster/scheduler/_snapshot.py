@@ -422,8 +422,9 @@ class ClusterSnapshot:
     def eligibility(
         self, pod: PodRequest, filters: Sequence[FilterPlugin], key: Hashable | None = None
     ) -> Eligibility:
-        """Static ``filters`` for ``pod`` on every node, cached per filter key until the
-        next node change. ``key`` is ``pod_key(pod, filters)`` if the caller has it."""
+        """Static ``filters`` for ``pod`` on every node, cached per filter key; a node
+        change re-asks the cached answers for that node only (a new ``Eligibility``
+        object). ``key`` is ``pod_key(pod, filters)`` if the caller has it."""
         if key is None:
             key = self.pod_key(pod, filters)
         full_key = (tuple(f.NAME for f in filters), key)
