@@ -489,9 +489,10 @@ class ClusterSnapshot:
             return None
         if not sets:
             return []  # nothing to match: it passes every node
+        if len(sets) == 1:
+            return [self._all - sets[0]]
         sets.sort(key=len)
-        passing = sets[0].intersection(*sets[1:])
-        return [self._all - passing]
+        return [self._all - sets[0].intersection(*sets[1:])]
 
     def _matching(self, req: NodeSelectorRequirement) -> set[int]:
         """Nodes whose labels match one node-affinity requirement."""
