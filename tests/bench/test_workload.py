@@ -114,3 +114,45 @@ def test_rounds_combine_to_the_median_time_and_the_worst_placement() -> None:
     row = combine(runs)
     assert row.seconds == 4.0 and row.pods_per_second == 250.0
     assert row.overcommitted_nodes == 1 and row.gangs_split_beyond_needed == 2
+
+
+def test_placement_at_scale_times_every_part_on_realistic_nodes() -> None:
+    from trainmaster.bench import placement_at_scale
+    from trainmaster.bench._placement import realistic_snapshot
+
+    snap, pods = realistic_snapshot(200, pods_per_node=10, seed=3)
+    assert pods == 2000 == sum(1 for _ in snap.pods())
+    nodes = snap.nodes
+    assert any(n.unschedulable for n in nodes) and any(len(n.taints) > 1 for n in nodes)
+    assert {n.labels["nvidia.com/gpu.product"] for n in nodes} == {"A100", "H100"}
+    gpus = sum(n.allocatable["nvidia.com/gpu"] for n in nodes)
+    used = sum(snap.requested(n.name).get("nvidia.com/gpu", 0) for n in nodes)
+    assert 0.4 < used / gpus < 0.6  # about half the GPUs in use
+    result = placement_at_scale(nodes=300, gang=8, runs=3, cold_runs=2, events=20)
+    out = result.to_json()
+    assert list(out)[:5] == ["nodes", "cold_ms", "warm_ms", "node_event_ms", "rss_mb"]
+    assert out["nodes"] == 300 and result.pods == 3000 and result.node_events >= 20
+    assert result.level != "unschedulable"
+    for median, (low, high) in ((result.cold_ms, result.cold_range_ms),
+                                (result.warm_ms, result.warm_range_ms),
+                                (result.node_event_ms, result.node_event_range_ms)):
+        assert 0 < low <= median <= high
+    assert result.rss_mb > 10
+
+
+def test_bench_placement_cli_prints_one_json_object_and_refuses_bad_sizes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from trainmaster.cli import main
+
+    code = main(["bench", "placement", "--nodes", "200", "--gang", "4", "--runs", "2",
+                 "--cold-runs", "1", "--events", "10", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    result = json.loads(out)
+    assert result["nodes"] == 200
+    assert {"cold_ms", "warm_ms", "node_event_ms", "rss_mb"} <= set(result)
+    assert main(["bench", "placement", "--nodes", "0"]) == 2
+    assert "--nodes must be at least 1" in capsys.readouterr().err

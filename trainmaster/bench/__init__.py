@@ -3,12 +3,18 @@
 ``run_scheduler_bench`` is `trainmaster bench scheduler`: trainmaster-scheduler against
 the stock kube-scheduler (default and tuned) and a decision-free bind ceiling, each alone
 on the same fresh pending gangs; see ``_run`` for the procedure and ``_contenders`` for
-what each clock includes. ``placement_microbench`` is `trainmaster bench placement`: the
-placement core alone, one gang on a large simulated cluster.
+what each clock includes. ``placement_microbench`` and ``placement_at_scale`` are `trainmaster bench
+placement`: the placement core alone on a large simulated cluster (decisions, node
+events, memory).
 """
 
 from trainmaster.bench._contenders import CONTENDERS
-from trainmaster.bench._placement import PlacementResult, placement_microbench
+from trainmaster.bench._placement import (
+    PlacementResult,
+    ScaleResult,
+    placement_at_scale,
+    placement_microbench,
+)
 from trainmaster.bench._run import (
     BenchError,
     BenchOptions,
@@ -25,8 +31,10 @@ __all__ = [
     "BenchResult",
     "ContenderResult",
     "PlacementResult",
+    "ScaleResult",
     "gang_sizes",
     "leaves_needed",
+    "placement_at_scale",
     "placement_microbench",
     "run_scheduler_bench",
     "workload",

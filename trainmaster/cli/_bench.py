@@ -76,23 +76,53 @@ def scheduler_cmd(
 
 @bench_app.command("placement")
 def placement_cmd(
-    nodes: Annotated[int, typer.Option(help="Simulated nodes of 8 GPUs, half used.")] = 10_000,
+    nodes: Annotated[int, typer.Option(help="Nodes of 8 GPUs, half used.")] = 10_000,
     gang: Annotated[int, typer.Option(help="Pods of 4 GPUs in the gang.")] = 64,
     runs: Annotated[int, typer.Option(help="Warm decisions to time.")] = 20,
+    cold_runs: Annotated[int, typer.Option(help="Cold decisions (fresh snapshots) to time.")] = 5,
+    events: Annotated[int, typer.Option(help="Node events to time under churn.")] = 200,
+    pods_per_node: Annotated[
+        int, typer.Option(help="Tracked pods per node (10 gives 100,000 at 10,000 nodes).")
+    ] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
-    """The placement core alone: one gang's decision on a large cluster, no API server."""
-    from dataclasses import asdict
+    """The placement core alone on a large cluster, no API server: cold and warm gang
+    decisions, node events under churn, resident memory."""
+    from trainmaster.bench import placement_at_scale, placement_microbench
 
-    from trainmaster.bench import placement_microbench
-
-    result = placement_microbench(nodes=nodes, gang=gang, runs=runs)
+    for name, value in (("--nodes", nodes), ("--gang", gang), ("--runs", runs),
+                        ("--cold-runs", cold_runs), ("--events", events)):
+        if value < 1:
+            _err.print(f"{name} must be at least 1, got {value}")
+            raise typer.Exit(2)
+    if pods_per_node < 0:
+        _err.print(f"--pods-per-node must be 0 or more, got {pods_per_node}")
+        raise typer.Exit(2)
+    scale = placement_at_scale(nodes=nodes, gang=gang, runs=runs, cold_runs=cold_runs,
+                               events=events, pods_per_node=pods_per_node)
     if as_json:
-        print(json.dumps(asdict(result)))
+        print(json.dumps(scale.to_json()))
         return
+    simple = placement_microbench(nodes=nodes, gang=gang, runs=runs)
     table = Table(title=f"one {gang}-pod gang on {nodes} nodes")
     for column in ("first decision ms", "warm median ms", "warm max ms", "runs", "placed at"):
         table.add_column(column, justify="right")
-    table.add_row(f"{result.cold_ms:.2f}", f"{result.warm_median_ms:.2f}",
-                  f"{result.warm_max_ms:.2f}", str(result.runs), result.level)
+    table.add_row(f"{simple.cold_ms:.2f}", f"{simple.warm_median_ms:.2f}",
+                  f"{simple.warm_max_ms:.2f}", str(simple.runs), simple.level)
     _out.print(table)
+    real = Table(title=f"realistic nodes: {nodes} nodes, {scale.pods} pods, one {gang}-pod "
+                 f"gang (median, min-max, ms)")
+    for column in ("cold decision", "warm decision", "node event", "node events",
+                   "RSS MiB", "placed at"):
+        real.add_column(column, justify="right")
+
+    def spread(median: float, bounds: tuple[float, float]) -> str:
+        return f"{median:.2f} [{bounds[0]:.2f}-{bounds[1]:.2f}]"
+
+    real.add_row(spread(scale.cold_ms, scale.cold_range_ms),
+                 spread(scale.warm_ms, scale.warm_range_ms),
+                 spread(scale.node_event_ms, scale.node_event_range_ms),
+                 str(scale.node_events), f"{scale.rss_mb:.0f}", scale.level)
+    real.add_row(f"CPU {scale.cold_cpu_ms:.2f}", f"CPU {scale.warm_cpu_ms:.2f}",
+                 f"CPU {scale.node_event_cpu_ms:.3f}", "", "", "")
+    _out.print(real)

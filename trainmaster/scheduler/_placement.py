@@ -153,10 +153,14 @@ class _Search:
         if primary == GPU and not static and type(self.scorer) is BestFit:
             # Same answer as the scan below (least free GPUs, then name) via the buckets.
             buckets = snap.gpu_buckets
+
+            def name(i: int) -> str:
+                return nodes[i].name
+
             for free_gpus in sorted(k for k in buckets if k >= need):
                 bucket = buckets[free_gpus]
-                first = min(bucket)
-                for i in (first,) if len(bucket) == 1 else (first, *sorted(bucket)):
+                first = min(bucket, key=name)
+                for i in (first,) if len(bucket) == 1 else (first, *sorted(bucket, key=name)):
                     if (
                         mask[i]
                         and len(nodes[i].topology) >= min_depth
@@ -166,7 +170,7 @@ class _Search:
             return None
         alloc = cols.allocatable
         score = self.scorer.score
-        best_key: tuple[int, int] | None = None
+        best_key: tuple[int, str, int] | None = None
         for i, free in enumerate(base):
             if free.get(primary, 0) < need or not mask[i]:
                 continue
@@ -174,10 +178,10 @@ class _Search:
                 continue
             if fit_count(totals, free) < 1:
                 continue
-            key = (-score(self.totals, free, alloc[i]), i)
+            key = (-score(self.totals, free, alloc[i]), nodes[i].name, i)
             if best_key is None or key < best_key:
                 best_key = key
-        return None if best_key is None else best_key[1]
+        return None if best_key is None else best_key[2]
 
     def candidates(self, rank: int, static: bool) -> list[LiveDomain]:
         totals = self.total_items
@@ -196,12 +200,13 @@ class _Search:
         out: Assignment = []
         score = self.scorer.score
         alloc = self.cols.allocatable
+        names = self.cols.nodes
         for group in self.groups:
             mask = group.static_mask if static else group.mask
             items = group.items
             requests = group.requests
             count = len(group.pods)
-            cands: list[tuple[int, int, int]] = []
+            cands: list[tuple[int, str, int, int]] = []
             room = 0
             for i in nodes:
                 if not mask[i]:
@@ -212,12 +217,12 @@ class _Search:
                 slots = fit_count(items, free)
                 if slots:
                     room += slots
-                    cands.append((-score(requests, free, alloc[i]), i, slots))
+                    cands.append((-score(requests, free, alloc[i]), names[i].name, i, slots))
             if room < count:
                 return None
-            cands.sort()
+            cands.sort()  # best score, then name (indices are not in name order)
             placed = 0
-            for _, i, slots in cands:
+            for _, _, i, slots in cands:
                 take = min(slots, count - placed)
                 mine = overlay.get(i)
                 if mine is None:

@@ -34,22 +34,40 @@ Cordoned nodes are not counted in any domain's free capacity.
 Read API: by name (``node``, ``free``, ``domains``, ...: copies or read-only views, for
 callers at large) and by index (``columns``, ``live_domains``, ``eligibility``,
 ``gpu_buckets``: live read-only views without copies, for the placement core's inner
-loops). A node's index is its position in name order; every node change renumbers, so
-an index is only valid until the next ``set_node``/``replace_nodes``.
+loops). Indices are in name order after construction, ``replace_nodes`` and ``copy``
+keep or restore that; a node added later takes the next index and a removed node's
+index goes to the last node, so callers break ties by name, never by index. An index
+stays valid across ``set_node`` of an existing node; ``remove_node`` moves one.
+
+Node changes are O(that node): ``set_node`` takes the node's share out of every
+aggregate (domain free and capacity, GPU buckets, largest capacity, the static-filter
+indexes) and puts the new share in, and re-asks the cached filter answers for that one
+node. The static-filter indexes (nodes per label value, per taint list, cordoned) let
+``eligibility`` answer whole groups of nodes with one filter call each.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._contracts import FilterPlugin
-from ._filters import NodeUnschedulable, filter_key
-from ._model import CLUSTER_LEVEL, GPU, NODE_LEVEL, NodeInfo, PodRequest
+from ._filters import NodeAffinity, NodeSelector, NodeUnschedulable, TaintToleration, filter_key
+from ._model import (
+    CLUSTER_LEVEL,
+    GPU,
+    NODE_LEVEL,
+    NodeInfo,
+    NodeSelectorRequirement,
+    PodRequest,
+    SelectorOperator,
+    Taint,
+)
 from ._status import Code
 
 _ELIGIBILITY_CACHE_SIZE = 4096
@@ -128,8 +146,17 @@ class _Domain:
     rank: int
     name: str
     nodes: tuple[int, ...]
+    path: tuple[str, ...] = ()
     free: dict[str, int] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)
+
+
+def _domain_path(dom: _Domain) -> tuple[str, ...]:
+    return dom.path
+
+
+def _node_name(node: NodeInfo) -> str:
+    return node.name
 
 
 @dataclass(slots=True)
@@ -142,6 +169,25 @@ class _PodEntry:
 def _add_into(target: dict[str, int], delta: Mapping[str, int], sign: int) -> None:
     for resource, qty in delta.items():
         target[resource] = target.get(resource, 0) + sign * qty
+
+
+def _drop_zeros(target: dict[str, int], keys: Iterable[str]) -> None:
+    for resource in keys:
+        if target.get(resource) == 0:
+            del target[resource]
+
+
+def _capacity_of(node: NodeInfo) -> dict[str, int]:
+    return {r: max(q - node.requested.get(r, 0), 0) for r, q in node.allocatable.items()}
+
+
+def _rejection(plugin: FilterPlugin, pod: PodRequest, node: NodeInfo) -> str | None:
+    """Why ``plugin`` rejects ``node`` for ``pod`` (as ``Eligibility.reasons`` says it),
+    or None if it passes."""
+    status = plugin.filter(pod, node)
+    if status.is_success():
+        return None
+    return status.message if status.code != Code.ERROR else "error"
 
 
 class ClusterSnapshot:
@@ -169,57 +215,61 @@ class ClusterSnapshot:
     # --- index ------------------------------------------------------------------------
 
     def _build(self, specs: list[NodeInfo]) -> None:
-        depth = len(self._levels)
-        self._nodes: tuple[NodeInfo, ...] = tuple(specs)
+        """Every index from ``specs`` (index order) and the tracked pods' node indices."""
+        self._nodes: list[NodeInfo] = list(specs)
+        self._by_name: tuple[NodeInfo, ...] | None = None
         self._index: dict[str, int] = {n.name: i for i, n in enumerate(specs)}
         self._alloc: list[Mapping[str, int]] = [n.allocatable for n in specs]
         self._requested: list[dict[str, int]] = [dict(n.requested) for n in specs]
-        for entry in self._pods.values():
+        self._node_pods: list[set[str]] = [set() for _ in specs]
+        for uid, entry in self._pods.items():
             _add_into(self._requested[entry.node], entry.pod.effective_requests, 1)
+            self._node_pods[entry.node].add(uid)
         self._free: list[dict[str, int]] = [
             {r: q - req.get(r, 0) for r, q in alloc.items()}
             for alloc, req in zip(self._alloc, self._requested, strict=True)
         ]
         # Capacity "if every tracked pod left": the base for can-this-ever-fit questions.
-        self._capacity: list[dict[str, int]] = [
-            {r: max(q - n.requested.get(r, 0), 0) for r, q in n.allocatable.items()} for n in specs
-        ]
+        self._capacity: list[dict[str, int]] = [_capacity_of(n) for n in specs]
         self._schedulable: list[bool] = [not n.unschedulable for n in specs]
+        # Per resource, how many schedulable nodes have each capacity: max_capacity in
+        # O(that node) per node change (a rescan only when the last largest one goes).
+        self._capacity_counts: dict[str, dict[int, int]] = {}
         self._max_capacity: dict[str, int] = {}
-        for i, cap in enumerate(self._capacity):
-            if self._schedulable[i]:
-                for r, q in cap.items():
-                    self._max_capacity[r] = max(self._max_capacity.get(r, 0), q)
         # Schedulable nodes bucketed by free GPUs: best-fit single-node lookups skip the scan.
         self._gpu_buckets: dict[int, set[int]] = {}
-        for i, free in enumerate(self._free):
-            if self._schedulable[i]:
-                self._gpu_buckets.setdefault(max(free.get(GPU, 0), 0), set()).add(i)
+        # Inverted indexes for the static filters (see eligibility): whole sets of nodes
+        # per label value, per taint list, cordoned.
+        self._all: set[int] = set(range(len(specs)))
+        self._cordoned: set[int] = set()
+        self._labels: dict[str, dict[str, set[int]]] = {}
+        self._taints: dict[tuple[Taint, ...], set[int]] = {}
         # ranks: 0 = node, 1 = lowest level (leaf) ... depth = top level, depth + 1 = cluster
-        by_rank: list[dict[tuple[str, ...], list[int]]] = [{} for _ in range(depth + 2)]
-        for i, node in enumerate(specs):
-            path = node.topology
-            if len(path) > depth:
-                raise ValueError(f"node {node.name}: topology {path!r} deeper than {self._levels}")
-            for rank in range(1, depth + 2):
-                prefix_len = depth + 1 - rank
-                if len(path) >= prefix_len:
-                    by_rank[rank].setdefault(path[:prefix_len], []).append(i)
-        self._domains: list[list[_Domain]] = [[]]
+        self._domains: list[list[_Domain]] = [[] for _ in range(len(self._levels) + 2)]
+        self._domain_by_path: list[dict[tuple[str, ...], _Domain]] = [
+            {} for _ in range(len(self._levels) + 2)
+        ]
         self._ancestors: list[list[_Domain]] = [[] for _ in specs]
-        for rank in range(1, depth + 2):
+        for i, node in enumerate(specs):
+            self._check_path(node)
+            self._index_static(i, node, 1)
+        by_rank: list[dict[tuple[str, ...], list[int]]] = [{} for _ in self._domains]
+        for i, node in enumerate(specs):
+            for rank, path in self._paths(node.topology):
+                by_rank[rank].setdefault(path, []).append(i)
+        for rank in range(1, len(self._domains)):
             level = self.level_names[rank]
-            row: list[_Domain] = []
             for path, members in sorted(by_rank[rank].items()):
-                dom = _Domain(level, rank, "/".join(path) or CLUSTER_LEVEL, tuple(members))
+                dom = _Domain(level, rank, "/".join(path) or CLUSTER_LEVEL, tuple(members), path)
+                self._domains[rank].append(dom)
+                self._domain_by_path[rank][path] = dom
                 for i in members:
-                    if self._schedulable[i]:
-                        _add_into(dom.free, self._positive(self._free[i]), 1)
-                        _add_into(dom.capacity, self._capacity[i], 1)
                     self._ancestors[i].append(dom)
-                row.append(dom)
-            self._domains.append(row)
+        for i in range(len(specs)):
+            self._account(i, 1)
         self._eligibility: dict[object, Eligibility] = {}
+        # full key -> (pod, active filters): how to answer for one changed node
+        self._eligibility_inputs: dict[object, tuple[PodRequest, list[FilterPlugin]]] = {}
         # id(pod) -> (pod, filters, key): the entry holds both, so neither id is reused
         # while it exists; pods are immutable, so a key never goes stale.
         self._pod_keys: dict[int, tuple[PodRequest, Sequence[FilterPlugin], Hashable]] = {}
@@ -236,6 +286,106 @@ class ClusterSnapshot:
             self._gpu_buckets
         )
 
+    def _check_path(self, node: NodeInfo) -> None:
+        if len(node.topology) > len(self._levels):
+            raise ValueError(
+                f"node {node.name}: topology {node.topology!r} deeper than {self._levels}"
+            )
+
+    def _paths(self, path: tuple[str, ...]) -> Iterator[tuple[int, tuple[str, ...]]]:
+        """(rank, domain path) of every domain a node with topology ``path`` is in."""
+        depth = len(self._levels)
+        for rank in range(1, depth + 2):
+            prefix_len = depth + 1 - rank
+            if len(path) >= prefix_len:
+                yield rank, path[:prefix_len]
+
+    def _index_static(self, i: int, node: NodeInfo, sign: int) -> None:
+        """Add (``sign`` 1) or drop (-1) node ``i`` in the static-filter indexes."""
+        groups = [self._taints.setdefault(node.taints, set())]
+        if node.unschedulable:
+            groups.append(self._cordoned)
+        for key, value in node.labels.items():
+            groups.append(self._labels.setdefault(key, {}).setdefault(value, set()))
+        for group in groups:
+            if sign > 0:
+                group.add(i)
+            else:
+                group.discard(i)
+        if sign < 0:  # drop emptied groups: the indexes hold only what nodes have
+            if not self._taints[node.taints]:
+                del self._taints[node.taints]
+            for key, value in node.labels.items():
+                values = self._labels[key]
+                if not values[value]:
+                    del values[value]
+                    if not values:
+                        del self._labels[key]
+
+    def _account(self, i: int, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) node ``i``'s share of every aggregate: its
+        domains' free and capacity, the GPU buckets, the capacity counts. A cordoned
+        node has no share."""
+        if not self._schedulable[i]:
+            return
+        positive = self._positive(self._free[i])
+        capacity = self._capacity[i]
+        for dom in self._ancestors[i]:
+            _add_into(dom.free, positive, sign)
+            _add_into(dom.capacity, capacity, sign)
+            if sign < 0:
+                _drop_zeros(dom.free, positive)
+                _drop_zeros(dom.capacity, capacity)
+        gpus = max(self._free[i].get(GPU, 0), 0)
+        if sign > 0:
+            self._gpu_buckets.setdefault(gpus, set()).add(i)
+        else:
+            bucket = self._gpu_buckets[gpus]
+            bucket.discard(i)
+            if not bucket:
+                del self._gpu_buckets[gpus]
+        counts, biggest = self._capacity_counts, self._max_capacity
+        for r, q in capacity.items():
+            per = counts.setdefault(r, {})
+            left = per.get(q, 0) + sign
+            if left:
+                per[q] = left
+            else:
+                del per[q]
+            if sign > 0:
+                if q > biggest.get(r, -1):
+                    biggest[r] = q
+            elif not per:
+                del counts[r]
+                del biggest[r]
+            elif biggest[r] == q and not left:
+                biggest[r] = max(per)
+
+    def _join(self, i: int, node: NodeInfo) -> None:
+        """Put node ``i`` into the domains of its topology path (created as needed)."""
+        ancestors = self._ancestors[i]
+        for rank, path in self._paths(node.topology):
+            dom = self._domain_by_path[rank].get(path)
+            if dom is None:
+                dom = _Domain(self.level_names[rank], rank, "/".join(path) or CLUSTER_LEVEL,
+                              (), path)
+                row = self._domains[rank]
+                row.insert(bisect.bisect_left(row, path, key=_domain_path), dom)
+                self._domain_by_path[rank][path] = dom
+            dom.nodes = (*dom.nodes, i)
+            ancestors.append(dom)
+
+    def _leave(self, i: int) -> None:
+        """Take node ``i`` out of its domains (an emptied domain goes, as in a rebuild)."""
+        for dom in self._ancestors[i]:
+            at = dom.nodes.index(i)
+            dom.nodes = dom.nodes[:at] + dom.nodes[at + 1 :]
+            if not dom.nodes:
+                row = self._domains[dom.rank]
+                del row[bisect.bisect_left(row, dom.path, key=_domain_path)]
+                del self._domain_by_path[dom.rank][dom.path]
+        self._ancestors[i] = []
+
     @staticmethod
     def _positive(free: Mapping[str, int]) -> dict[str, int]:
         return {r: q for r, q in free.items() if q > 0}
@@ -247,7 +397,9 @@ class ClusterSnapshot:
         ancestors = self._ancestors[i] if schedulable else ()
         for resource, qty in requests.items():
             requested[resource] = requested.get(resource, 0) + sign * qty
-            before = free.get(resource, 0)
+            before = free.get(resource)
+            if before is None:  # not allocatable here: free has no entry, as in a rebuild
+                continue
             after = before - sign * qty
             free[resource] = after
             delta = max(after, 0) - max(before, 0)
@@ -270,8 +422,9 @@ class ClusterSnapshot:
     def eligibility(
         self, pod: PodRequest, filters: Sequence[FilterPlugin], key: Hashable | None = None
     ) -> Eligibility:
-        """Static ``filters`` for ``pod`` on every node, cached per filter key until the
-        next node change. ``key`` is ``pod_key(pod, filters)`` if the caller has it."""
+        """Static ``filters`` for ``pod`` on every node, cached per filter key; a node
+        change re-asks the cached answers for that node only (a new ``Eligibility``
+        object). ``key`` is ``pod_key(pod, filters)`` if the caller has it."""
         if key is None:
             key = self.pod_key(pod, filters)
         full_key = (tuple(f.NAME for f in filters), key)
@@ -280,24 +433,104 @@ class ClusterSnapshot:
             return cached
         if len(self._eligibility) >= _ELIGIBILITY_CACHE_SIZE:
             self._eligibility.clear()  # many distinct pod keys: start over
+            self._eligibility_inputs.clear()
         active = [f for f in filters if f.applies(pod)]
         n = len(self._nodes)
-        mask = bytearray(n)
         reasons: list[str | None] = [None] * n
-        for i, node in enumerate(self._nodes):
-            if not self._schedulable[i]:  # cordoned nodes are out whatever the filters say
-                reasons[i] = NodeUnschedulable.ERR_REASON
+        failed = set(self._cordoned)  # cordoned nodes are out whatever the filters say
+        for i in failed:
+            reasons[i] = NodeUnschedulable.ERR_REASON
+        nodes = self._nodes
+        for plugin in active:
+            groups = self._rejected_groups(plugin, pod)
+            if groups is None:  # a filter the indexes know nothing of: node by node
+                for i, node in enumerate(nodes):
+                    if i not in failed:
+                        reason = _rejection(plugin, pod, node)
+                        if reason is not None:
+                            reasons[i] = reason
+                            failed.add(i)
                 continue
-            for plugin in active:
-                status = plugin.filter(pod, node)
-                if not status.is_success():
-                    reasons[i] = status.message if status.code != Code.ERROR else "error"
-                    break
-            else:
-                mask[i] = 1
+            for group in groups:
+                if not group:
+                    continue
+                # Every node of a group gets the same answer: ask any one of them.
+                reason = _rejection(plugin, pod, nodes[next(iter(group))])
+                if reason is None:
+                    continue
+                new = group - failed
+                for i in new:
+                    reasons[i] = reason
+                failed |= new
+        mask = bytearray(b"\x01") * n
+        for i in failed:
+            mask[i] = 0
         result = Eligibility(bytes(mask), tuple(reasons))
         self._eligibility[full_key] = result
+        self._eligibility_inputs[full_key] = (pod, active)
         return result
+
+    def _rejected_groups(
+        self, plugin: FilterPlugin, pod: PodRequest
+    ) -> list[AbstractSet[int]] | None:
+        """Sets of nodes on which ``plugin`` answers alike and that hold every node it
+        may reject, from the inverted indexes; None for a plugin of another type (only
+        the exact built-in types: a subclass may read more of the node)."""
+        kind = type(plugin)
+        if kind is NodeUnschedulable:
+            return []  # it rejects cordoned nodes only, and those are out already
+        if kind is TaintToleration:
+            return [group for taints, group in self._taints.items() if taints]
+        if kind is NodeSelector:
+            sets = [self._labels.get(k, {}).get(v, set()) for k, v in pod.node_selector.items()]
+        elif kind is NodeAffinity:
+            sets = [self._matching(req) for req in pod.affinity]
+        else:
+            return None
+        if not sets:
+            return []  # nothing to match: it passes every node
+        if len(sets) == 1:
+            return [self._all - sets[0]]
+        sets.sort(key=len)
+        return [self._all - sets[0].intersection(*sets[1:])]
+
+    def _matching(self, req: NodeSelectorRequirement) -> set[int]:
+        """Nodes whose labels match one node-affinity requirement."""
+        values = self._labels.get(req.key, {})
+        match req.operator:
+            case SelectorOperator.IN:
+                return set().union(*(values[v] for v in req.values if v in values))
+            case SelectorOperator.NOT_IN:
+                return self._all - set().union(*(values[v] for v in req.values if v in values))
+            case SelectorOperator.EXISTS:
+                return set().union(*values.values())
+            case SelectorOperator.DOES_NOT_EXIST:
+                return self._all - set().union(*values.values())
+
+    def _answer_for(self, i: int) -> None:
+        """Redo every cached eligibility answer for node ``i`` (changed or new)."""
+        node = self._nodes[i]
+        n = len(self._nodes)
+        for full_key, elig in self._eligibility.items():
+            pod, active = self._eligibility_inputs[full_key]
+            reason: str | None = None
+            if node.unschedulable:
+                reason = NodeUnschedulable.ERR_REASON
+            else:
+                for plugin in active:
+                    reason = _rejection(plugin, pod, node)
+                    if reason is not None:
+                        break
+            ok = b"\x00" if reason is not None else b"\x01"
+            mask, reasons = elig.mask, elig.reasons
+            if len(mask) < n:  # a new node, at the end
+                mask, reasons = mask + ok, (*reasons, reason)
+            elif mask[i : i + 1] != ok or reasons[i] != reason:
+                mask = mask[:i] + ok + mask[i + 1 :]
+                reasons = (*reasons[:i], reason, *reasons[i + 1 :])
+            else:
+                continue
+            self._eligibility[full_key] = Eligibility(mask, reasons)
 
     def pod_key(self, pod: PodRequest, filters: Sequence[FilterPlugin]) -> Hashable:
         """``filter_key(pod, filters)``, remembered per pod object and filter sequence:
@@ -359,8 +592,10 @@ class ClusterSnapshot:
 
     @property
     def nodes(self) -> tuple[NodeInfo, ...]:
-        """Every node, by name (index order)."""
-        return self._nodes
+        """Every node, by name (sorted once per node added or removed)."""
+        if self._by_name is None:
+            self._by_name = tuple(sorted(self._nodes, key=lambda n: n.name))
+        return self._by_name
 
     def node(self, name: str) -> NodeInfo:
         return self._nodes[self._index[name]]
@@ -377,23 +612,25 @@ class ClusterSnapshot:
     def domains(self, level: str) -> tuple[DomainView, ...]:
         rank = self.rank(level)
         if rank == 0:
-            return tuple(
-                DomainView(
+            views = []
+            for n in self.nodes:
+                i = self._index[n.name]
+                ok = self._schedulable[i]
+                views.append(DomainView(
                     NODE_LEVEL,
                     n.name,
                     (n.name,),
-                    MappingProxyType(self._positive(self._free[i]) if self._schedulable[i] else {}),
-                    MappingProxyType(self._capacity[i] if self._schedulable[i] else {}),
-                )
-                for i, n in enumerate(self._nodes)
-            )
+                    MappingProxyType(self._positive(self._free[i]) if ok else {}),
+                    MappingProxyType(self._capacity[i] if ok else {}),
+                ))
+            return tuple(views)
         return tuple(self._view(d) for d in self._domains[rank])
 
     def _view(self, dom: _Domain) -> DomainView:
         return DomainView(
             dom.level,
             dom.name,
-            tuple(self._nodes[i].name for i in dom.nodes),
+            tuple(sorted(self._nodes[i].name for i in dom.nodes)),
             MappingProxyType(dict(dom.free)),
             MappingProxyType(dict(dom.capacity)),
         )
@@ -434,6 +671,7 @@ class ClusterSnapshot:
 
     def _track(self, pod: PodRequest, i: int, state: PodState) -> None:
         self._pods[pod.uid] = _PodEntry(pod, i, state)
+        self._node_pods[i].add(pod.uid)
         self._charge(i, pod.effective_requests, 1)
         gang = pod.gang_key
         if gang is not None:
@@ -441,6 +679,7 @@ class ClusterSnapshot:
 
     def _untrack(self, uid: str) -> _PodEntry:
         entry = self._pods.pop(uid)
+        self._node_pods[entry.node].discard(uid)
         self._charge(entry.node, entry.pod.effective_requests, -1)
         gang = entry.pod.gang_key
         if gang is not None:
@@ -503,18 +742,117 @@ class ClusterSnapshot:
     def replace_nodes(self, nodes: Iterable[NodeInfo]) -> None:
         """``set_node`` for many nodes in one rebuild: ``nodes`` is the whole new node set.
         Every tracked pod's node must be in it."""
-        self._rebuild(sorted(nodes, key=lambda n: n.name))
+        specs = sorted(nodes, key=lambda n: n.name)
+        if len({n.name for n in specs}) != len(specs):
+            raise ValueError("duplicate node names")
+        self._rebuild(specs)
 
     def set_node(self, node: NodeInfo) -> None:
-        """Add a node or replace its spec (cordon, labels, taints). Pods on it stay."""
-        specs = list(self._nodes)
-        if node.name in self._index:
-            specs[self._index[node.name]] = node
-            self._rebuild(specs)
-        else:
-            specs.append(node)
-            specs.sort(key=lambda n: n.name)
-            self._rebuild(specs)
+        """Add a node or replace its spec (cordon, labels, taints, allocatable, topology).
+        Pods on it stay. O(that node): its share of every aggregate is taken away and
+        added back; a new node takes the next index."""
+        self._check_path(node)
+        i = self._index.get(node.name)
+        if i is None:
+            self._add_node(node)
+            return
+        old = self._nodes[i]
+        if old == node:
+            return
+        self._account(i, -1)
+        self._index_static(i, old, -1)
+        if old.topology != node.topology:
+            self._leave(i)
+            self._join(i, node)
+        self._nodes[i] = node
+        if self._by_name is not None:  # same names, same order: swap the one entry
+            k = bisect.bisect_left(self._by_name, node.name, key=_node_name)
+            self._by_name = (*self._by_name[:k], node, *self._by_name[k + 1 :])
+        self._alloc[i] = node.allocatable
+        requested = self._requested[i]
+        _add_into(requested, old.requested, -1)
+        _add_into(requested, node.requested, 1)
+        _drop_zeros(requested, old.requested)
+        self._free[i] = {r: q - requested.get(r, 0) for r, q in node.allocatable.items()}
+        self._capacity[i] = _capacity_of(node)
+        self._schedulable[i] = not node.unschedulable
+        self._index_static(i, node, 1)
+        self._account(i, 1)
+        self._answer_for(i)
+
+    def _add_node(self, node: NodeInfo) -> None:
+        i = len(self._nodes)
+        self._nodes.append(node)
+        self._by_name = None
+        self._index[node.name] = i
+        self._alloc.append(node.allocatable)
+        self._requested.append(dict(node.requested))
+        self._node_pods.append(set())
+        self._free.append({r: q - node.requested.get(r, 0) for r, q in node.allocatable.items()})
+        self._capacity.append(_capacity_of(node))
+        self._schedulable.append(not node.unschedulable)
+        self._ancestors.append([])
+        self._all.add(i)
+        self._index_static(i, node, 1)
+        self._join(i, node)
+        self._account(i, 1)
+        self._answer_for(i)
+
+    def remove_node(self, name: str) -> None:
+        """Forget a node no tracked pod is on (``ValueError`` otherwise), in O(that node):
+        the last node takes its index, so indices of other nodes stay valid."""
+        i = self._node_index(name)
+        if self._node_pods[i]:
+            raise ValueError(
+                f"node {name} still has {len(self._node_pods[i])} tracked pod(s); "
+                "remove them first"
+            )
+        node = self._nodes[i]
+        self._account(i, -1)
+        self._index_static(i, node, -1)
+        self._leave(i)
+        last = len(self._nodes) - 1
+        if i != last:
+            self._move(last, i)
+        for column in self._per_node():
+            column.pop()
+        self._all.discard(last)
+        del self._index[name]
+        self._by_name = None
+        for full_key, elig in self._eligibility.items():
+            mask, reasons = elig.mask, elig.reasons
+            if i != last:
+                mask = mask[:i] + mask[last:] + mask[i + 1 : last]
+                reasons = (*reasons[:i], reasons[last], *reasons[i + 1 : last])
+            else:
+                mask, reasons = mask[:last], reasons[:last]
+            self._eligibility[full_key] = Eligibility(mask, reasons)
+
+    def _per_node(self) -> tuple[list[Any], ...]:
+        """Every list indexed by node."""
+        return (self._nodes, self._alloc, self._requested, self._node_pods, self._free,
+                self._capacity, self._schedulable, self._ancestors)
+
+    def _move(self, src: int, dst: int) -> None:
+        """Give node ``src`` the index ``dst`` (free: its old node is gone)."""
+        node = self._nodes[src]
+        for column in self._per_node():
+            column[dst] = column[src]
+        self._index[node.name] = dst
+        for uid in self._node_pods[src]:
+            self._pods[uid].node = dst
+        for dom in self._ancestors[src]:
+            at = dom.nodes.index(src)
+            dom.nodes = (*dom.nodes[:at], dst, *dom.nodes[at + 1 :])
+        groups: list[set[int]] = [self._taints[node.taints]]
+        if node.unschedulable:
+            groups.append(self._cordoned)
+        groups.extend(self._labels[k][v] for k, v in node.labels.items())
+        if self._schedulable[src]:
+            groups.append(self._gpu_buckets[max(self._free[src].get(GPU, 0), 0)])
+        for group in groups:
+            group.discard(src)
+            group.add(dst)
 
     def _rebuild(self, specs: list[NodeInfo]) -> None:
         names = [self._nodes[e.node].name for e in self._pods.values()]
