@@ -24,14 +24,14 @@ from tests.scheduler.live import (
     processes,
     wait_for,
 )
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import generated_client
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
 def scratch(local_cluster: LocalCluster) -> Iterator[Scratch]:
-    api_client = sync_client(local_cluster.kubeconfig)
+    api_client = generated_client(local_cluster.kubeconfig)
     ensure_podgroup_crd(api_client)
     box = Scratch(api_client)
     try:

@@ -154,7 +154,8 @@ def status(
 ) -> None:
     """GPUs used/free per switch, jobs (phase, restarts, checkpoint, age), fenced nodes and
     pending gangs with their reason."""
-    from trainmaster.operator._view import collect_view, render_view
+    from trainmaster.cli._status_view import render_view
+    from trainmaster.operator._view import collect_view
 
     view = collect_view(kubeconfig, namespace)
     if as_json:
