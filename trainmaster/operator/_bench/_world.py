@@ -9,11 +9,9 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from trainmaster.operator._world import OperatorWorld
 from trainmaster.spec import ClusterSpec, validate_data
@@ -43,24 +41,14 @@ def bench_spec_doc(nodes: int) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def local_cluster(nodes: int, kubeconfig: Path | None, report: Report) -> Iterator[Path]:
-    if kubeconfig is not None:
-        yield kubeconfig
-        return
+def local_cluster(nodes: int, kubeconfig: Path | None, report: Report
+                  ) -> contextlib.AbstractContextManager[Path]:
+    """A kubeconfig: the given one, or that of a fresh local cluster of ``nodes`` kwok
+    nodes with kube-scheduler (stopped after)."""
     from trainmaster import cluster
 
-    with tempfile.TemporaryDirectory(prefix="trainmaster-recovery-") as tmp:
-        spec = Path(tmp) / "cluster.yaml"
-        spec.write_text(yaml.safe_dump(bench_spec_doc(nodes), sort_keys=False))
-        state = Path(tmp) / "state"
-        report(f"starting a local control plane: {nodes} kwok nodes + kube-scheduler")
-        result = cluster.up(spec, state_dir=state, kube_scheduler=True, report=report)
-        try:
-            yield Path(result.record.kubeconfig)
-        finally:
-            report("stopping the local control plane")
-            cluster.down_state_dir(state)
+    return cluster.temporary_cluster(bench_spec_doc(nodes), kubeconfig, report,
+                                     nodes=nodes, kube_scheduler=True)
 
 
 class World(OperatorWorld):
