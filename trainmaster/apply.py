@@ -12,16 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.errors import TrainmasterError
-from trainmaster.kubeclient import (
-    KNOWN_PLURALS,
-    ApiError,
-    Kube,
-    SyncKube,
-    WaitTimeout,
-    crd_path,
-    wait_until_async,
-)
+from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
 from trainmaster.objects import build_all, object_key
+from trainmaster.polling import WaitTimeout, wait_until_async
 from trainmaster.spec import ClusterSpec
 
 

@@ -25,9 +25,10 @@ import yaml
 from trainmaster import cluster
 from trainmaster.apply import apply_spec
 from trainmaster.cluster import ClusterError
-from trainmaster.kubeclient import SyncKube, WaitTimeout, pod_path, trainingjob_path, wait_until
+from trainmaster.kubeclient import SyncKube, pod_path, trainingjob_path
 from trainmaster.launch import ApiSink
 from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL, scheduler_config
+from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import ClusterSpec, load_spec
 
 Report = Callable[[str], None]

@@ -10,7 +10,8 @@ import pytest
 from kubernetes import client
 
 from tests.conftest import LocalCluster
-from trainmaster.kubeclient import generated_client, wait_until
+from trainmaster.kubeclient import generated_client
+from trainmaster.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

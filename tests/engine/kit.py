@@ -17,7 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from tests.helpers import ROOT
-from trainmaster.kubeclient import generated_client, wait_until
+from trainmaster.kubeclient import generated_client
+from trainmaster.polling import wait_until
 
 # The engine waits for Deployments, DaemonSets and Jobs (pulumi-kubernetes' await logic); a
 # failing run would otherwise sit out the provider's 10-minute timeouts per resource.

@@ -20,8 +20,8 @@ from trainmaster.kubeclient import (
     api_path,
     namespace_path,
     retry_on_conflict,
-    wait_until_async,
 )
+from trainmaster.polling import wait_until_async
 
 pytestmark = pytest.mark.integration
 

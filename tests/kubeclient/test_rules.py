@@ -1,5 +1,5 @@
 """The client's rules that need no cluster: the kubeconfig choice, errors, paths, the
-conflict-retry and poll loops."""
+conflict-retry loop."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from trainmaster.kubeclient import (
     PODGROUP_API_VERSION,
     TRAININGJOB_API_VERSION,
     ApiError,
-    WaitTimeout,
     api_path,
     choose_kubeconfig,
     is_status,
@@ -25,8 +24,6 @@ from trainmaster.kubeclient import (
     podgroup_path,
     retry_on_conflict,
     trainingjob_path,
-    wait_until,
-    wait_until_async,
 )
 
 
@@ -127,16 +124,3 @@ def test_retry_on_conflict_gives_up_and_passes_other_errors_at_once() -> None:
     with pytest.raises(ApiError) as other:
         asyncio.run(retry_on_conflict(lambda: always(422)))
     assert other.value.status == 422 and len(calls) == 1
-
-
-def test_wait_until_returns_the_first_truthy_answer_or_names_what_it_waited_for() -> None:
-    answers = iter([None, [], ["ready"]])
-    assert wait_until(lambda: next(answers), "readiness", 5, every=0.01) == ["ready"]
-    with pytest.raises(WaitTimeout, match=r"waiting for the moon \(last: 0\)"):
-        wait_until(lambda: 0, "the moon", 0.05, every=0.01)
-
-    async def never() -> None:
-        return None
-
-    with pytest.raises(TimeoutError, match="the sun"):
-        asyncio.run(wait_until_async(never, "the sun", 0.05, every=0.01))

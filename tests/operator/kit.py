@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from trainmaster.kubeclient import generated_client, wait_until
+from trainmaster.kubeclient import generated_client
 from trainmaster.objects import (
     ATTEMPT_LABEL,
     JOB_LABEL,
@@ -31,6 +31,7 @@ from trainmaster.objects import (
 )
 from trainmaster.operator import OperatorConfig, OperatorThread, SpecRef
 from trainmaster.operator._world import OperatorWorld, now_rfc3339
+from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec, Job, load_spec, validate_data
 
 T = TypeVar("T")

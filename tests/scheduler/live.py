@@ -17,8 +17,8 @@ from typing import Any
 
 from kubernetes import client
 
-from trainmaster.kubeclient import wait_until
 from trainmaster.objects._crds import podgroup_crd
+from trainmaster.polling import wait_until
 
 TEST_LABEL = "trainmaster.io/scheduler-test"
 PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")

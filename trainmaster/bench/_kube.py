@@ -20,8 +20,8 @@ from trainmaster.kubeclient import (
     node_path,
     pod_path,
     podgroup_path,
-    wait_until_async,
 )
+from trainmaster.polling import wait_until_async
 
 PODGROUP_CRD = "podgroups.scheduling.x-k8s.io"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.cluster._processes import ClusterError
-from trainmaster.kubeclient import ApiError, Kube, WaitTimeout, node_path, wait_until_async
+from trainmaster.kubeclient import ApiError, Kube, node_path
+from trainmaster.polling import WaitTimeout, wait_until_async
 
 
 async def _register(kubeconfig: Path, nodes: list[dict[str, Any]], concurrency: int) -> None:

@@ -9,11 +9,13 @@ the demo all talk to the API server through it.
 - ``ApiError``: every failure, with ``status``, ``transient`` and ``conflict``;
 - ``Reflector``: list-then-watch that resumes from the last resourceVersion and relists
   on 410 Gone;
-- ``retry_on_conflict`` and ``wait_until`` / ``wait_until_async``: the two loops;
+- ``retry_on_conflict``: read-modify-write again while the write answers 409 (polling
+  until something holds is ``trainmaster.polling.wait_until``);
 - ``*_path`` helpers and ``*_API_VERSION`` names.
 """
 
 from ._client import FIELD_MANAGER, JSON, SKIPPED, Kube
+from ._conflict import retry_on_conflict
 from ._errors import CONFLICT, GONE, NOT_FOUND, TRANSIENT_STATUSES, ApiError, is_status
 from ._http import HttpError, HttpPool
 from ._kubeconfig import (
@@ -40,7 +42,6 @@ from ._paths import (
 )
 from ._ratelimit import TokenBucket
 from ._reflector import ADDED, DELETED, MODIFIED, Reflector
-from ._retry import WaitTimeout, retry_on_conflict, wait_until, wait_until_async
 from ._sync import SyncKube
 
 __all__ = [
@@ -65,7 +66,6 @@ __all__ = [
     "Reflector",
     "SyncKube",
     "TokenBucket",
-    "WaitTimeout",
     "api_path",
     "choose_kubeconfig",
     "crd_path",
@@ -82,6 +82,4 @@ __all__ = [
     "podgroup_path",
     "retry_on_conflict",
     "trainingjob_path",
-    "wait_until",
-    "wait_until_async",
 ]

@@ -26,7 +26,6 @@ from trainmaster.kubeclient import (
     namespace_path,
     node_path,
     pod_path,
-    wait_until,
 )
 from trainmaster.objects import (
     TRAININGJOB_GROUP,
@@ -38,6 +37,7 @@ from trainmaster.objects import (
     spec_text,
 )
 from trainmaster.operator._fence import unfence
+from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec
 
 KWOK_FAIL = "pod-container-running-failed.stage.kwok.x-k8s.io"

@@ -1,6 +1,5 @@
-"""The two loops every API user writes: read-modify-write until no 409, and poll until
-a condition holds. One of each, so that attempts, pacing and the timeout message are
-the same everywhere."""
+"""Poll until a condition holds: the one loop for it (API objects, processes, ports), so
+that pacing and the timeout message are the same everywhere."""
 
 from __future__ import annotations
 
@@ -9,25 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from ._errors import ApiError
-
 T = TypeVar("T")
-
-CONFLICT_ATTEMPTS = 5
-
-
-async def retry_on_conflict(attempt: Callable[[], Awaitable[T]],
-                            attempts: int = CONFLICT_ATTEMPTS) -> T:
-    """Run ``attempt`` (a fresh read, then a write guarded by what it read) again while
-    the write answers 409 because the object changed meanwhile; the last 409 is raised
-    when every attempt lost the race."""
-    for left in range(attempts - 1, -1, -1):
-        try:
-            return await attempt()
-        except ApiError as err:
-            if not err.conflict or not left:
-                raise
-    raise AssertionError("unreachable: attempts must be >= 1")
 
 
 class WaitTimeout(TimeoutError):
