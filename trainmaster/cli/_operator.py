@@ -20,8 +20,8 @@ app.add_typer(operator_app, name="operator")
 
 KubeconfigOpt = Annotated[
     Path | None,
-    typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, $KUBECONFIG, or the "
-                 "only local cluster's)."),
+    typer.Option("--kubeconfig", help="Kubeconfig (default: $KUBECONFIG, else in-cluster in "
+                 "a pod, else the only local cluster's, else ~/.kube/config)."),
 ]
 
 
