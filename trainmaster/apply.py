@@ -13,7 +13,7 @@ from typing import Any
 
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
-from trainmaster.objects import build_all, object_key
+from trainmaster.objects import all_objects, object_key
 from trainmaster.polling import WaitTimeout, wait_until_async
 from trainmaster.spec import ClusterSpec
 
@@ -89,4 +89,4 @@ def apply_objects(
 def apply_spec(
     kubeconfig: Path | None, spec: ClusterSpec, report: Callable[[str], None] = lambda _: None
 ) -> list[str]:
-    return apply_objects(kubeconfig, [o for objs in build_all(spec).values() for o in objs], report)
+    return apply_objects(kubeconfig, all_objects(spec), report)

@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.kubeclient import job_path, pod_path, trainingjob_path
-from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL, build_gang_job, build_training_job
+from trainmaster.objects import (
+    ATTEMPT_LABEL,
+    JOB_LABEL,
+    build_gang_job,
+    build_training_job,
+    gang_name,
+)
 from trainmaster.operator._bench._world import World, local_cluster
 from trainmaster.polling import wait_until
 from trainmaster.spec import Job
@@ -178,7 +184,7 @@ def _operator_run(world: World, options: RecoveryOptions, scenario: str, step: i
     attempt = int(_status(world).get("attempt") or 0)
     selector = f"{JOB_LABEL}={JOB},{ATTEMPT_LABEL}={attempt}"
     pods = wait_until(lambda: _running(world, selector, options.gang),
-                      f"gang {JOB}-r{attempt} Running", options.timeout, 0.2)
+                      f"gang {gang_name(JOB, attempt)} Running", options.timeout, 0.2)
     checkpoint = f"/checkpoints/{JOB}/step-{step}"
     _patch_status(world, {"lastCheckpoint": {"path": checkpoint, "step": step, "time": _now()}})
     wait_until(lambda: (_status(world).get("lastCheckpoint") or {}).get("path") == checkpoint,
