@@ -7,7 +7,8 @@ import importlib
 import pytest
 
 PACKAGES = ["trainmaster.spec", "trainmaster.objects", "trainmaster.cluster",
-            "trainmaster.toolchain", "trainmaster.scheduler", "components"]
+            "trainmaster.kubeclient", "trainmaster.toolchain", "trainmaster.scheduler",
+            "components"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -7,17 +7,14 @@ from trainmaster.objects.build_all, the same ones Pulumi registers.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubernetes import dynamic
-from kubernetes.client.exceptions import ApiException
-
 from trainmaster.errors import TrainmasterError
-from trainmaster.kube import sync_client
-from trainmaster.objects import FIELD_MANAGER, all_objects, object_key
+from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
+from trainmaster.objects import all_objects, object_key
+from trainmaster.polling import WaitTimeout, wait_until_async
 from trainmaster.spec import ClusterSpec
 
 
@@ -25,20 +22,58 @@ class ApplyError(TrainmasterError):
     """An object could not be applied."""
 
 
-def _wait_established(client: dynamic.DynamicClient, names: list[str], timeout: float) -> None:
-    crds = client.resources.get(
-        api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
-    )
-    deadline = time.monotonic() + timeout
+async def _wait_established(kube: Kube, names: list[str], timeout: float) -> None:
     pending = set(names)
-    while pending and time.monotonic() < deadline:
+
+    async def all_established() -> bool:
         for name in list(pending):
-            conditions = crds.get(name=name).status.conditions or []
-            if any(c.type == "Established" and c.status == "True" for c in conditions):
+            conditions = ((await kube.get(crd_path(name))).get("status") or {}).get(
+                "conditions") or []
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in conditions):
                 pending.discard(name)
-        time.sleep(0.2)
-    if pending:
-        raise ApplyError(f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}")
+        return not pending
+
+    try:
+        await wait_until_async(all_established, "CRDs to be established", timeout, 0.2)
+    except WaitTimeout:
+        raise ApplyError(
+            f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}") from None
+
+
+async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
+    kind = (obj["apiVersion"], obj["kind"])
+    try:
+        if kind not in KNOWN_PLURALS:
+            await kube.resource(*kind)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise ApplyError(f"discovering {kind[0]} {kind[1]} failed: {exc}") from None
+        raise ApplyError(f"the API server does not serve {kind[0]} {kind[1]} "
+                         "(is its CRD installed?)") from None
+    try:
+        await kube.apply(obj)
+    except ApiError as exc:
+        raise ApplyError(
+            f"applying {object_key(obj)} failed: {exc.status} {exc.reason}: {exc.body}"
+        ) from None
+
+
+async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
+                     report: Callable[[str], None]) -> list[str]:
+    applied = []
+    crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
+    done_crds = False
+    for obj in objs:
+        if crds and not done_crds and obj["kind"] != "CustomResourceDefinition":
+            report("waiting for CRDs to be established")
+            await _wait_established(kube, crds, 60)
+            kube.rediscover()  # discover the new kinds
+            done_crds = True
+        await _apply_one(kube, obj)
+        applied.append(object_key(obj))
+        report(f"applied {obj['kind']}/{obj['metadata']['name']}")
+    return applied
 
 
 def apply_objects(
@@ -46,39 +81,9 @@ def apply_objects(
     objs: list[dict[str, Any]],
     report: Callable[[str], None] = lambda _: None,
 ) -> list[str]:
-    """Apply each object with the trainmaster field manager; return their keys."""
-    client = dynamic.DynamicClient(sync_client(kubeconfig))
-    applied = []
-    crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
-    done_crds = False
-    for obj in objs:
-        if crds and not done_crds and obj["kind"] != "CustomResourceDefinition":
-            report("waiting for CRDs to be established")
-            _wait_established(client, crds, 60)
-            client.resources.invalidate_cache()  # discover the new kinds
-            done_crds = True
-        meta = obj["metadata"]
-        try:
-            resource = client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-            resource.server_side_apply(
-                body=obj,
-                name=meta["name"],
-                namespace=meta.get("namespace"),
-                field_manager=FIELD_MANAGER,
-                force_conflicts=True,
-            )
-        except ApiException as exc:
-            raise ApplyError(
-                f"applying {object_key(obj)} failed: {exc.status} {exc.reason}: {exc.body}"
-            ) from None
-        except dynamic.exceptions.ResourceNotFoundError:
-            raise ApplyError(
-                f"the API server does not serve {obj['apiVersion']} "
-                f"{obj['kind']} (is its CRD installed?)"
-            ) from None
-        applied.append(object_key(obj))
-        report(f"applied {obj['kind']}/{meta['name']}")
-    return applied
+    """Apply each object (server-side, the trainmaster field manager); return their keys."""
+    with SyncKube.connect(kubeconfig) as kube:
+        return kube.run(_apply_all(kube.kube, objs, report))
 
 
 def apply_spec(

@@ -21,21 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client
 
 from trainmaster import cluster
 from trainmaster.apply import apply_spec
 from trainmaster.cluster import ClusterError
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import SyncKube, pod_path, trainingjob_path
 from trainmaster.launch import ApiSink
-from trainmaster.objects import (
-    ATTEMPT_LABEL,
-    JOB_LABEL,
-    TRAININGJOB_GROUP,
-    TRAININGJOB_PLURAL,
-    TRAININGJOB_VERSION,
-    scheduler_config,
-)
+from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL, scheduler_config
+from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import ClusterSpec, load_spec
 
 Report = Callable[[str], None]
@@ -51,21 +44,15 @@ class RecoveryShown:
     resumed_from: str
 
 
-def _jobs(api: client.CustomObjectsApi, ns: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = api.list_namespaced_custom_object(
-        TRAININGJOB_GROUP, TRAININGJOB_VERSION, ns, TRAININGJOB_PLURAL
-    )["items"]
-    return items
+def _jobs(kube: SyncKube, ns: str) -> list[dict[str, Any]]:
+    return kube.list(trainingjob_path(ns))
 
 
-def _wait(check: Callable[[], Any], what: str, timeout: float, report: Report) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+def _wait(check: Callable[[], Any], what: str, timeout: float) -> Any:
+    try:
+        return wait_until(check, what, timeout, 0.5)
+    except WaitTimeout:
+        raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}") from None
 
 
 def start_components(spec: ClusterSpec, spec_path: Path, state_dir: Path, kubeconfig: Path) -> None:
@@ -116,68 +103,73 @@ def _none() -> Any:
 
 
 def wait_running(
-    api: client.CustomObjectsApi, ns: str, report: Report, timeout: float = 180
+    kube: SyncKube, ns: str, report: Report, timeout: float = 180
 ) -> list[dict[str, Any]]:
     def all_running() -> list[dict[str, Any]] | None:
-        jobs = _jobs(api, ns)
+        jobs = _jobs(kube, ns)
         phases = {j["metadata"]["name"]: (j.get("status") or {}).get("phase", "-") for j in jobs}
         report("jobs: " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())))
         return jobs if jobs and all(p == "Running" for p in phases.values()) else None
 
-    jobs: list[dict[str, Any]] = _wait(all_running, "every TrainingJob to run", timeout, report)
+    jobs: list[dict[str, Any]] = _wait(all_running, "every TrainingJob to run", timeout)
     return jobs
 
 
 def show_recovery(
     kubeconfig: Path, spec: ClusterSpec, report: Report, timeout: float = 180
 ) -> RecoveryShown:
+    with SyncKube.connect(kubeconfig) as kube:
+        return _show_recovery(kube, kubeconfig, spec, report, timeout)
+
+
+def _show_recovery(
+    kube: SyncKube, kubeconfig: Path, spec: ClusterSpec, report: Report, timeout: float
+) -> RecoveryShown:
     ns = spec.metadata.namespace
-    api_client = sync_client(kubeconfig)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     job = next(j for j in spec.jobs if j.checkpoint is not None)
-    status = _jobs_by_name(custom, ns)[job.name].get("status") or {}
+    status = _jobs_by_name(kube, ns)[job.name].get("status") or {}
     restarts = int(status.get("restarts", 0))
     assert job.checkpoint is not None
     checkpoint = f"{job.checkpoint.path}/step-{1000 * (restarts + 1)}"
     report(f"{job.name}: reporting checkpoint {checkpoint}, as `trainmaster launch` would")
-    ApiSink(ns, job.name, kubeconfig).checkpoint(
-        checkpoint, 1000 * (restarts + 1), datetime.now(UTC)
-    )
+    sink = ApiSink(ns, job.name, kubeconfig)
+    try:
+        sink.checkpoint(checkpoint, 1000 * (restarts + 1), datetime.now(UTC))
+    finally:
+        sink.close()
     attempt = str(status.get("attempt", restarts))
-    pods = core.list_namespaced_pod(
-        ns, label_selector=f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}"
-    ).items
-    victim = next(p for p in pods if p.status.phase == "Running")
-    report(f"{job.name}: failing pod {victim.metadata.name} with exit code 137")
+    pods = kube.list(pod_path(ns), f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}")
+    victim = next(p for p in pods if (p.get("status") or {}).get("phase") == "Running")
+    victim_name = victim["metadata"]["name"]
+    report(f"{job.name}: failing pod {victim_name} with exit code 137")
     started = time.monotonic()
-    core.patch_namespaced_pod(
-        victim.metadata.name,
-        ns,
+    kube.patch(
+        pod_path(ns, victim_name),
         {
             "metadata": {
                 "labels": {FAIL_LABEL: "true"},
                 "annotations": {f"{FAIL_LABEL}/exit-code": "137", f"{FAIL_LABEL}/delay": "10ms"},
             }
         },
+        "strategic",
     )
 
     def recovered() -> dict[str, Any] | None:
-        st = _jobs_by_name(custom, ns)[job.name].get("status") or {}
+        st = _jobs_by_name(kube, ns)[job.name].get("status") or {}
         report(f"{job.name}: {st.get('phase', '-')}, restarts {st.get('restarts', 0)}")
         if int(st.get("restarts", 0)) > restarts and st.get("phase") == "Running":
             return st
         return None
 
-    final = _wait(recovered, f"{job.name} to run again", timeout, report)
-    new_pods = core.list_namespaced_pod(
-        ns, label_selector=f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={final.get('attempt')}"
-    ).items
+    final = _wait(recovered, f"{job.name} to run again", timeout)
+    new_pods = kube.list(pod_path(ns),
+                         f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={final.get('attempt')}")
     resumed = (
         next(
             (
-                e.value
-                for e in new_pods[0].spec.containers[0].env
-                if e.name == "TRAINMASTER_RESUME_FROM"
+                e.get("value", "")
+                for e in new_pods[0]["spec"]["containers"][0].get("env") or []
+                if e.get("name") == "TRAINMASTER_RESUME_FROM"
             ),
             "",
         )
@@ -186,15 +178,15 @@ def show_recovery(
     )
     return RecoveryShown(
         job.name,
-        victim.metadata.name,
+        victim_name,
         time.monotonic() - started,
         int(final.get("restarts", 0)),
         resumed or "",
     )
 
 
-def _jobs_by_name(api: client.CustomObjectsApi, ns: str) -> dict[str, dict[str, Any]]:
-    return {j["metadata"]["name"]: j for j in _jobs(api, ns)}
+def _jobs_by_name(kube: SyncKube, ns: str) -> dict[str, dict[str, Any]]:
+    return {j["metadata"]["name"]: j for j in _jobs(kube, ns)}
 
 
 def run_demo(spec_path: Path, report: Report) -> tuple[cluster.ClusterRecord, RecoveryShown]:
@@ -206,7 +198,7 @@ def run_demo(spec_path: Path, report: Report) -> tuple[cluster.ClusterRecord, Re
     apply_spec(kubeconfig, spec, report)
     report("starting trainmaster-scheduler and the operator")
     start_components(spec, spec_path, state_dir, kubeconfig)
-    custom = client.CustomObjectsApi(sync_client(kubeconfig))
-    wait_running(custom, spec.metadata.namespace, report)
+    with SyncKube.connect(kubeconfig) as kube:
+        wait_running(kube, spec.metadata.namespace, report)
     shown = show_recovery(kubeconfig, spec, report)
     return record, shown

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,14 +10,15 @@ import pytest
 from kubernetes import client
 
 from tests.conftest import LocalCluster
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import generated_client
+from trainmaster.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
 def core(local_cluster: LocalCluster) -> client.CoreV1Api:
-    return client.CoreV1Api(sync_client(local_cluster.kubeconfig))
+    return client.CoreV1Api(generated_client(local_cluster.kubeconfig))
 
 
 @pytest.fixture()
@@ -36,13 +36,7 @@ def _has_default_sa(core: client.CoreV1Api, ns: str) -> bool:
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, what, timeout, 0.2)
 
 
 def _pod(name: str, gpus: int = 1, labels: dict[str, str] | None = None,

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from tests.helpers import ROOT
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import generated_client
+from trainmaster.polling import wait_until
 
 # The engine waits for Deployments, DaemonSets and Jobs (pulumi-kubernetes' await logic); a
 # failing run would otherwise sit out the provider's 10-minute timeouts per resource.
@@ -76,7 +76,7 @@ class Cluster:
     """Objects on the cluster by apiVersion, kind, namespace and name (CRDs included)."""
 
     def __init__(self, kubeconfig: Path, cache: Path) -> None:
-        self.api = sync_client(kubeconfig)
+        self.api = generated_client(kubeconfig)
         self._cache = cache
 
     def read(self, obj: dict[str, Any]) -> Any | None:
@@ -98,13 +98,7 @@ class Cluster:
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, what, timeout, 0.5)
 
 
 class WarmupFinisher:
@@ -119,7 +113,7 @@ class WarmupFinisher:
     SELECTOR = "trainmaster.io/dataset,!trainmaster.io/simulate"
 
     def __init__(self, kubeconfig: Path, namespace: str) -> None:
-        self._core = client.CoreV1Api(sync_client(kubeconfig))
+        self._core = client.CoreV1Api(generated_client(kubeconfig))
         self._namespace = namespace
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="warmup-finisher", daemon=True)

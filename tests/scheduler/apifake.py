@@ -1,6 +1,6 @@
-"""An in-memory stand-in for ``KubeApi`` and builders of raw API objects, for runtime unit
-tests that need no cluster. Requests go to a handler the test chooses; watch streams are
-queues the test feeds."""
+"""An in-memory stand-in for ``trainmaster.kubeclient.Kube`` and builders of raw API
+objects, for runtime unit tests that need no cluster. Requests go to a handler the test
+chooses; watch streams are queues the test feeds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from trainmaster.scheduler._kubeapi import ApiError
+from trainmaster.kubeclient import ApiError
 
 JSON = dict[str, Any]
 Handler = Callable[[str, str, Any], JSON]

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,19 +18,14 @@ from typing import Any
 from kubernetes import client
 
 from trainmaster.objects._crds import podgroup_crd
+from trainmaster.polling import wait_until
 
 TEST_LABEL = "trainmaster.io/scheduler-test"
 PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, what, timeout, 0.2)
 
 
 def free_port() -> int:

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from tests.scheduler.apifake import FakeApi, node_obj, pod_obj
+from trainmaster.kubeclient import ApiError
 from trainmaster.scheduler import (
     Binder,
     BindResult,
@@ -14,7 +15,6 @@ from trainmaster.scheduler import (
     SchedulerConfig,
     SchedulerMetrics,
 )
-from trainmaster.scheduler._kubeapi import ApiError
 from trainmaster.scheduler._placement import Binding, Placement
 
 

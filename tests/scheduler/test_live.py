@@ -24,14 +24,14 @@ from tests.scheduler.live import (
     processes,
     wait_for,
 )
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import generated_client
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
 def scratch(local_cluster: LocalCluster) -> Iterator[Scratch]:
-    api_client = sync_client(local_cluster.kubeconfig)
+    api_client = generated_client(local_cluster.kubeconfig)
     ensure_podgroup_crd(api_client)
     box = Scratch(api_client)
     try:
@@ -177,12 +177,14 @@ def test_two_replicas_elect_one_leader_and_the_standby_takes_over(
         scratch.create_pods([scratch.pod("before", gpus=8)])
         wait_for(lambda: "before" in scratch.bound(), "bound by the leader")
         bound_metric = "trainmaster_scheduler_bound_pods_total"
-        assert replicas[leader].metrics()[bound_metric] == 1
+        # The pod shows bound as soon as the API server has it; the counter follows
+        # when the replica has read the answer (later, on a loaded machine).
+        wait_for(lambda: replicas[leader].metrics().get(bound_metric) == 1, "bound count 1")
         assert replicas[standby].metrics()[bound_metric] == 0
 
         replicas[leader].kill(signal.SIGKILL)
         wait_for(lambda: holder() == standby, "the standby to take the lease", 60)
         scratch.create_pods([scratch.pod("after", gpus=8)])
         wait_for(lambda: "after" in scratch.bound(), "bound by the new leader")
-        assert replicas[standby].metrics()[bound_metric] == 1
+        wait_for(lambda: replicas[standby].metrics().get(bound_metric) == 1, "bound count 1")
         assert replicas[standby].alive()

@@ -103,7 +103,7 @@ def test_a_late_unschedulable_report_never_overwrites_a_bind() -> None:
 
 
 def test_a_refused_bind_undoes_the_gang_and_backs_off() -> None:
-    from trainmaster.scheduler._kubeapi import ApiError
+    from trainmaster.kubeclient import ApiError
 
     pods = [pod_obj(f"w{i}", group="g", gpus=8) for i in range(2)]
     cluster = Cluster([node_obj("n1"), node_obj("n2")], pods, [group_obj("g", 2)])

@@ -17,19 +17,19 @@ import asyncio
 import sys
 from pathlib import Path
 
-from trainmaster.scheduler._kubeapi import ApiError, KubeApi, pod_path
+from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path
 
 
-async def bind_all(api: KubeApi, namespace: str, scheduler: str, concurrency: int) -> int:
+async def bind_all(api: Kube, namespace: str, scheduler: str, concurrency: int) -> int:
     # The same start as trainmaster's: lists and connection warm-up at once.
     node_list, pod_list, _ = await asyncio.gather(
-        api.get("/api/v1/nodes", {"labelSelector": "type=kwok"}),
-        api.get(f"/api/v1/namespaces/{namespace}/pods"),
+        api.list(node_path(), "type=kwok"),
+        api.list(pod_path(namespace)),
         api.warm(concurrency),
     )
-    nodes = sorted(n["metadata"]["name"] for n in node_list["items"])
+    nodes = sorted(n["metadata"]["name"] for n in node_list)
     pods = sorted(
-        (p for p in pod_list["items"]
+        (p for p in pod_list
          if not p["spec"].get("nodeName") and p["spec"].get("schedulerName") == scheduler),
         key=lambda p: p["metadata"]["name"],
     )
@@ -60,8 +60,9 @@ async def _main(args: argparse.Namespace) -> int:
     if args.wait_for_stdin:
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    api = await KubeApi.connect(args.kubeconfig, pool=args.concurrency + 8, qps=args.qps,
-                                burst=max(int(args.qps), args.concurrency))
+    api = await Kube.connect(args.kubeconfig, pool=args.concurrency + 8, qps=args.qps,
+                                burst=max(int(args.qps), args.concurrency),
+                             user_agent="trainmaster-bench")
     async with api:
         bound = await bind_all(api, args.namespace, args.scheduler_name, args.concurrency)
     print(f"bound {bound}", file=sys.stderr)

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 NODES_PER_LEAF = 20
 LEAVES_PER_SPINE = 5
@@ -62,25 +59,11 @@ def bench_spec(nodes: int) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
 def bench_cluster(
     nodes: int, kubeconfig: Path | None, report: Callable[[str], None]
-) -> Iterator[Path]:
-    """Yield a kubeconfig: the given one, or that of a fresh local cluster (stopped after)."""
-    if kubeconfig is not None:
-        yield kubeconfig
-        return
+) -> contextlib.AbstractContextManager[Path]:
+    """A kubeconfig: the given one, or that of a fresh local cluster (stopped after)."""
     from trainmaster import cluster
 
-    with tempfile.TemporaryDirectory(prefix="trainmaster-bench-") as tmp:
-        spec = Path(tmp) / "cluster.yaml"
-        spec.write_text(yaml.safe_dump(bench_spec(nodes), sort_keys=False))
-        state = Path(tmp) / "state"
-        report(f"starting a local control plane with {nodes} nodes (no kube-scheduler)")
-        result = cluster.up(spec, state_dir=state, kube_scheduler=False, report=report)
-        try:
-            report(f"cluster up in {result.seconds:.1f}s")
-            yield Path(result.record.kubeconfig)
-        finally:
-            report("stopping the local control plane")
-            cluster.down_state_dir(state)
+    return cluster.temporary_cluster(bench_spec(nodes), kubeconfig, report,
+                                     nodes=nodes, kube_scheduler=False)

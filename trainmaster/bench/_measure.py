@@ -21,9 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from trainmaster.bench._workload import GPUS_PER_POD, leaves_needed
-from trainmaster.scheduler._convert import pod_requests, resource_map
-from trainmaster.scheduler._keys import POD_GROUP_LABEL, topology_label
-from trainmaster.scheduler._kubeapi import ApiError, KubeApi
+from trainmaster.kubeclient import GONE, ApiError, Kube, node_path, pod_path
+from trainmaster.scheduler import POD_GROUP_LABEL, pod_requests, resource_map, topology_label
 
 _UID = re.compile(rb'"uid":"([^"]+)"')
 _RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]+)"')
@@ -32,9 +31,9 @@ _RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]+)"')
 class BindWatcher:
     """Counts the namespace's pods that have a node; ``done`` fires at ``expected``."""
 
-    def __init__(self, api: KubeApi, namespace: str, expected: int) -> None:
+    def __init__(self, api: Kube, namespace: str, expected: int) -> None:
         self._api = api
-        self._path = f"/api/v1/namespaces/{namespace}/pods"
+        self._path = pod_path(namespace)
         self._expected = expected
         self.bound: set[str] = set()
         self.finished_at: float | None = None
@@ -77,7 +76,7 @@ class BindWatcher:
                 self.done.set()
 
     def _skip(self, line: bytes) -> str | None:
-        """Later updates of a pod already counted are not decoded (see KubeApi.watch):
+        """Later updates of a pod already counted are not decoded (see Kube.watch):
         the watcher shares the 2 cores with the contender it measures."""
         if not line.startswith(b'{"type":"MODIFIED"'):
             return None
@@ -99,7 +98,7 @@ class BindWatcher:
                     if self.done.is_set():
                         return
             except ApiError as err:
-                if err.status == 410:  # relist: still counts every bound pod
+                if err.status == GONE:  # relist: still counts every bound pod
                     page = await self._api.get(self._path)
                     for pod in page.get("items") or ():
                         self._see(pod)
@@ -122,8 +121,8 @@ class Quality:
     split_gangs: tuple[str, ...]
 
 
-async def placement_quality(api: KubeApi, namespace: str, leaf_level: str = "leaf") -> Quality:
-    nodes = (await api.get("/api/v1/nodes"))["items"]
+async def placement_quality(api: Kube, namespace: str, leaf_level: str = "leaf") -> Quality:
+    nodes = await api.list(node_path())
     alloc = {n["metadata"]["name"]: resource_map((n.get("status") or {}).get("allocatable"))
              for n in nodes}
     leaf_of = {n["metadata"]["name"]:
@@ -136,7 +135,7 @@ async def placement_quality(api: KubeApi, namespace: str, leaf_level: str = "lea
     biggest_leaf = max(leaf_gpus.values(), default=GPUS_PER_POD)
 
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    everything = (await api.get("/api/v1/pods",
+    everything = (await api.get(pod_path(),
                                 {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}))
     for pod in everything["items"]:
         node = pod["spec"].get("nodeName")
@@ -149,7 +148,7 @@ async def placement_quality(api: KubeApi, namespace: str, leaf_level: str = "lea
         if node in alloc and any(q > alloc[node].get(r, 0) for r, q in res.items())
     )
 
-    mine = (await api.get(f"/api/v1/namespaces/{namespace}/pods"))["items"]
+    mine = await api.list(pod_path(namespace))
     gangs: dict[str, list[str]] = defaultdict(list)
     bound = 0
     for pod in mine:

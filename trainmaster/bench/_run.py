@@ -45,8 +45,8 @@ from trainmaster.bench._workload import (
     workload,
 )
 from trainmaster.errors import TrainmasterError
-from trainmaster.scheduler._convert import pod_requests
-from trainmaster.scheduler._kubeapi import KubeApi
+from trainmaster.kubeclient import Kube, node_path, pod_path, podgroup_path
+from trainmaster.scheduler import pod_requests
 
 Report = Callable[[str], None]
 
@@ -54,7 +54,6 @@ Report = Callable[[str], None]
 class BenchError(TrainmasterError):
     """The benchmark's options cannot work (unknown contender, pods that cannot fit)."""
 
-PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
 _ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 
 
@@ -121,23 +120,23 @@ def _gpus(nodes: Sequence[dict[str, Any]]) -> int:
                for n in nodes)
 
 
-async def _gpus_in_use(api: KubeApi, nodes: set[str]) -> int:
-    pods = await api.get("/api/v1/pods", {"fieldSelector": _ACTIVE})
+async def _gpus_in_use(api: Kube, nodes: set[str]) -> int:
+    pods = await api.get(pod_path(), {"fieldSelector": _ACTIVE})
     return sum(pod_requests(p["spec"]).get("nvidia.com/gpu", 0) for p in pods["items"]
                if p["spec"].get("nodeName") in nodes)
 
 
-async def _populate(api: KubeApi, namespace: str, gangs: Sequence[GangSpec],
+async def _populate(api: Kube, namespace: str, gangs: Sequence[GangSpec],
                     scheduler: str, rdma: Sequence[str]) -> None:
     await create_namespace(api, namespace, {BENCH_LABEL: "true"})
-    groups = [(PODGROUPS.format(ns=namespace), pod_group(g, namespace)) for g in gangs]
+    groups = [(podgroup_path(namespace), pod_group(g, namespace)) for g in gangs]
     await create_all(api, groups)
-    pods = [(f"/api/v1/namespaces/{namespace}/pods", pod(g, i, namespace, scheduler, rdma))
+    pods = [(pod_path(namespace), pod(g, i, namespace, scheduler, rdma))
             for g in gangs for i in range(g.size)]
     await create_all(api, pods)
 
 
-async def _one(api: KubeApi, contender: Contender, options: BenchOptions, kubeconfig: Path,
+async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfig: Path,
                workdir: Path, gangs: Sequence[GangSpec], rdma: Sequence[str],
                report: Report) -> ContenderResult:
     name = contender.name
@@ -186,7 +185,7 @@ async def _one(api: KubeApi, contender: Contender, options: BenchOptions, kubeco
         await delete_namespace(api, namespace)
 
 
-async def _warm_up(api: KubeApi, rdma: Sequence[str], report: Report) -> None:
+async def _warm_up(api: Kube, rdma: Sequence[str], report: Report) -> None:
     """One untimed round of create, bind, run (kwok) and delete, so that the first
     contender does not pay for a cold API server (watch caches, first serialisations)."""
     from trainmaster.bench._ceiling import bind_all
@@ -208,14 +207,14 @@ async def _warm_up(api: KubeApi, rdma: Sequence[str], report: Report) -> None:
 async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> BenchResult:
     names = options.contenders()
     gangs = workload(options.pods, options.seed)
-    api = await KubeApi.connect(kubeconfig, pool=72)
+    api = await Kube.connect(kubeconfig, pool=72)
     async with api:
         report("waiting for every node to be Ready and untainted, then quiet")
         await wait_nodes_settled(api)
         waited = await wait_nodes_quiet(api)
         report(f"nodes quiet after {waited:.0f}s")
         await ensure_podgroup_crd(api)
-        nodes = (await api.get("/api/v1/nodes", {"labelSelector": "type=kwok"}))["items"]
+        nodes = await api.list(node_path(), "type=kwok")
         gpus = _gpus(nodes) - await _gpus_in_use(api, {n["metadata"]["name"] for n in nodes})
         if options.pods * GPUS_PER_POD > gpus:
             raise BenchError(f"{options.pods} pods of {GPUS_PER_POD} GPUs do not fit the "

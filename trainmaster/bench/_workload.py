@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainmaster.scheduler._keys import (
+from trainmaster.scheduler import (
     POD_GROUP_LABEL,
     TOPOLOGY_DOMAIN_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,

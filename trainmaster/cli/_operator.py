@@ -20,8 +20,8 @@ app.add_typer(operator_app, name="operator")
 
 KubeconfigOpt = Annotated[
     Path | None,
-    typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, $KUBECONFIG, or the "
-                 "only local cluster's)."),
+    typer.Option("--kubeconfig", help="Kubeconfig (default: $KUBECONFIG, else in-cluster in "
+                 "a pod, else the only local cluster's, else ~/.kube/config)."),
 ]
 
 
@@ -154,7 +154,8 @@ def status(
 ) -> None:
     """GPUs used/free per switch, jobs (phase, restarts, checkpoint, age), fenced nodes and
     pending gangs with their reason."""
-    from trainmaster.operator._view import collect_view, render_view
+    from trainmaster.cli._status_view import render_view
+    from trainmaster.operator._view import collect_view
 
     view = collect_view(kubeconfig, namespace)
     if as_json:

@@ -13,6 +13,7 @@ from trainmaster.cluster._control_plane import (
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_clusters
 from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_status
+from trainmaster.cluster._temporary import temporary_cluster
 
 __all__ = [
     "ClusterError",
@@ -28,5 +29,6 @@ __all__ = [
     "known_clusters",
     "resolve_state_dir",
     "running_record",
+    "temporary_cluster",
     "up",
 ]

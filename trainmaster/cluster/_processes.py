@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from trainmaster import polling
 from trainmaster.errors import TrainmasterError
 
 
@@ -100,9 +101,10 @@ def wait_until(
     proc: subprocess.Popen[bytes] | None = None,
     log: Path | None = None,
 ) -> None:
-    """Poll check() until it is true; fail early if proc exits, with its log's tail."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """``polling.wait_until`` for a process: check() may fail while the process starts
+    (connection refused, 503, ...); fail early if proc exits, with its log's tail."""
+
+    def ready() -> bool:
         if proc is not None and proc.poll() is not None:
             tail = log_tail(log) if log else ""
             raise ClusterError(
@@ -110,13 +112,15 @@ def wait_until(
                 + (f"; last lines of {log}:\n{tail}" if tail else "")
             )
         try:
-            if check():
-                return
-        except Exception:  # not up yet: connection refused, 503, ...
-            pass
-        time.sleep(0.1)
-    tail = log_tail(log) if log else ""
-    raise ClusterError(
-        f"{what}: not ready after {timeout:.0f}s"
-        + (f"; last lines of {log}:\n{tail}" if tail else "")
-    )
+            return bool(check())
+        except Exception:  # not up yet
+            return False
+
+    try:
+        polling.wait_until(ready, what, timeout, 0.1)
+    except polling.WaitTimeout:
+        tail = log_tail(log) if log else ""
+        raise ClusterError(
+            f"{what}: not ready after {timeout:.0f}s"
+            + (f"; last lines of {log}:\n{tail}" if tail else "")
+        ) from None

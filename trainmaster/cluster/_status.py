@@ -7,11 +7,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubernetes import client
-
 from trainmaster.cluster import _processes as procs
 from trainmaster.cluster._state import ClusterRecord
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import SyncKube, node_path, pod_path
 from trainmaster.objects import GPU_RESOURCE, TOPOLOGY_PREFIX
 from trainmaster.spec import load_spec
 
@@ -49,26 +47,30 @@ def cluster_status(state_dir: Path) -> ClusterStatus:
     if not alive.get("kube-apiserver"):
         return status
     leaf_label = f"{TOPOLOGY_PREFIX}{load_spec(record.spec).topology.levels[-1]}"
-    api = client.CoreV1Api(sync_client(Path(record.kubeconfig)))
+    with SyncKube.connect(Path(record.kubeconfig)) as kube:
+        nodes = kube.list(node_path())
+        pods = kube.list(pod_path(), params={"fieldSelector": "spec.nodeName!="})
     leaves: dict[str, LeafCapacity] = {}
     node_leaf: dict[str, str] = {}
-    for node in api.list_node().items:
-        leaf = (node.metadata.labels or {}).get(leaf_label, "-")
-        node_leaf[node.metadata.name] = leaf
+    for node in nodes:
+        meta, node_status = node["metadata"], node.get("status") or {}
+        leaf = (meta.get("labels") or {}).get(leaf_label, "-")
+        node_leaf[meta["name"]] = leaf
         cap = leaves.setdefault(leaf, LeafCapacity(leaf))
         cap.nodes += 1
-        ready = any(
-            c.type == "Ready" and c.status == "True" for c in (node.status.conditions or [])
-        )
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in node_status.get("conditions") or [])
         cap.ready += int(ready)
-        cap.gpus += int((node.status.allocatable or {}).get(GPU_RESOURCE, "0"))
+        cap.gpus += int((node_status.get("allocatable") or {}).get(GPU_RESOURCE, "0"))
     used: dict[str, int] = defaultdict(int)
-    for pod in api.list_pod_for_all_namespaces(field_selector="spec.nodeName!=").items:
-        if pod.status.phase in ("Succeeded", "Failed"):
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        for container in pod.spec.containers:
-            requests = (container.resources.requests or {}) if container.resources else {}
-            used[node_leaf.get(pod.spec.node_name, "-")] += int(requests.get(GPU_RESOURCE, 0))
+        spec = pod["spec"]
+        for container in spec.get("containers") or []:
+            requests = (container.get("resources") or {}).get("requests") or {}
+            used[node_leaf.get(spec.get("nodeName", ""), "-")] += int(
+                requests.get(GPU_RESOURCE, 0))
     for leaf, cap in leaves.items():
         cap.gpus_used = used.get(leaf, 0)
     status.leaves = sorted(leaves.values(), key=lambda c: natural_key(c.leaf))

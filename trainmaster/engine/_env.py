@@ -67,10 +67,11 @@ def engine_env() -> dict[str, str]:
     tools = [str(family_dir(family)) for family in PULUMI_FAMILIES]
     env["PATH"] = os.pathsep.join([*tools, env.get("PATH", "")])
     if "KUBECONFIG" not in env:
-        from trainmaster.kube import default_kubeconfig  # Kubernetes clients: only when needed
+        from trainmaster.kubeclient import choose_kubeconfig  # clients: only when needed
 
-        # The only local trainmaster cluster's (else ~/.kube/config, if there is one).
-        kubeconfig = default_kubeconfig()
-        if kubeconfig.exists():
+        # The only local trainmaster cluster's (else ~/.kube/config, if there is one); in
+        # a pod (None) the Kubernetes provider finds the service account itself.
+        kubeconfig = choose_kubeconfig()
+        if kubeconfig is not None and kubeconfig.exists():
             env["KUBECONFIG"] = str(kubeconfig)
     return env

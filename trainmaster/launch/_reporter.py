@@ -12,9 +12,10 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from trainmaster.objects import TRAININGJOB_GROUP, TRAININGJOB_PLURAL, TRAININGJOB_VERSION
+if TYPE_CHECKING:
+    from trainmaster.kubeclient import SyncKube
 
 
 def rfc3339(when: datetime) -> str:
@@ -45,35 +46,33 @@ class ApiSink:
         self.namespace = namespace
         self.name = name
         self._kubeconfig = kubeconfig
-        self._api: Any = None
+        self._api: SyncKube | None = None
 
-    def _custom(self) -> Any:
-        from kubernetes import client, config
+    def _kube(self) -> SyncKube:
+        if self._api is None:  # connected on first use: a launcher may never report
+            from trainmaster.kubeclient import SyncKube
 
-        if self._api is None:
-            if self._kubeconfig is None and _in_cluster():
-                cfg = client.Configuration()
-                config.load_incluster_config(client_configuration=cfg)
-                api = client.ApiClient(cfg)
-            else:
-                from trainmaster.kube import sync_client
-
-                api = sync_client(self._kubeconfig, pool=2)
-            self._api = client.CustomObjectsApi(api)
+            self._api = SyncKube.connect(self._kubeconfig, pool=2)
         return self._api
 
     def _patch(self, body: dict[str, Any], what: str) -> bool:
+        from trainmaster.kubeclient import trainingjob_path
+
         try:
-            self._custom().patch_namespaced_custom_object_status(
-                TRAININGJOB_GROUP, TRAININGJOB_VERSION, self.namespace, TRAININGJOB_PLURAL,
-                self.name, body, _content_type="application/merge-patch+json",
-                _request_timeout=10,
-            )
+            kube = self._kube()
+            kube.run(kube.kube.request(
+                "PATCH", trainingjob_path(self.namespace, self.name, "status"), body=body,
+                content_type="application/merge-patch+json", timeout=10))
         except Exception as exc:  # reporting must never take training down
             print(f"trainmaster launch: could not report {what} to trainingjob "
                   f"{self.namespace}/{self.name}: {exc}", file=sys.stderr, flush=True)
             return False
         return True
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.close()
+            self._api = None
 
     def heartbeat(self, when: datetime) -> bool:
         return self._patch(heartbeat_patch(when), "a heartbeat")
@@ -81,8 +80,3 @@ class ApiSink:
     def checkpoint(self, path: str, step: int, when: datetime) -> bool:
         return self._patch(checkpoint_patch(path, step, when), f"checkpoint {path}")
 
-
-def _in_cluster() -> bool:
-    import os
-
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG")

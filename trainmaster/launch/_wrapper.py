@@ -149,6 +149,7 @@ class _NullSink:
 
 def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = None) -> int:
     """Run `command` to completion while reporting; return its exit code."""
+    owned = sink is None
     if sink is None:
         sink = ApiSink(config.namespace or "", config.job or "", config.kubeconfig) \
             if config.reports else _NullSink()
@@ -184,6 +185,8 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
     finally:
         restore()
         heartbeat_file.unlink(missing_ok=True)
+        if owned and isinstance(sink, ApiSink):
+            sink.close()
         if child.poll() is None:
             child.kill()
             child.wait()

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from trainmaster.kubeclient import Kube
 from trainmaster.objects import gang_name
 from trainmaster.operator import _events as events
-from trainmaster.operator._kubeapi import Kube
 from trainmaster.operator._model import FAILED, SUCCEEDED, Cause, JobState
 from trainmaster.spec import Job
 

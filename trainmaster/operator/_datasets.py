@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmaster.kubeclient import Kube, node_path
 from trainmaster.objects import DATASET_LABEL, dataset_label
-from trainmaster.operator._kubeapi import Kube
 
 
 def warmed(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -41,5 +41,5 @@ async def label_warmed_node(kube: Kube, pod: dict[str, Any]) -> tuple[str, str] 
     if done is None:
         return None
     node, dataset = done
-    await kube.patch(Kube.node(node), label_patch(dataset))
+    await kube.patch(node_path(node), label_patch(dataset))
     return done

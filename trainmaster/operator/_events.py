@@ -8,7 +8,7 @@ import socket
 from datetime import datetime
 from typing import Any
 
-from trainmaster.operator._kubeapi import Kube, is_status, path
+from trainmaster.kubeclient import CONFLICT, Kube, event_path, is_status
 from trainmaster.operator._model import format_seconds
 
 COMPONENT = "trainmaster-operator"
@@ -68,8 +68,8 @@ async def post(
 ) -> None:
     event = build_event(obj, kind, reason, message, now, name)
     try:
-        await kube.create(path("v1", "events", event["metadata"]["namespace"]), event)
+        await kube.post(event_path(event["metadata"]["namespace"]), event)
     except Exception as exc:  # never let reporting break recovery
-        if is_status(exc, 409) and name:
+        if is_status(exc, CONFLICT) and name:
             return  # posted before, by us or by the operator we replaced
         log.warning("could not post Event %s for %s: %s", reason, event["involvedObject"], exc)

@@ -9,12 +9,13 @@ change (the node lifecycle controller adds its own not-ready taints) is never ov
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainmaster.kubeclient import Kube, node_path, retry_on_conflict
 from trainmaster.objects import UNHEALTHY_TAINT
 from trainmaster.operator._faults import taint_value
-from trainmaster.operator._kubeapi import Kube, is_status
 from trainmaster.operator._model import format_time
 
 FENCED_ANNOTATION = "trainmaster.io/fenced"
@@ -80,34 +81,26 @@ def fenced_record(node: dict[str, Any]) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else {"reason": raw}
 
 
-async def fence(kube: Kube, name: str, problem: str, now: datetime) -> bool:
-    """Fence a node; True if this call changed it. Retries on a concurrent node update."""
-    for _ in range(5):
-        node = await kube.get(Kube.node(name))
-        patch = fence_patch(node, problem, now)
+async def patch_node(kube: Kube, name: str,
+                     make_patch: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
+    """Read the node, patch it with ``make_patch(node)`` (None: nothing to do), again
+    from a fresh read while a concurrent update wins (409); True if this call changed it."""
+
+    async def attempt() -> bool:
+        patch = make_patch(await kube.get(node_path(name)))
         if patch is None:
             return False
-        try:
-            await kube.patch(Kube.node(name), patch)
-        except Exception as exc:
-            if is_status(exc, 409):
-                continue
-            raise
+        await kube.patch(node_path(name), patch)
         return True
-    raise RuntimeError(f"node {name} kept changing while being fenced")
+
+    return await retry_on_conflict(attempt)
+
+
+async def fence(kube: Kube, name: str, problem: str, now: datetime) -> bool:
+    """Fence a node; True if this call changed it."""
+    return await patch_node(kube, name, lambda node: fence_patch(node, problem, now))
 
 
 async def unfence(kube: Kube, name: str) -> bool:
-    for _ in range(5):
-        node = await kube.get(Kube.node(name))
-        patch = unfence_patch(node)
-        if patch is None:
-            return False
-        try:
-            await kube.patch(Kube.node(name), patch)
-        except Exception as exc:
-            if is_status(exc, 409):
-                continue
-            raise
-        return True
-    raise RuntimeError(f"node {name} kept changing while being unfenced")
+    """Lift trainmaster's fence; True if the node was fenced."""
+    return await patch_node(kube, name, unfence_patch)

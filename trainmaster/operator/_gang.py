@@ -8,9 +8,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from trainmaster.kubeclient import Kube, is_status, job_path, pod_path, podgroup_path
 from trainmaster.objects import JOB_LABEL, build_gang, gang_name
 from trainmaster.operator._faults import gang_view
-from trainmaster.operator._kubeapi import Kube, is_status
 from trainmaster.operator._model import GangView, NodeHealth
 from trainmaster.spec import ClusterSpec, Job
 
@@ -27,8 +27,8 @@ class GangObjects:
     async def observe(self, namespace: str, job: Job, attempt: int) -> GangView:
         selector = f"{JOB_LABEL}={job.name}"
         pods, jobs = await asyncio.gather(
-            self.kube.list(Kube.pods(namespace), selector),
-            self.kube.list(Kube.jobs(namespace), selector),
+            self.kube.list(pod_path(namespace), selector),
+            self.kube.list(job_path(namespace), selector),
         )
         return gang_view(attempt, pods, jobs)
 
@@ -77,18 +77,19 @@ class GangObjects:
         stale_jobs = list(gang.stale_jobs)
         if gang.attempt != keep and gang.job_exists:
             stale_jobs.append(gang_name(job.name, gang.attempt))
-        await asyncio.gather(*(self.kube.delete(Kube.jobs(namespace, name), "Background")
+        await asyncio.gather(*(self.kube.delete(job_path(namespace, name), propagation="Background",
+                                               missing_ok=True)
                                for name in stale_jobs))
         pods = [p for p in (*gang.stale_pods, *gang.pods) if p.attempt != keep]
         await asyncio.gather(*(
             # Pods on a sick node get no grace period: its kubelet may never confirm.
-            self.kube.delete(Kube.pods(namespace, p.name),
-                             grace=0 if p.node in sick else None)
+            self.kube.delete(pod_path(namespace, p.name),
+                             grace=0 if p.node in sick else None, missing_ok=True)
             for p in pods
         ))
-        groups = await self.kube.list(Kube.podgroups(namespace), f"{JOB_LABEL}={job.name}")
+        groups = await self.kube.list(podgroup_path(namespace), f"{JOB_LABEL}={job.name}")
         await asyncio.gather(*(
-            self.kube.delete(Kube.podgroups(namespace, g["metadata"]["name"]))
+            self.kube.delete(podgroup_path(namespace, g["metadata"]["name"]), missing_ok=True)
             for g in groups
             if g["metadata"]["name"] != gang_name(job.name, keep)
             and not g["metadata"].get("deletionTimestamp")
@@ -98,7 +99,7 @@ class GangObjects:
         """Suspend the failed attempt's Job: its controller stops the pods still running
         (freeing their GPUs) and keeps the failed ones, with their logs, for a person."""
         try:
-            await self.kube.patch(Kube.jobs(namespace, gang_name(job.name, attempt)),
+            await self.kube.patch(job_path(namespace, gang_name(job.name, attempt)),
                                   {"spec": {"suspend": True}})
         except Exception as exc:
             if not is_status(exc, 404):

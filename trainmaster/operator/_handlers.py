@@ -17,7 +17,6 @@ two handlers firing at once cannot act twice on one job.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import kopf
@@ -60,16 +59,11 @@ def connection_info(
     config: OperatorConfig, logger: Any, settings: kopf.OperatorSettings
 ) -> kopf.ConnectionInfo | None:
     """kopf's credentials: the same kubeconfig (or service account) our own client uses."""
-    if config.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    from trainmaster.kubeclient import choose_kubeconfig, load_sync_configuration
+
+    if choose_kubeconfig(config.kubeconfig) is None:
         return kopf.login_with_service_account(logger=logger, settings=settings)
-    import kubernetes
-
-    from trainmaster.kube import default_kubeconfig
-
-    cfg = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(
-        config_file=str(config.kubeconfig or default_kubeconfig()), client_configuration=cfg
-    )
+    cfg = load_sync_configuration(config.kubeconfig)
     header = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix(
         "authorization"
     )

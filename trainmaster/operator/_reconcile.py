@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainmaster.kubeclient import Kube, is_status, trainingjob_path
 from trainmaster.operator._announce import Announcer, fenced
 from trainmaster.operator._decide import decide
 from trainmaster.operator._fence import fence
 from trainmaster.operator._gang import GangObjects
-from trainmaster.operator._kubeapi import Kube, is_status
 from trainmaster.operator._model import (
     RESTARTING,
     Action,
@@ -65,7 +65,7 @@ class Reconciler:
 
     async def __call__(self, key: Key, apply: bool) -> float | None:
         try:
-            body = await self.kube.get(Kube.trainingjob(key.namespace, key.name))
+            body = await self.kube.get(trainingjob_path(key.namespace, key.name))
         except Exception as exc:
             if is_status(exc, 404):
                 raise Gone() from None
@@ -190,7 +190,7 @@ class Reconciler:
         patch: dict[str, Any] = {"status": status}
         if guard:
             patch["metadata"] = {"resourceVersion": state.resource_version}
-        url = Kube.trainingjob(state.namespace, state.name, "status")
+        url = trainingjob_path(state.namespace, state.name, "status")
         try:
             result = await self.kube.patch(url, patch)
         except Exception as exc:

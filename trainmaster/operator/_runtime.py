@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmaster.kubeclient import TRAININGJOB_API_VERSION, Kube, is_status
 from trainmaster.objects import JOB_LABEL
 from trainmaster.operator._announce import fenced
 from trainmaster.operator._datasets import label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health
 from trainmaster.operator._fence import fence
-from trainmaster.operator._kubeapi import TRAININGJOB_API, Kube, is_status, open_kube
 from trainmaster.operator._model import Key, utcnow
 from trainmaster.operator._nodes import NodeBook
 from trainmaster.operator._reconcile import Reconciler
@@ -48,7 +48,7 @@ def owner_of(body: dict[str, Any]) -> str | None:
     """The TrainingJob that controls this object, by its ownerReference."""
     for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "TrainingJob" \
-                and ref.get("apiVersion") == TRAININGJOB_API:
+                and ref.get("apiVersion") == TRAININGJOB_API_VERSION:
             return str(ref.get("name"))
     return None
 
@@ -64,7 +64,8 @@ class Runtime:
 
     @classmethod
     async def open(cls, config: OperatorConfig) -> Runtime:
-        return cls(config, await open_kube(config.kubeconfig))
+        return cls(config, await Kube.connect(config.kubeconfig, pool=32,
+                                             user_agent="trainmaster-operator"))
 
     async def close(self) -> None:
         await self.supervisor.close()

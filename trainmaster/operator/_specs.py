@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmaster.kubeclient import Kube, api_path, is_status
 from trainmaster.objects import SPEC_KEY
-from trainmaster.operator._kubeapi import Kube, is_status, path
 from trainmaster.operator._supervisor import Retry
 from trainmaster.spec import (
     ClusterSpec,
@@ -65,7 +65,7 @@ class SpecSource:
                 self._version = "file"
             return "file", self._spec
         assert self._ref.namespace and self._ref.configmap
-        url = path("v1", "configmaps", self._ref.namespace, self._ref.configmap)
+        url = api_path("v1", "configmaps", self._ref.namespace, self._ref.configmap)
         try:
             cm = await self._kube.get(url)
         except Exception as exc:

@@ -2,27 +2,28 @@
 
 GPUs used and free per switch at every topology level (spine, leaf, ...), training jobs
 with phase, restarts, last checkpoint and age, fenced nodes, and gangs still pending with
-the reason. `summarize` is pure; `collect_view` reads the API; `render_view` prints.
+the reason. `summarize` is pure; `collect_view` reads the API; the CLI renders (trainmaster.cli).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainmaster.objects import (
-    GPU_RESOURCE,
-    TOPOLOGY_PREFIX,
-    TRAININGJOB_GROUP,
-    TRAININGJOB_PLURAL,
-    TRAININGJOB_VERSION,
-    UNHEALTHY_TAINT,
+from trainmaster.kubeclient import (
+    ApiError,
+    Kube,
+    SyncKube,
+    node_path,
+    pod_path,
+    trainingjob_path,
 )
-from trainmaster.operator._fence import fenced_record, unfence_patch
+from trainmaster.objects import GPU_RESOURCE, TOPOLOGY_PREFIX, UNHEALTHY_TAINT
+from trainmaster.operator._fence import fenced_record, unfence
 from trainmaster.operator._model import PENDING, RESTARTING, parse_time, utcnow
 
 
@@ -226,120 +227,27 @@ def _job_row(tj: dict[str, Any], now: datetime) -> tuple[JobRow, PendingGang | N
 # --- reading the cluster -----------------------------------------------------------------
 
 
-def _items(response: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
-    return items
+async def read_view(kube: Kube, namespace: str | None = None) -> ResourceView:
+    # Only pods that hold capacity: bound, not finished.
+    active = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+    nodes, pods = await asyncio.gather(
+        kube.list(node_path()), kube.list(pod_path(), params={"fieldSelector": active}))
+    try:
+        tjs = await kube.list(trainingjob_path(namespace))
+    except ApiError as exc:
+        if not exc.not_found:  # no TrainingJob CRD installed: no jobs
+            raise
+        tjs = []
+    return summarize(nodes, pods, tjs, utcnow())
 
 
 def collect_view(kubeconfig: Path | None, namespace: str | None = None) -> ResourceView:
-    from kubernetes import client
-
-    from trainmaster.kube import sync_client
-
-    api = sync_client(kubeconfig)
-    core = client.CoreV1Api(api)
-    custom = client.CustomObjectsApi(api)
-    # Raw JSON: no model objects for hundreds of nodes and pods.
-    nodes = _items(core.list_node(_preload_content=False))
-    pods = _items(core.list_pod_for_all_namespaces(
-        field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
-        _preload_content=False))
-    try:
-        if namespace:
-            tjs = custom.list_namespaced_custom_object(
-                TRAININGJOB_GROUP, TRAININGJOB_VERSION, namespace, TRAININGJOB_PLURAL)
-        else:
-            tjs = custom.list_cluster_custom_object(
-                TRAININGJOB_GROUP, TRAININGJOB_VERSION, TRAININGJOB_PLURAL)
-    except client.ApiException as exc:
-        if exc.status != 404:  # no TrainingJob CRD installed: no jobs
-            raise
-        tjs = {"items": []}
-    return summarize(nodes, pods, list(tjs.get("items") or []), utcnow())
+    """The view of the cluster the kubeconfig rule picks (``choose_kubeconfig``)."""
+    with SyncKube.connect(kubeconfig) as kube:
+        return kube.run(read_view(kube.kube, namespace))
 
 
 def unfence_nodes(kubeconfig: Path | None, names: list[str]) -> dict[str, bool]:
-    from kubernetes import client
-
-    from trainmaster.kube import sync_client
-
-    core = client.CoreV1Api(sync_client(kubeconfig))
-    done: dict[str, bool] = {}
-    for name in names:
-        done[name] = False
-        for _ in range(5):
-            node = json.loads(core.read_node(name, _preload_content=False).data)
-            patch = unfence_patch(node)
-            if patch is None:
-                break
-            try:
-                core.patch_node(name, patch, _content_type="application/merge-patch+json")
-            except client.ApiException as exc:
-                if exc.status == 409:
-                    continue
-                raise
-            done[name] = True
-            break
-    return done
-
-
-# --- printing --------------------------------------------------------------------------
-
-
-def age(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 120:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 48:
-        return f"{hours}h{minutes % 60:02d}m" if hours < 10 else f"{hours}h"
-    return f"{hours // 24}d"
-
-
-def render_view(view: ResourceView) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    gpus = Table(title="GPUs by switch")
-    for col in ("switch", "level", "nodes", "usable", "GPUs", "used", "free", "fenced"):
-        gpus.add_column(col, justify="left" if col in ("switch", "level") else "right")
-    depth = {level: i for i, level in enumerate(view.levels)}
-    for s in view.switches:
-        gpus.add_row("  " * depth[s.level] + s.switch, s.level, str(s.nodes), str(s.usable),
-                     str(s.gpus), str(s.used), str(s.free),
-                     f"[red]{s.fenced}[/]" if s.fenced else "0")
-    console.print(gpus)
-    jobs = Table(title="Training jobs")
-    for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
-        jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")
-    colors = {"Running": "green", "Failed": "red", "Restarting": "yellow",
-              "Succeeded": "blue"}
-    for j in view.jobs:
-        ckpt = f"{j.checkpoint} (step {j.step})" if j.checkpoint and j.step is not None \
-            else (j.checkpoint or "-")
-        color = colors.get(j.phase, "white")
-        jobs.add_row(f"{j.namespace}/{j.name}", f"[{color}]{j.phase}[/]", str(j.restarts),
-                     str(j.nodes), ckpt, age(j.age_seconds))
-    console.print(jobs)
-    if view.fenced:
-        fenced = Table(title="Fenced nodes")
-        for col in ("node", "switch", "reason", "since"):
-            fenced.add_column(col)
-        for f in view.fenced:
-            fenced.add_row(f.name, f.switch or "-", f.reason, f.since or "-")
-        console.print(fenced)
-    else:
-        console.print("no fenced nodes")
-    if view.pending:
-        pending = Table(title="Pending gangs")
-        for col in ("job", "gang", "reason"):
-            pending.add_column(col)
-        for p in view.pending:
-            pending.add_row(f"{p.namespace}/{p.job}", p.gang or "-", p.reason)
-        console.print(pending)
-    else:
-        console.print("no pending gangs")
+    """Lift the fence of each node; node -> whether it was fenced."""
+    with SyncKube.connect(kubeconfig) as kube:
+        return {name: kube.run(unfence(kube.kube, name)) for name in names}

@@ -15,7 +15,7 @@ The runtime against a real API server (informers, binder, leader election, metri
 docs/scheduler.md) is exported here too but imported lazily, so that the core stays
 free of Kubernetes imports for whoever only places gangs::
 
-    api = await KubeApi.connect(kubeconfig, qps=500)
+    api = await trainmaster.kubeclient.Kube.connect(kubeconfig, qps=500)
     runtime = SchedulerRuntime(api, SchedulerConfig.load(path))
     await runtime.start(); await runtime.run(stop)
 """
@@ -102,39 +102,52 @@ if TYPE_CHECKING:
     from ._binder import Binder, BindResult, GangOutcome
     from ._cache import ClusterCache
     from ._config import ConfigError, LeaderElection, SchedulerConfig, TopologyRule
-    from ._convert import PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
-    from ._informer import Reflector
-    from ._kubeapi import ApiError, KubeApi
+    from ._convert import (
+        PodGroupInfo,
+        PodInfo,
+        node_info,
+        pod_group_info,
+        pod_info,
+        pod_requests,
+        resource_map,
+    )
+    from ._keys import (
+        POD_GROUP_LABEL,
+        TOPOLOGY_DOMAIN_ANNOTATION,
+        TOPOLOGY_MODE_ANNOTATION,
+        topology_label,
+    )
     from ._leader import LeaderElector, Renewal
     from ._loop import SchedulerRuntime
     from ._metrics import SchedulerMetrics
-    from ._ratelimit import TokenBucket
     from ._service import ServiceOptions, serve
 
 _RUNTIME = {
-    "ApiError": "_kubeapi",
+    "POD_GROUP_LABEL": "_keys",
+    "TOPOLOGY_DOMAIN_ANNOTATION": "_keys",
+    "TOPOLOGY_MODE_ANNOTATION": "_keys",
     "Binder": "_binder",
     "BindResult": "_binder",
     "ClusterCache": "_cache",
     "ConfigError": "_config",
     "GangOutcome": "_binder",
-    "KubeApi": "_kubeapi",
     "LeaderElection": "_config",
     "LeaderElector": "_leader",
     "PodGroupInfo": "_convert",
     "PodInfo": "_convert",
-    "Reflector": "_informer",
     "Renewal": "_leader",
     "SchedulerConfig": "_config",
     "SchedulerMetrics": "_metrics",
     "SchedulerRuntime": "_loop",
     "ServiceOptions": "_service",
-    "TokenBucket": "_ratelimit",
     "TopologyRule": "_config",
     "node_info": "_convert",
     "pod_group_info": "_convert",
     "pod_info": "_convert",
+    "pod_requests": "_convert",
+    "resource_map": "_convert",
     "serve": "_service",
+    "topology_label": "_keys",
 }
 
 
@@ -161,8 +174,10 @@ __all__ = [
     "MEMORY",
     "NODE_LEVEL",
     "PODS",
+    "POD_GROUP_LABEL",
     "REGISTRY",
-    "ApiError",
+    "TOPOLOGY_DOMAIN_ANNOTATION",
+    "TOPOLOGY_MODE_ANNOTATION",
     "BestFit",
     "BindResult",
     "Binder",
@@ -185,7 +200,6 @@ __all__ = [
     "GangScheduler",
     "GangState",
     "Handle",
-    "KubeApi",
     "LeaderElection",
     "LeaderElector",
     "LiveDomain",
@@ -207,7 +221,6 @@ __all__ = [
     "PodState",
     "PreFilterPlugin",
     "Profile",
-    "Reflector",
     "Registry",
     "Renewal",
     "Reservation",
@@ -223,7 +236,6 @@ __all__ = [
     "Taint",
     "TaintEffect",
     "TaintToleration",
-    "TokenBucket",
     "Toleration",
     "TolerationOperator",
     "TopologyConstraint",
@@ -243,9 +255,12 @@ __all__ = [
     "place_gang",
     "pod_group_info",
     "pod_info",
+    "pod_requests",
     "primary_resource",
     "queue_key",
     "reservation_target",
+    "resource_map",
     "serve",
+    "topology_label",
     "untolerated_taint",
 ]

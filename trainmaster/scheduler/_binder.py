@@ -32,8 +32,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainmaster.kubeclient import ApiError, Kube, pod_path
+
 from ._cache import ClusterCache
-from ._kubeapi import ApiError, KubeApi, pod_path
 from ._metrics import SchedulerMetrics
 from ._placement import Binding, Placement
 from ._snapshot import PodState
@@ -87,7 +88,7 @@ def binding_body(binding: Binding) -> dict[str, object]:
 class Binder:
     def __init__(
         self,
-        api: KubeApi,
+        api: Kube,
         cache: ClusterCache,
         metrics: SchedulerMetrics,
         *,

@@ -19,10 +19,11 @@ import logging
 import re
 from collections.abc import Iterable
 
+from trainmaster.kubeclient import DELETED
+
 from ._config import SchedulerConfig
 from ._convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
 from ._gangs import gang_key_of
-from ._informer import DELETED
 from ._model import NodeInfo, PodRequest
 from ._snapshot import ClusterSnapshot, PodState
 

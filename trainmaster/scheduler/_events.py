@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ._kubeapi import ApiError, KubeApi, pod_path
+from trainmaster.kubeclient import ApiError, Kube, pod_path
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -111,7 +111,7 @@ class ApiWriter:
 class EventRecorder:
     """core/v1 Events, the kind ``kubectl describe`` shows."""
 
-    def __init__(self, api: KubeApi, writer: ApiWriter, component: str, instance: str) -> None:
+    def __init__(self, api: Kube, writer: ApiWriter, component: str, instance: str) -> None:
         self._api = api
         self._writer = writer
         self._component = component
@@ -175,7 +175,7 @@ class EventRecorder:
             if not still_pending():
                 return
             try:
-                await self._api.patch(path, body)
+                await self._api.patch(path, body, "strategic")
             except ApiError as err:
                 if err.status != 404:  # the pod is gone: nothing to report on
                     raise

@@ -13,7 +13,6 @@ TOPOLOGY_DOMAIN_ANNOTATION = "trainmaster.io/topology-domain"
 TOPOLOGY_MODE_ANNOTATION = "trainmaster.io/topology-mode"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
-PODGROUP_API = f"/apis/{PODGROUP_API_VERSION}"
 
 
 def topology_label(level: str) -> str:

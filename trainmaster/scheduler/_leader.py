@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trainmaster.kubeclient import ApiError, Kube
+
 from ._config import LeaderElection
 from ._events import now_rfc3339
-from ._kubeapi import ApiError, KubeApi
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -48,7 +49,7 @@ def lease_path(namespace: str, name: str = "") -> str:
 class LeaderElector:
     def __init__(
         self,
-        api: KubeApi,
+        api: Kube,
         config: LeaderElection,
         identity: str,
         clock: Callable[[], float] = time.monotonic,

@@ -27,14 +27,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from trainmaster.kubeclient import Kube, Reflector, node_path, pod_path, podgroup_path
+
 from ._binder import Binder, GangOutcome
 from ._cache import ClusterCache
 from ._config import SchedulerConfig
 from ._events import ApiWriter, EventRecorder, ObjectRef, default_identity
 from ._gangs import LONE_PREFIX, Waiting, assemble, lone_gang, pinned_gang
-from ._informer import Reflector
-from ._keys import PODGROUP_API, PODGROUP_API_VERSION
-from ._kubeapi import KubeApi
+from ._keys import PODGROUP_API_VERSION
 from ._metrics import SchedulerMetrics
 from ._model import Gang
 from ._placement import Placement
@@ -55,7 +55,7 @@ _CHUNK = 8
 class SchedulerRuntime:
     def __init__(
         self,
-        api: KubeApi,
+        api: Kube,
         config: SchedulerConfig,
         *,
         metrics: SchedulerMetrics | None = None,
@@ -80,10 +80,10 @@ class SchedulerRuntime:
         self.reporter = Reporter(self.recorder, config.report_interval, clock,
                                  is_pending=self._is_pending)
         self.reflectors = [
-            Reflector(api, "/api/v1/nodes", self.cache.on_node, name="nodes"),
-            Reflector(api, "/api/v1/pods", self.cache.on_pod, name="pods",
+            Reflector(api, node_path(), self.cache.on_node, name="nodes"),
+            Reflector(api, pod_path(), self.cache.on_pod, name="pods",
                       params={"fieldSelector": _POD_FIELDS}, skip=self.cache.skip_pod_event),
-            Reflector(api, f"{PODGROUP_API}/podgroups", self.cache.on_group, name="podgroups",
+            Reflector(api, podgroup_path(), self.cache.on_group, name="podgroups",
                       optional=True),
         ]  # fmt: skip
         self._scheduler: GangScheduler | None = None

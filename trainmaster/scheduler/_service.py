@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmaster.kubeclient import Kube
+
 from ._config import SchedulerConfig
 from ._events import default_identity
-from ._kubeapi import KubeApi
 from ._leader import LeaderElector
 from ._loop import SchedulerRuntime
 from ._metrics import SchedulerMetrics
@@ -86,9 +87,9 @@ async def _first(stop: asyncio.Event, work: asyncio.Future[Any]) -> bool:
 async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: SchedulerMetrics,
                stop: asyncio.Event) -> int:
     identity = options.identity or default_identity()
-    api = await KubeApi.connect(
+    api = await Kube.connect(
         options.kubeconfig, pool=config.bind_concurrency + 8, qps=config.client_qps,
-        burst=config.burst,
+        burst=config.burst, user_agent="trainmaster-scheduler",
     )
     runtime = SchedulerRuntime(api, config, metrics=metrics, identity=identity)
     election = config.leader_election

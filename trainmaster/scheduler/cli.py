@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", type=Path, help="scheduler config file (YAML)")
     p.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: $KUBECONFIG, "
-                   "in-cluster, ~/.kube/config)")
+                   "in-cluster, the only local cluster's, ~/.kube/config)")
     p.add_argument("--scheduler-name", help="schedule pods with this spec.schedulerName")
     p.add_argument("--levels", help="topology levels top first, comma-separated")
     p.add_argument("--identity", help="leader-election identity (default: host_pid)")

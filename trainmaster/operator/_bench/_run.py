@@ -26,7 +26,6 @@ heartbeat has no baseline: nothing in Kubernetes watches for one.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -35,23 +34,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trainmaster.kubeclient import job_path, pod_path, trainingjob_path
 from trainmaster.objects import (
     ATTEMPT_LABEL,
     JOB_LABEL,
-    TRAININGJOB_GROUP,
-    TRAININGJOB_PLURAL,
-    TRAININGJOB_VERSION,
     build_gang_job,
     build_training_job,
     gang_name,
 )
-from trainmaster.operator._bench._world import KWOK_NOT_READY, World, local_cluster
+from trainmaster.operator._bench._world import World, local_cluster
+from trainmaster.polling import wait_until
 from trainmaster.spec import Job
 
 Report = Callable[[str], None]
 SCENARIOS = ("pod-failure", "node-not-ready", "missing-heartbeat")
 BASELINES = ("pod-failure", "node-not-ready")
-KWOK_FAIL = "pod-container-running-failed.stage.kwok.x-k8s.io"
 JOB = "bench"
 BASELINE_JOB = "baseline"
 BASELINE_LABEL = "trainmaster.io/recovery-baseline"
@@ -111,11 +108,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _items(response: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(response.data)["items"]
-    return [i for i in items if not i["metadata"].get("deletionTimestamp")]
-
-
 def _resume(pod: dict[str, Any]) -> str:
     env = pod["spec"]["containers"][0].get("env") or []
     return next((e.get("value", "") for e in env if e["name"] == "TRAINMASTER_RESUME_FROM"), "")
@@ -148,20 +140,16 @@ class Heartbeats:
 
 
 def _patch_status(world: World, status: dict[str, Any]) -> None:
-    world.custom.patch_namespaced_custom_object_status(
-        TRAININGJOB_GROUP, TRAININGJOB_VERSION, world.namespace, TRAININGJOB_PLURAL, JOB,
-        {"status": status}, _content_type="application/merge-patch+json")
+    world.kube.patch(trainingjob_path(world.namespace, JOB, "status"), {"status": status})
 
 
 def _status(world: World) -> dict[str, Any]:
-    body = world.custom.get_namespaced_custom_object(
-        TRAININGJOB_GROUP, TRAININGJOB_VERSION, world.namespace, TRAININGJOB_PLURAL, JOB)
-    return dict(body.get("status") or {})
+    return dict(world.kube.get(trainingjob_path(world.namespace, JOB)).get("status") or {})
 
 
 def _pods(world: World, selector: str) -> list[dict[str, Any]]:
-    return _items(world.core.list_namespaced_pod(world.namespace, label_selector=selector,
-                                                 _preload_content=False))
+    pods = world.kube.list(pod_path(world.namespace), selector)
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
 def _all_running(pods: list[dict[str, Any]], count: int, bad: set[str]) -> bool:
@@ -170,22 +158,21 @@ def _all_running(pods: list[dict[str, Any]], count: int, bad: set[str]) -> bool:
         for p in pods)
 
 
+def _running(world: World, selector: str, count: int) -> list[dict[str, Any]] | None:
+    """The pods, when all ``count`` of them are Running."""
+    pods = _pods(world, selector)
+    return pods if _all_running(pods, count, set()) else None
+
+
 def _inject(world: World, scenario: str, pod: dict[str, Any], beats: Heartbeats | None
             ) -> set[str]:
     """Start the fault; return the nodes it makes sick."""
     if scenario == "pod-failure":
-        world.core.patch_namespaced_pod(pod["metadata"]["name"], world.namespace, {"metadata": {
-            "labels": {KWOK_FAIL: "true"},
-            "annotations": {f"{KWOK_FAIL}/exit-code": "1", f"{KWOK_FAIL}/delay": "0ms",
-                            f"{KWOK_FAIL}/jitter-delay": "0ms"}}})
+        world.fail_pod(pod["metadata"]["name"], 1)
         return set()
     if scenario == "node-not-ready":
         node = pod["spec"]["nodeName"]
-        world.touched_nodes.add(node)
-        world.core.patch_node(node, {"metadata": {
-            "labels": {KWOK_NOT_READY: "true"},
-            "annotations": {f"{KWOK_NOT_READY}/delay": "0ms",
-                            f"{KWOK_NOT_READY}/jitter-delay": "0ms"}}})
+        world.node_not_ready(node)
         return {node}
     assert scenario == "missing-heartbeat" and beats is not None
     beats.stop()
@@ -196,13 +183,12 @@ def _operator_run(world: World, options: RecoveryOptions, scenario: str, step: i
                   beats: Heartbeats) -> Row:
     attempt = int(_status(world).get("attempt") or 0)
     selector = f"{JOB_LABEL}={JOB},{ATTEMPT_LABEL}={attempt}"
-    pods = world.wait(lambda: (p := _pods(world, selector)) and
-                      _all_running(p, options.gang, set()) and p,
-                      f"gang {gang_name(JOB, attempt)} Running", options.timeout)
+    pods = wait_until(lambda: _running(world, selector, options.gang),
+                      f"gang {gang_name(JOB, attempt)} Running", options.timeout, 0.2)
     checkpoint = f"/checkpoints/{JOB}/step-{step}"
     _patch_status(world, {"lastCheckpoint": {"path": checkpoint, "step": step, "time": _now()}})
-    world.wait(lambda: (_status(world).get("lastCheckpoint") or {}).get("path") == checkpoint,
-               "the checkpoint report", 30)
+    wait_until(lambda: (_status(world).get("lastCheckpoint") or {}).get("path") == checkpoint,
+               "the checkpoint report", 30, 0.2)
     victim = sorted(pods, key=lambda p: p["metadata"]["name"])[3 % len(pods)]
     start = time.monotonic()
     bad = _inject(world, scenario, victim, beats)
@@ -241,12 +227,11 @@ def _baseline_job(world: World, job: Job) -> dict[str, Any]:
 
 
 def _baseline_run(world: World, options: RecoveryOptions, scenario: str, job: Job) -> Row:
-    world.batch.create_namespaced_job(world.namespace, _baseline_job(world, job))
+    world.kube.post(job_path(world.namespace), _baseline_job(world, job))
     selector = f"{BASELINE_LABEL}=true"
     try:
-        pods = world.wait(lambda: (p := _pods(world, selector)) and
-                          _all_running(p, options.gang, set()) and p,
-                          "the baseline Job Running", options.timeout)
+        pods = wait_until(lambda: _running(world, selector, options.gang),
+                          "the baseline Job Running", options.timeout, 0.2)
         before = {p["metadata"]["name"] for p in pods}
         victim = sorted(pods, key=lambda p: p["metadata"]["name"])[3 % len(pods)]
         start = time.monotonic()
@@ -264,9 +249,8 @@ def _baseline_run(world: World, options: RecoveryOptions, scenario: str, job: Jo
         for node in bad:
             world.heal_node(node)
     finally:
-        world.batch.delete_namespaced_job(BASELINE_JOB, world.namespace,
-                                          propagation_policy="Background")
-        world.wait(lambda: not _pods(world, selector), "the baseline's pods to go", 120)
+        world.kube.delete(job_path(world.namespace, BASELINE_JOB), propagation="Background")
+        wait_until(lambda: not _pods(world, selector), "the baseline's pods to go", 120, 0.2)
     note = "" if recover is not None else (
         f"not recovered within {options.baseline_timeout:.0f}s"
         + (" (pods tolerate a NotReady node for 300s by default)"
@@ -283,7 +267,7 @@ def run_recovery_bench(options: RecoveryOptions, report: Report) -> list[Row]:
         beats = Heartbeats(world)
         try:
             world.setup()
-            world.start_operator()
+            world.start_process()
             job = Job.model_validate({
                 "name": JOB, "image": "nvcr.io/nvidia/pytorch:24.05-py3",
                 "launcher": "torchrun", "nodes": options.gang, "gpusPerPod": 8,
@@ -292,9 +276,8 @@ def run_recovery_bench(options: RecoveryOptions, report: Report) -> list[Row]:
                 "restartPolicy": {"maxRestarts": 1000, "backoffSeconds": 0,
                                   "hangTimeoutSeconds": options.hang_timeout},
             })
-            world.custom.create_namespaced_custom_object(
-                TRAININGJOB_GROUP, TRAININGJOB_VERSION, world.namespace, TRAININGJOB_PLURAL,
-                build_training_job(world.spec, job))
+            world.kube.post(trainingjob_path(world.namespace),
+                            build_training_job(world.spec, job))
             beats.start()
             step = 0
             for round_ in range(options.repeat):
@@ -305,14 +288,12 @@ def run_recovery_bench(options: RecoveryOptions, report: Report) -> list[Row]:
                     report(f"  detect {row.detect_seconds}, recover {row.recover_seconds}")
                     rows.append(row)
                     if not world.operator_alive():
-                        raise BenchError(f"the operator died; see {world.operator_log}")
+                        raise BenchError(f"the operator died; see {world.log}")
             beats.stop()
             if options.baseline:
-                world.custom.delete_namespaced_custom_object(
-                    TRAININGJOB_GROUP, TRAININGJOB_VERSION, world.namespace,
-                    TRAININGJOB_PLURAL, JOB)
-                world.wait(lambda: not _pods(world, f"{JOB_LABEL}={JOB}"),
-                           "the job's pods to go", 120)
+                world.kube.delete(trainingjob_path(world.namespace, JOB))
+                wait_until(lambda: not _pods(world, f"{JOB_LABEL}={JOB}"),
+                           "the job's pods to go", 120, 0.2)
                 for round_ in range(options.repeat):
                     for scenario in (s for s in options.scenarios if s in BASELINES):
                         report(f"[{round_ + 1}/{options.repeat}] baseline: {scenario}")

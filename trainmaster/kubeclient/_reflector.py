@@ -18,9 +18,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._kubeapi import JSON, ApiError, KubeApi
+from ._client import JSON, Kube
+from ._errors import GONE, ApiError
 
-log = logging.getLogger("trainmaster.scheduler")
+log = logging.getLogger("trainmaster.kubeclient")
 
 Handler = Callable[[str, JSON], None]
 """``handler(kind, obj)`` with kind ``ADDED``, ``MODIFIED`` or ``DELETED``; called on the
@@ -41,14 +42,14 @@ def _rv(obj: JSON) -> str:
 class Reflector:
     """Keeps ``store`` (uid -> object) in step with the API and reports each change.
 
-    ``skip`` (see ``KubeApi.watch``) lets the consumer drop events it knows to be
+    ``skip`` (see ``Kube.watch``) lets the consumer drop events it knows to be
     irrelevant without decoding them; the store then keeps the older version, which a
     relist reports as MODIFIED, so nothing is lost.
     """
 
     def __init__(
         self,
-        api: KubeApi,
+        api: Kube,
         path: str,
         handler: Handler,
         *,
@@ -94,7 +95,7 @@ class Reflector:
             try:
                 page = await self.api.get(self.path, params)
             except ApiError as err:
-                if err.status == 404 and self._optional:
+                if err.not_found and self._optional:
                     # e.g. the PodGroup CRD is not installed: nothing to watch yet.
                     self._available = False
                     self.resource_version = ""
@@ -151,7 +152,7 @@ class Reflector:
                 backoff = self._backoff_initial  # the server ended the stream: just resume
             except ApiError as err:
                 self.watch_errors += 1
-                if err.status == 410:
+                if err.status == GONE:
                     log.info("%s: resource version %s expired; relisting", self.name,
                              self.resource_version)
                     self.resource_version = ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from trainmaster.scheduler._http import HttpPool
+from trainmaster.kubeclient import HttpPool
 
 
 async def _serve(replies: list[bytes], seen: list[bytes], close_after: int | None = None):  # type: ignore[no-untyped-def]

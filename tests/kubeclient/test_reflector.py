@@ -6,8 +6,7 @@ import asyncio
 from typing import Any
 
 from tests.scheduler.apifake import FakeApi, pod_obj
-from trainmaster.scheduler import Reflector
-from trainmaster.scheduler._kubeapi import ApiError
+from trainmaster.kubeclient import ApiError, Reflector
 
 
 def test_relist_after_410_reports_what_vanished() -> None:

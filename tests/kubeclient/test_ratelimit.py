@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from trainmaster.scheduler import TokenBucket
+from trainmaster.kubeclient import TokenBucket
 
 
 def test_burst_then_rate() -> None:

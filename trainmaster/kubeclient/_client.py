@@ -1,58 +1,47 @@
-"""A thin raw-JSON client over kubernetes_asyncio's connection (config, TLS, auth, pool).
+"""The async raw-JSON client every trainmaster component uses (scheduler, operator, bench,
+apply, status, the demo).
 
 Why not the generated API classes: they turn every object into model instances, which
 costs about a millisecond per pod in Python, and the scheduler reads a handful of fields
 of thousands of pods per second. kubernetes_asyncio still does what it does well
-(kubeconfig and in-cluster config, TLS, token refresh, the aiohttp session); requests
-and watch streams are plain JSON dicts.
+(kubeconfig and in-cluster config, TLS, token refresh); requests and watch streams are
+plain JSON dicts, and every failure is one ``ApiError``.
 
-Every call except watches waits for a token of the client-side rate limit (``qps`` /
-``burst``), so the scheduler stays a polite API client however many binds it has queued.
+Every call except reads and watches waits for a token of the client-side rate limit
+(``qps`` / ``burst``), so a component stays a polite API client however many writes it
+has queued.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
-import kubernetes_asyncio
 
+from ._errors import ApiError
 from ._http import HttpError, HttpPool
+from ._kubeconfig import load_configuration
+from ._paths import KNOWN_PLURALS, api_path, object_path
 from ._ratelimit import TokenBucket
+
+FIELD_MANAGER = "trainmaster"
+"""Server-side apply's owner of the fields trainmaster declares (= objects.FIELD_MANAGER)."""
 
 JSON = dict[str, Any]
 
 SKIPPED = "SKIPPED"
 
-TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
-"""0 means no HTTP answer at all (connection refused or reset, timeout)."""
-
 _PATCH_TYPES = {
     "strategic": "application/strategic-merge-patch+json",
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
 }
-
-
-class ApiError(Exception):
-    """A request failed: ``status`` is the HTTP status, 0 when there was no answer."""
-
-    def __init__(self, status: int, reason: str, body: JSON | None = None) -> None:
-        super().__init__(f"{status} {reason}".strip())
-        self.status = status
-        self.reason = reason
-        self.body = body
-
-    @property
-    def transient(self) -> bool:
-        """Worth retrying unchanged (overload, timeouts, connection trouble)."""
-        return self.status in TRANSIENT_STATUSES
 
 
 def _decode(status: int, reason: str, raw: bytes) -> JSON:
@@ -81,15 +70,11 @@ def _ssl_context(cfg: Any) -> ssl.SSLContext | None:
     return context
 
 
-def pod_path(namespace: str, name: str, sub: str = "") -> str:
-    path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
-    return f"{path}/{sub}" if sub else path
-
-
-class KubeApi:
+class Kube:
     """Raw JSON requests and watch streams against one API server."""
 
-    def __init__(self, cfg: Any, limiter: TokenBucket | None = None) -> None:
+    def __init__(self, cfg: Any, limiter: TokenBucket | None = None,
+                 user_agent: str = "trainmaster") -> None:
         """``cfg``: a loaded ``kubernetes_asyncio.client.Configuration``."""
         self._cfg = cfg
         self._host: str = cfg.host.rstrip("/")
@@ -112,7 +97,8 @@ class KubeApi:
         )
         self._limiter = limiter
         self._auth: dict[str, str] | None = None
-        self._user_agent = "trainmaster-scheduler"
+        self._user_agent = user_agent
+        self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
 
     @classmethod
     async def connect(
@@ -122,28 +108,21 @@ class KubeApi:
         pool: int = 64,
         qps: float | None = None,
         burst: int | None = None,
-    ) -> KubeApi:
-        """``kubeconfig`` if given, else $KUBECONFIG, else the in-cluster service account
-        when running in a pod, else ~/.kube/config. ``qps=None``: no client-side limit."""
-        cfg = kubernetes_asyncio.client.Configuration()
-        env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-        if kubeconfig is None and not env and "KUBERNETES_SERVICE_HOST" in os.environ:
-            kubernetes_asyncio.config.load_incluster_config(client_configuration=cfg)
-        else:
-            path = kubeconfig or Path(env or Path.home() / ".kube" / "config")
-            await kubernetes_asyncio.config.load_kube_config(
-                config_file=str(path), client_configuration=cfg
-            )
+        user_agent: str = "trainmaster",
+    ) -> Kube:
+        """A client by the kubeconfig rule (``choose_kubeconfig``). ``qps=None``: no
+        client-side rate limit; else a token bucket of ``qps`` with ``burst``."""
+        cfg = await load_configuration(kubeconfig)
         cfg.connection_pool_maxsize = pool
         limiter = None if qps is None else TokenBucket(qps, burst or max(1, int(qps)))
-        return cls(cfg, limiter)
+        return cls(cfg, limiter, user_agent)
 
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
         await self._session.close()
 
-    async def __aenter__(self) -> KubeApi:
+    async def __aenter__(self) -> Kube:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -220,11 +199,79 @@ class KubeApi:
     async def put(self, path: str, body: Any) -> JSON:
         return await self.request("PUT", path, body=body)
 
-    async def patch(self, path: str, body: Any, patch_type: str = "strategic") -> JSON:
+    async def patch(self, path: str, body: Any, patch_type: str = "merge") -> JSON:
+        """``patch_type``: merge (JSON merge patch), strategic, json or apply."""
         return await self.request("PATCH", path, body=body, content_type=_PATCH_TYPES[patch_type])
 
-    async def delete(self, path: str, body: Any = None) -> JSON:
-        return await self.request("DELETE", path, body=body)
+    async def list(self, path: str, selector: str | None = None,
+                   params: Mapping[str, str] | None = None) -> list[JSON]:
+        """The items of a collection (one page: no ``limit``), by label ``selector``."""
+        query = {**(params or {}), **({"labelSelector": selector} if selector else {})}
+        return list((await self.get(path, query or None)).get("items") or [])
+
+    async def delete(
+        self,
+        path: str,
+        body: Any = None,
+        *,
+        propagation: str | None = None,
+        grace: int | None = None,
+        missing_ok: bool = False,
+    ) -> bool:
+        """Delete; False (instead of a 404 ``ApiError``) when ``missing_ok`` and it was
+        already gone. ``propagation`` and ``grace`` go into the DeleteOptions body."""
+        if propagation is not None or grace is not None:
+            body = {"kind": "DeleteOptions", "apiVersion": "v1", **(body or {})}
+            if propagation is not None:
+                body["propagationPolicy"] = propagation
+            if grace is not None:
+                body["gracePeriodSeconds"] = grace
+        try:
+            await self.request("DELETE", path, body=body)
+        except ApiError as err:
+            if missing_ok and err.not_found:
+                return False
+            raise
+        return True
+
+    async def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
+        """``(plural, namespaced)`` of a kind, by discovery (cached; see ``rediscover``)."""
+        key = (api_version, kind)
+        if key not in self._resources:
+            prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+            try:
+                listing = await self.get(prefix)
+            except ApiError as err:
+                if not err.not_found:
+                    raise
+                listing = {}
+            for res in listing.get("resources") or ():
+                if "/" not in res.get("name", ""):
+                    found = (str(res["name"]), bool(res.get("namespaced")))
+                    self._resources[(api_version, str(res.get("kind")))] = found
+            if key not in self._resources:
+                raise ApiError(404, f"the API server does not serve {api_version} {kind} "
+                               "(is its CRD installed?)")
+        return self._resources[key]
+
+    def rediscover(self) -> None:
+        """Forget what discovery found, e.g. after new CRDs were established."""
+        self._resources.clear()
+
+    async def apply(self, obj: JSON, *, force: bool = True) -> JSON:
+        """Server-side apply as FIELD_MANAGER. ``force``: what we declare wins over hand
+        edits of the same fields (drift); fields other managers own are left alone."""
+        key = (obj["apiVersion"], obj["kind"])
+        if key in KNOWN_PLURALS:
+            path = object_path(obj)
+        else:
+            plural, namespaced = await self.resource(*key)
+            meta = obj["metadata"]
+            path = api_path(key[0], plural, meta.get("namespace") if namespaced else None,
+                            meta["name"])
+        params = {"fieldManager": FIELD_MANAGER, **({"force": "true"} if force else {})}
+        return await self.request("PATCH", path, params=params, body=obj,
+                                  content_type=_PATCH_TYPES["apply"])
 
     async def watch(
         self,

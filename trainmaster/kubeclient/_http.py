@@ -1,4 +1,4 @@
-"""A small keep-alive HTTP/1.1 client for the scheduler's many small API calls.
+"""A small keep-alive HTTP/1.1 client for the many small API calls (the scheduler's binds).
 
 Why not aiohttp for these: profiling the benchmark showed about 1.2 ms of client CPU per
 Binding call through aiohttp (URL objects, header multidicts, timers, tracing hooks),
@@ -9,8 +9,9 @@ reused. Watches (long streams) still go through aiohttp.
 
 A request that fails on a reused connection before any answer arrived is sent once more
 on a fresh connection (the server may have closed an idle connection). That is safe for
-every call the scheduler makes: a repeated bind answers 409 "already assigned" (which
-the binder recognises as its own), lease writes carry a resourceVersion.
+every call trainmaster makes: a repeated bind answers 409 "already assigned" (which
+the binder recognises as its own), lease and status writes carry a resourceVersion,
+applies and patches are idempotent, and a repeated named create answers 409.
 """
 
 from __future__ import annotations

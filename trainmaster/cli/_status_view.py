@@ -1,0 +1,67 @@
+"""How `trainmaster status` prints the operator's ResourceView (rich tables)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainmaster.operator._view import ResourceView
+
+
+def age(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours}h{minutes % 60:02d}m" if hours < 10 else f"{hours}h"
+    return f"{hours // 24}d"
+
+
+def render_view(view: ResourceView) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    gpus = Table(title="GPUs by switch")
+    for col in ("switch", "level", "nodes", "usable", "GPUs", "used", "free", "fenced"):
+        gpus.add_column(col, justify="left" if col in ("switch", "level") else "right")
+    depth = {level: i for i, level in enumerate(view.levels)}
+    for s in view.switches:
+        gpus.add_row("  " * depth[s.level] + s.switch, s.level, str(s.nodes), str(s.usable),
+                     str(s.gpus), str(s.used), str(s.free),
+                     f"[red]{s.fenced}[/]" if s.fenced else "0")
+    console.print(gpus)
+    jobs = Table(title="Training jobs")
+    for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
+        jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")
+    colors = {"Running": "green", "Failed": "red", "Restarting": "yellow",
+              "Succeeded": "blue"}
+    for j in view.jobs:
+        ckpt = f"{j.checkpoint} (step {j.step})" if j.checkpoint and j.step is not None \
+            else (j.checkpoint or "-")
+        color = colors.get(j.phase, "white")
+        jobs.add_row(f"{j.namespace}/{j.name}", f"[{color}]{j.phase}[/]", str(j.restarts),
+                     str(j.nodes), ckpt, age(j.age_seconds))
+    console.print(jobs)
+    if view.fenced:
+        fenced = Table(title="Fenced nodes")
+        for col in ("node", "switch", "reason", "since"):
+            fenced.add_column(col)
+        for f in view.fenced:
+            fenced.add_row(f.name, f.switch or "-", f.reason, f.since or "-")
+        console.print(fenced)
+    else:
+        console.print("no fenced nodes")
+    if view.pending:
+        pending = Table(title="Pending gangs")
+        for col in ("job", "gang", "reason"):
+            pending.add_column(col)
+        for p in view.pending:
+            pending.add_row(f"{p.namespace}/{p.job}", p.gang or "-", p.reason)
+        console.print(pending)
+    else:
+        console.print("no pending gangs")

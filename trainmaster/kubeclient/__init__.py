@@ -1,0 +1,85 @@
+"""The one Kubernetes client of trainmaster: scheduler, operator, bench, apply, status and
+the demo all talk to the API server through it.
+
+- ``choose_kubeconfig``: the one kubeconfig rule (argument, $KUBECONFIG, in-cluster,
+  the local trainmaster cluster, ~/.kube/config);
+- ``Kube``: async raw-JSON requests, server-side ``apply`` as the ``trainmaster`` field
+  manager, ``watch`` streams, an optional client-side rate limit (``TokenBucket``);
+  ``SyncKube`` runs the same client's calls blocking;
+- ``ApiError``: every failure, with ``status``, ``transient`` and ``conflict``;
+- ``Reflector``: list-then-watch that resumes from the last resourceVersion and relists
+  on 410 Gone;
+- ``retry_on_conflict``: read-modify-write again while the write answers 409 (polling
+  until something holds is ``trainmaster.polling.wait_until``);
+- ``*_path`` helpers and ``*_API_VERSION`` names.
+"""
+
+from ._client import FIELD_MANAGER, JSON, SKIPPED, Kube
+from ._conflict import retry_on_conflict
+from ._errors import CONFLICT, GONE, NOT_FOUND, TRANSIENT_STATUSES, ApiError, is_status
+from ._http import HttpError, HttpPool
+from ._kubeconfig import (
+    choose_kubeconfig,
+    generated_client,
+    load_configuration,
+    load_sync_configuration,
+)
+from ._paths import (
+    CRD_API_VERSION,
+    KNOWN_PLURALS,
+    PODGROUP_API_VERSION,
+    TRAININGJOB_API_VERSION,
+    api_path,
+    crd_path,
+    event_path,
+    job_path,
+    namespace_path,
+    node_path,
+    object_path,
+    pod_path,
+    podgroup_path,
+    trainingjob_path,
+)
+from ._ratelimit import TokenBucket
+from ._reflector import ADDED, DELETED, MODIFIED, Reflector
+from ._sync import SyncKube
+
+__all__ = [
+    "ADDED",
+    "CONFLICT",
+    "CRD_API_VERSION",
+    "DELETED",
+    "FIELD_MANAGER",
+    "GONE",
+    "JSON",
+    "KNOWN_PLURALS",
+    "MODIFIED",
+    "NOT_FOUND",
+    "PODGROUP_API_VERSION",
+    "SKIPPED",
+    "TRAININGJOB_API_VERSION",
+    "TRANSIENT_STATUSES",
+    "ApiError",
+    "HttpError",
+    "HttpPool",
+    "Kube",
+    "Reflector",
+    "SyncKube",
+    "TokenBucket",
+    "api_path",
+    "choose_kubeconfig",
+    "crd_path",
+    "event_path",
+    "generated_client",
+    "is_status",
+    "job_path",
+    "load_configuration",
+    "load_sync_configuration",
+    "namespace_path",
+    "node_path",
+    "object_path",
+    "pod_path",
+    "podgroup_path",
+    "retry_on_conflict",
+    "trainingjob_path",
+]

@@ -1,0 +1,77 @@
+"""Which cluster a client talks to: one rule for every trainmaster command and component.
+
+1. the kubeconfig given explicitly (a ``--kubeconfig`` flag or argument);
+2. ``$KUBECONFIG`` (its first file);
+3. the in-cluster service account, when ``KUBERNETES_SERVICE_HOST`` is set (in a pod);
+4. the kubeconfig of the only local trainmaster cluster (``trainmaster cluster up``);
+5. ``~/.kube/config``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import kubernetes
+    import kubernetes_asyncio
+
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+
+def choose_kubeconfig(explicit: Path | None = None) -> Path | None:
+    """The kubeconfig file the rule picks; None means the in-cluster service account."""
+    if explicit is not None:
+        return Path(explicit)
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if env:
+        return Path(env)
+    if os.environ.get(IN_CLUSTER_ENV):
+        return None
+    from trainmaster.cluster._state import known_clusters  # a file read, no cluster code
+
+    clusters = known_clusters()
+    if len(clusters) == 1 and (clusters[0] / "kubeconfig").exists():
+        return clusters[0] / "kubeconfig"
+    return Path.home() / ".kube" / "config"
+
+
+async def load_configuration(
+    explicit: Path | None = None,
+) -> kubernetes_asyncio.client.Configuration:
+    """kubernetes_asyncio's configuration (server, TLS, credentials) by the rule."""
+    import kubernetes_asyncio
+
+    cfg = kubernetes_asyncio.client.Configuration()
+    path = choose_kubeconfig(explicit)
+    if path is None:
+        kubernetes_asyncio.config.load_incluster_config(client_configuration=cfg)
+    else:
+        await kubernetes_asyncio.config.load_kube_config(
+            config_file=str(path), client_configuration=cfg
+        )
+    return cfg
+
+
+def load_sync_configuration(explicit: Path | None = None) -> kubernetes.client.Configuration:
+    """The same choice for the generated synchronous client (kopf's login, tests)."""
+    import kubernetes
+
+    cfg = kubernetes.client.Configuration()
+    path = choose_kubeconfig(explicit)
+    if path is None:
+        kubernetes.config.load_incluster_config(client_configuration=cfg)
+    else:
+        kubernetes.config.load_kube_config(config_file=str(path), client_configuration=cfg)
+    return cfg
+
+
+def generated_client(explicit: Path | None = None, pool: int = 16) -> kubernetes.client.ApiClient:
+    """The generated synchronous ``kubernetes`` client by the same rule: for tests that
+    want its typed API classes. trainmaster's own code uses ``Kube`` / ``SyncKube``."""
+    import kubernetes
+
+    cfg = load_sync_configuration(explicit)
+    cfg.connection_pool_maxsize = pool
+    return kubernetes.client.ApiClient(cfg)
