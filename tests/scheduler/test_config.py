@@ -21,7 +21,8 @@ def test_reads_what_the_spec_renders() -> None:
     assert config.scheduler_name == "trainmaster-scheduler"
     assert config.levels == ("spine", "leaf")
     assert config.bind_concurrency == 128 and config.client_qps == 5000
-    assert config.leader_election.lease_namespace == config.namespace
+    # the Lease lives beside the scheduler, in the system namespace (docs/security.md)
+    assert config.leader_election.lease_namespace == f"{config.namespace}-system"
     assert config.topology_for(1).level == "node"
     assert config.topology_for(1).mode is TopologyMode.REQUIRED
     assert config.topology_for(8).level == "leaf"

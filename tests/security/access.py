@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes
 from kubernetes import dynamic
 
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import generated_client as sync_client
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from tests.conftest import LocalCluster
 from tests.helpers import STACKS
 from tests.security.access import Access, Action
 from trainmaster.apply import apply_objects
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import generated_client as sync_client
 from trainmaster.objects import (
     FIELD_MANAGER,
     NODE_EVENT_NAMESPACE,
