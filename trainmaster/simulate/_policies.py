@@ -1,0 +1,91 @@
+"""Policy name -> ``Placer``, and the cheap necessary-condition check every policy shares.
+
+``trainmaster`` is the scheduler's own ``place_gang``. The check runs before any policy:
+it only answers "cannot fit" when no policy could place the gang (fewer free slots for its
+pods in the whole cluster, or no domain of its required level with enough free GPUs), so
+it changes no decision; it spares the real placer's diagnostics (an O(nodes) message the
+simulator never reads) for the many queue entries that are hopeless at a given moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from trainmaster.scheduler import (
+    GPU,
+    ClusterSnapshot,
+    FilterPlugin,
+    Gang,
+    Placement,
+    Placer,
+    ScorePlugin,
+    TopologyMode,
+    Unschedulable,
+    place_gang,
+)
+
+from ._baselines import first_fit, slurm_tree, spread
+
+POLICIES: dict[str, Placer] = {
+    "trainmaster": place_gang,
+    "first-fit": first_fit,
+    "spread": spread,
+    "slurm-tree": slurm_tree,
+}
+
+
+def policy_names(choice: str) -> list[str]:
+    """``all`` or a comma-separated list of names; raises ValueError naming the valid ones."""
+    if choice == "all":
+        return list(POLICIES)
+    names = [c.strip() for c in choice.split(",") if c.strip()]
+    bad = [n for n in names if n not in POLICIES]
+    if bad or not names:
+        raise ValueError(f"unknown policy {', '.join(bad) or repr(choice)}; "
+                         f"use one of {', '.join(POLICIES)} or all")
+    return names
+
+
+def hopeless(snapshot: ClusterSnapshot, gang: Gang) -> bool:
+    """True only if no placement of ``gang`` exists now (a necessary condition fails).
+    Assumes identical GPU pods' totals: free pod slots over all schedulable nodes, and for
+    a ``required`` level, the free GPUs of its best domain."""
+    first = gang.members[0]
+    per_pod = first.effective_requests.get(GPU, 0)
+    if per_pod <= 0 or any(p.effective_requests != first.effective_requests for p in gang.members):
+        return False
+    buckets = snapshot.gpu_buckets
+    slots = 0
+    count = len(gang.members)
+    for free, nodes in buckets.items():
+        slots += (free // per_pod) * len(nodes)
+        if slots >= count:
+            break
+    else:
+        return True
+    if gang.topology.mode is TopologyMode.REQUIRED:
+        rank = snapshot.rank(gang.topology.level)
+        need = per_pod * count
+        if rank == 0:
+            return max(buckets, default=0) < need
+        if rank <= len(snapshot.levels):
+            return all(d.free.get(GPU, 0) < need for d in snapshot.live_domains(rank))
+    return False
+
+
+def guarded(placer: Placer) -> Placer:
+    """``placer`` behind ``hopeless``: same decisions, fewer futile searches."""
+
+    def place(
+        snapshot: ClusterSnapshot,
+        gang: Gang,
+        *,
+        filters: Sequence[FilterPlugin],
+        scorer: ScorePlugin,
+        blocked: Collection[str],
+    ) -> Placement | Unschedulable:
+        if gang.members and hopeless(snapshot, gang):
+            return Unschedulable(gang.key, "not enough free GPUs")
+        return placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
+
+    return place
