@@ -69,24 +69,33 @@ def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterSnapshot) -> T
     return topology
 
 
-def _check_fits(job: Job, topology: TopologyConstraint, snapshot: ClusterSnapshot) -> None:
-    """Refuse a job that could never run (it would wait forever)."""
-    cols = snapshot.columns
-    biggest_node = max((a.get(GPU, 0) for a in cols.allocatable), default=0)
-    if job.gpus_per_pod > biggest_node:
-        raise WorkloadError(f"{job.where()}: {job.gpus_per_pod} GPUs per pod, but the largest "
-                            f"node has {biggest_node}")
-    rank = snapshot.rank(topology.level)
-    if topology.mode is TopologyMode.REQUIRED and rank == 0:
-        room = biggest_node
-    elif topology.mode is TopologyMode.REQUIRED:
-        room = max((d.capacity.get(GPU, 0) for d in snapshot.live_domains(rank)), default=0)
-    else:
-        room = sum(a.get(GPU, 0) for a in cols.allocatable)
-    if job.gpus > room:
-        where = "the cluster" if topology.mode is TopologyMode.PREFERRED else \
-            f"any {topology.level}"
-        raise WorkloadError(f"{job.where()}: needs {job.gpus} GPUs, {where} has at most {room}")
+class _Room:
+    """The most GPUs a gang could ever get per topology constraint (computed once)."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        cols = snapshot.columns
+        self.node = max((a.get(GPU, 0) for a in cols.allocatable), default=0)
+        self.cluster = sum(a.get(GPU, 0) for a in cols.allocatable)
+        self.per_rank = {
+            rank: max((d.capacity.get(GPU, 0) for d in snapshot.live_domains(rank)), default=0)
+            for rank in range(1, len(snapshot.levels) + 2)
+        }
+        self.snapshot = snapshot
+
+    def check(self, job: Job, topology: TopologyConstraint) -> None:
+        """Refuse a job that could never run (it would wait forever)."""
+        if job.gpus_per_pod > self.node:
+            raise WorkloadError(f"{job.where()}: {job.gpus_per_pod} GPUs per pod, but the "
+                                f"largest node has {self.node}")
+        rank = self.snapshot.rank(topology.level)
+        if topology.mode is TopologyMode.REQUIRED:
+            room = self.node if rank == 0 else self.per_rank[rank]
+            where = f"any {topology.level}"
+        else:
+            room, where = self.cluster, "the cluster"
+        if job.gpus > room:
+            raise WorkloadError(f"{job.where()}: needs {job.gpus} GPUs, {where} has at most "
+                                f"{room}")
 
 
 class Simulation:
@@ -116,9 +125,10 @@ class Simulation:
                                    placer=guarded(placer))
         self.runs = [_Run(job, job.duration_s) for job in jobs]
         self.topologies: list[TopologyConstraint] = []
+        room = _Room(self.snapshot)
         for job in jobs:
             topology = _topology(job, config, self.snapshot)
-            _check_fits(job, topology, self.snapshot)
+            room.check(job, topology)
             self.topologies.append(topology)
         self.leaf_of = {n.name: n.topology for n in cluster.nodes}
         self.leaf_gpus = max(cluster.largest_leaf_gpus, 1)

@@ -46,22 +46,23 @@ def policy_names(choice: str) -> list[str]:
     return names
 
 
-def hopeless(snapshot: ClusterSnapshot, gang: Gang) -> bool:
-    """True only if no placement of ``gang`` exists now (a necessary condition fails).
-    Assumes identical GPU pods' totals: free pod slots over all schedulable nodes, and for
-    a ``required`` level, the free GPUs of its best domain."""
+def hopeless(snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str] = ()) -> bool:
+    """True only if no placement of ``gang`` exists now. For a gang of identical GPU pods:
+    fewer free pod slots on the schedulable, unblocked nodes than pods (exact for a gang
+    that may use the whole cluster: every policy then finds a placement whenever the
+    slots exist), or, for a ``required`` level, no domain there with enough free GPUs (a
+    necessary condition only)."""
     first = gang.members[0]
     per_pod = first.effective_requests.get(GPU, 0)
     if per_pod <= 0 or any(p.effective_requests != first.effective_requests for p in gang.members):
         return False
     buckets = snapshot.gpu_buckets
-    slots = 0
     count = len(gang.members)
-    for free, nodes in buckets.items():
-        slots += (free // per_pod) * len(nodes)
-        if slots >= count:
-            break
-    else:
+    slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
+    if blocked and slots >= count:
+        free = snapshot.columns.free
+        slots -= sum(max(free[i].get(GPU, 0), 0) // per_pod for i in snapshot.indices(blocked))
+    if slots < count:
         return True
     if gang.topology.mode is TopologyMode.REQUIRED:
         rank = snapshot.rank(gang.topology.level)
@@ -84,7 +85,7 @@ def guarded(placer: Placer) -> Placer:
         scorer: ScorePlugin,
         blocked: Collection[str],
     ) -> Placement | Unschedulable:
-        if gang.members and hopeless(snapshot, gang):
+        if gang.members and hopeless(snapshot, gang, blocked):
             return Unschedulable(gang.key, "not enough free GPUs")
         return placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
 
