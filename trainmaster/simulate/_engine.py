@@ -35,7 +35,7 @@ from ._cluster import SimCluster
 from ._faults import FailureClock, FaultModel
 from ._jobs import Job, WorkloadError
 from ._metrics import PolicyResult, Series
-from ._policies import guarded
+from ._policies import Guard
 
 FINISH, FAIL, REPAIR, ARRIVE, RESTART = range(5)
 """Event kinds, in the order they apply within one instant."""
@@ -120,9 +120,10 @@ class Simulation:
         self.now = 0.0
         self.snapshot = ClusterSnapshot(cluster.nodes, levels=cluster.levels)
         config = SchedulerConfig(levels=cluster.levels)
+        self.guard = Guard(placer)
         self.sched = GangScheduler(self.snapshot, clock=lambda: self.now,
                                    starvation_after=config.gang_timeout_seconds,
-                                   placer=guarded(placer))
+                                   placer=self.guard)
         self.runs = [_Run(job, job.duration_s) for job in jobs]
         self.topologies: list[TopologyConstraint] = []
         room = _Room(self.snapshot)
@@ -305,6 +306,7 @@ class Simulation:
                             self.now - begin, time.perf_counter() - started_wall)
 
     def _cycle(self) -> None:
+        self.guard.new_cycle()
         result = self.sched.run_cycle()
         for placement in result.placed:
             index = self.queued.pop(placement.gang)
