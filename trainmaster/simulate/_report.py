@@ -70,6 +70,7 @@ def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
                 ax.step(*_cdf(waits), where="post", label=r.policy, lw=0.9)
         ax.set(title=label, xlabel="wait (min, log)")
         ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(left=0)
     axes[0].set_ylabel("share of jobs")
     axes[0].legend()
     fig.suptitle("Waiting-time CDF by job size")
