@@ -85,7 +85,7 @@ from ._placement import (
     place_gang,
     reservation_target,
 )
-from ._queue import Clock, CycleResult, GangQueue, GangScheduler, Reservation, queue_key
+from ._queue import Clock, CycleResult, GangQueue, GangScheduler, Placer, Reservation, queue_key
 from ._score import BestFit, best_fit_score, primary_resource
 from ._snapshot import (
     ClusterSnapshot,
@@ -213,6 +213,7 @@ __all__ = [
     "OvercommitError",
     "PermitPlugin",
     "Placement",
+    "Placer",
     "Plugin",
     "PluginFactory",
     "PodGroupInfo",

@@ -26,9 +26,11 @@ binds them and calls ``confirm`` (or ``forget`` on failure).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from ._contracts import FilterPlugin, ScorePlugin
 from ._coscheduling import GangManager
 from ._framework import DEFAULT_PLUGINS, REGISTRY, Handle, PluginFactory, Profile
 from ._model import Gang
@@ -37,6 +39,20 @@ from ._snapshot import ClusterSnapshot, OvercommitError
 from ._status import Code, Status
 
 Clock = Callable[[], float]
+
+
+class Placer(Protocol):
+    """``place_gang``'s signature: the simulator plugs baseline policies in here."""
+
+    def __call__(
+        self,
+        snapshot: ClusterSnapshot,
+        gang: Gang,
+        *,
+        filters: Sequence[FilterPlugin],
+        scorer: ScorePlugin,
+        blocked: Collection[str],
+    ) -> Placement | Unschedulable: ...
 
 
 def queue_key(gang: Gang) -> tuple[int, float, str]:
@@ -97,8 +113,10 @@ class GangScheduler:
         starvation_after: float = 300.0,
         plugins: Sequence[str] = DEFAULT_PLUGINS,
         registry: Mapping[str, PluginFactory] = REGISTRY,
+        placer: Placer = place_gang,
     ) -> None:
         self.snapshot = snapshot
+        self._place = placer
         self.queue = GangQueue()
         self.gangs = GangManager(snapshot.placed_members)
         handle = Handle(snapshot, self.gangs)
@@ -184,7 +202,7 @@ class GangScheduler:
                 status = plugin.pre_filter(gang.members[0])
                 if not status.is_success():
                     return Unschedulable(gang.key, status.message, status.code)
-        result = place_gang(
+        result = self._place(
             self.snapshot,
             gang,
             filters=self.profile.filters,

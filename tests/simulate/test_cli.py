@@ -1,0 +1,89 @@
+"""`trainmaster simulate` end to end: JSON shape, report files, errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainmaster.cli import main
+
+KEYS = ["policy", "gpu_allocation", "wait_p50_s", "wait_p95_s", "wait_p95_large_s",
+        "jct_mean_s", "gangs_split_beyond_needed", "fragmentation", "preemptions", "ettr",
+        "jobs_finished"]
+
+
+def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["simulate", "--nodes", "40", "--synthetic", "--jobs", "60", "--seed", "2",
+               "--node-mtbf-hours", "200", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["nodes", "gpus", "jobs", "wall_seconds", "results"]
+    assert (out["nodes"], out["gpus"], out["jobs"]) == (40, 320, 60)
+    assert [r["policy"] for r in out["results"]] == ["trainmaster", "first-fit", "spread",
+                                                     "slurm-tree"]
+    for r in out["results"]:
+        assert list(r) == KEYS
+        assert r["jobs_finished"] == 60 and r["preemptions"] == 0
+
+
+def test_trace_table_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit_s,duration_s,pods,gpus_per_pod,queue,priority,topology\n"
+                     "a,0,100,1,8,,,\nb,5,50,4,8,,,required:leaf\nc,6,70,64,8,,2,\n")
+    rc = main(["simulate", "--nodes", "100", "--trace", str(trace), "--policy",
+               "trainmaster,spread", "--report", str(tmp_path / "rep")])
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert "trainmaster" in captured.out and "spread" in captured.out
+    assert "100 nodes, 800 GPUs, 3 jobs" in captured.err
+    for name in ("allocation.png", "wait_cdf.png", "fragmentation.png", "index.html"):
+        assert (tmp_path / "rep" / name).stat().st_size > 1000
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert '<img src="wait_cdf.png"' in page and "<td>spread</td>" in page
+
+
+def test_bad_trace_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "bad.csv"
+    trace.write_text("id,submit_s,duration_s,pods,gpus_per_pod\na,0,10,1,8\nb,0,ten,1,8\n")
+    rc = main(["simulate", "--nodes", "4", "--trace", str(trace)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert f"{trace}:3: column 'duration_s'" in err and "Traceback" not in err
+
+
+def test_job_that_can_never_run_exits_1(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "big.csv"
+    trace.write_text("id,submit_s,duration_s,pods,gpus_per_pod,queue,priority,topology\n"
+                     "a,0,10,21,8,,,required:leaf\n")
+    rc = main(["simulate", "--nodes", "100", "--trace", str(trace)])
+    assert rc == 1
+    assert "job 'a' (line 2): needs 168 GPUs, any leaf has at most 160" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--synthetic"],
+        ["simulate", "--nodes", "4"],
+        ["simulate", "--nodes", "4", "--synthetic", "--policy", "best"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    assert main(args) == 2
+
+
+def test_convert_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "cluster_log.csv"
+    source.write_text("job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,"
+                      "end_time,duration,queue\n"
+                      "7,u,vc1,8,8,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,"
+                      "2020-06-09 18:51:01,600,0\n")
+    rc = main(["simulate", "convert", "--from", "helios", str(source), str(tmp_path / "o.csv")])
+    assert rc == 0
+    assert "wrote 1 jobs" in capsys.readouterr().err
+    assert (tmp_path / "o.csv").read_text().splitlines() == [
+        "id,submit_s,duration_s,pods,gpus_per_pod,queue", "7,0,600,1,8,vc1"]
+    assert main(["simulate", "convert", "--from", "alibaba", str(source), "x"]) == 2

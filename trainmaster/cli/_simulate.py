@@ -1,0 +1,140 @@
+"""`trainmaster simulate`: replay a workload through the scheduler's core and baselines."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainmaster.cli._app import app
+from trainmaster.errors import TrainmasterError
+
+
+class SimulateUsageError(TrainmasterError):
+    """Options that do not go together or name nothing known (exit 2)."""
+
+    exit_code = 2
+
+
+simulate_app = typer.Typer(
+    help="Discrete-event simulation of a GPU workload under trainmaster's placement and "
+    "classic policies (docs/simulate.md).",
+    invoke_without_command=True,
+)
+app.add_typer(simulate_app, name="simulate")
+
+_out = Console()
+_err = Console(stderr=True, soft_wrap=True)
+
+
+def _fmt(value: float | int | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+@simulate_app.callback()
+def simulate_cmd(
+    ctx: typer.Context,
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", help="Cluster from this spec file.")] = None,
+    nodes: Annotated[int | None, typer.Option(
+        help="Cluster of N nodes (8 GPUs, 20 per leaf, 5 leaves per spine).")] = None,
+    trace: Annotated[Path | None, typer.Option(
+        "--trace", help="Workload CSV: id,submit_s,duration_s,pods,gpus_per_pod"
+        "[,queue,priority,topology].")] = None,
+    synthetic: Annotated[bool, typer.Option(
+        "--synthetic", help="Generate the workload (see docs/simulate.md).")] = False,
+    jobs: Annotated[int, typer.Option(help="Synthetic jobs.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed for the synthetic jobs and failures.")] = 1,
+    load: Annotated[float, typer.Option(
+        help="Synthetic offered load: GPU-seconds asked per GPU-second of the cluster.")] = 0.9,
+    policy: Annotated[str, typer.Option(
+        help="trainmaster, first-fit, spread, slurm-tree (comma-separated) or all.")] = "all",
+    node_mtbf_hours: Annotated[float | None, typer.Option(
+        help="Mean time between failures of one node; none if unset.")] = None,
+    repair_minutes: Annotated[float, typer.Option(help="A failed node is back after.")] = 60,
+    checkpoint_minutes: Annotated[float, typer.Option(
+        help="Jobs checkpoint this often (0: never).")] = 30,
+    restart_seconds: Annotated[float, typer.Option(
+        help="From a failure to the job queued again.")] = 300,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Write PNG plots and index.html here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
+) -> None:
+    """Simulate a workload on a cluster under each placement policy; compare them."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from trainmaster.simulate import (
+        FaultModel,
+        bench_cluster,
+        load_trace,
+        policy_names,
+        simulate,
+        spec_cluster,
+        synthetic_jobs,
+    )
+
+    if (spec is None) == (nodes is None):
+        raise SimulateUsageError("give exactly one of --spec FILE or --nodes N")
+    if (trace is None) == (not synthetic):
+        raise SimulateUsageError("give exactly one of --trace FILE.csv or --synthetic")
+    try:
+        names = policy_names(policy)
+        faults = FaultModel(node_mtbf_hours, repair_minutes, checkpoint_minutes,
+                            restart_seconds, seed)
+    except ValueError as err:
+        raise SimulateUsageError(str(err)) from None
+    started = time.perf_counter()
+    cluster = spec_cluster(spec) if spec is not None else bench_cluster(nodes or 0)
+    workload = (load_trace(trace) if trace is not None
+                else synthetic_jobs(jobs, seed, cluster.gpus, cluster.largest_node_gpus, load))
+    _err.print(f"{len(cluster.nodes)} nodes, {cluster.gpus} GPUs, {len(workload)} jobs "
+               f"(loaded in {time.perf_counter() - started:.1f} s); policies: {', '.join(names)}",
+               highlight=False)
+    result = simulate(cluster, workload, names, faults,
+                      progress=lambda line: _err.print(line, highlight=False))
+    if report is not None:
+        from trainmaster.simulate._report import write_report
+
+        page = write_report(result, report, f"trainmaster simulate: {len(workload)} jobs")
+        _err.print(f"report: {page}", highlight=False)
+    if as_json:
+        print(json.dumps(result.to_json()))
+        return
+    table = Table(title=f"{result.jobs} jobs on {result.nodes} nodes ({result.gpus} GPUs), "
+                  f"{result.wall_seconds:.1f} s")
+    heads = ("policy", "GPU\nallocation", "wait p50\n(s)", "wait p95\n(s)",
+             "wait p95\n64+ GPUs (s)", "JCT mean\n(s)", "gangs split\nbeyond needed",
+             "fragmen-\ntation", "preemp-\ntions", "ETTR", "jobs\nfinished")
+    table.add_column(heads[0], no_wrap=True, min_width=11)
+    for head in heads[1:]:
+        table.add_column(head, justify="right")
+    for r in result.to_json()["results"]:
+        table.add_row(r["policy"], f"{r['gpu_allocation']:.3f}", _fmt(r["wait_p50_s"]),
+                      _fmt(r["wait_p95_s"]), _fmt(r["wait_p95_large_s"]),
+                      _fmt(r["jct_mean_s"]), str(r["gangs_split_beyond_needed"]),
+                      f"{r['fragmentation']:.3f}", str(r["preemptions"]), f"{r['ettr']:.3f}",
+                      str(r["jobs_finished"]))
+    _out.print(table)
+
+
+@simulate_app.command("convert")
+def convert_cmd(
+    source_format: Annotated[str, typer.Option("--from", help="helios or philly.")],
+    source: Annotated[Path, typer.Argument(help="The public job log (not shipped).")],
+    target: Annotated[Path, typer.Argument(help="The simulator's trace CSV to write.")],
+) -> None:
+    """Convert a Helios cluster_log.csv or Philly cluster_job_log to a trace CSV."""
+    from trainmaster.simulate import CONVERTERS, convert_trace
+
+    if source_format not in CONVERTERS:
+        raise SimulateUsageError(f"--from must be one of {', '.join(CONVERTERS)}")
+    done = convert_trace(source_format, source, target)
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(done.skipped.items())) or "none"
+    _err.print(f"wrote {done.written} jobs to {target}; skipped: {skipped}", highlight=False)

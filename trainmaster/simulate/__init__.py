@@ -1,0 +1,38 @@
+"""``trainmaster simulate``: a discrete-event replay of a GPU workload through the
+scheduler's own queue and placement core, compared with classic placement policies.
+
+See docs/simulate.md for the model, its limits and the trace format.
+"""
+
+from ._cluster import SimCluster, bench_cluster, spec_cluster
+from ._convert import CONVERTERS, convert_trace
+from ._engine import Simulation
+from ._faults import FaultModel
+from ._jobs import Job, WorkloadError
+from ._metrics import PolicyResult, percentile
+from ._policies import POLICIES, policy_names
+from ._run import SimulationResult, simulate
+from ._synthetic import synthetic_jobs
+from ._trace import TraceError, load_trace, parse_trace
+
+__all__ = [
+    "CONVERTERS",
+    "POLICIES",
+    "FaultModel",
+    "Job",
+    "PolicyResult",
+    "SimCluster",
+    "Simulation",
+    "SimulationResult",
+    "TraceError",
+    "WorkloadError",
+    "bench_cluster",
+    "convert_trace",
+    "load_trace",
+    "parse_trace",
+    "percentile",
+    "policy_names",
+    "simulate",
+    "spec_cluster",
+    "synthetic_jobs",
+]

@@ -1,0 +1,361 @@
+"""The discrete-event loop for one policy: virtual time, a heap of events, and the
+scheduler's own ``GangScheduler`` (queue order, backfill, anti-starvation reservations,
+reserve/permit, all-or-nothing gangs) with the policy plugged in as its placer.
+
+At every event time: apply all events of that instant (finishes first, then failures,
+repairs, arrivals, restarts), run one scheduling cycle, start what it placed, and sample
+the metrics. Jobs run for their remaining work; a node failure kills every job with a pod
+on it (they keep the work up to their last checkpoint and are queued again after
+``restart_seconds``). A failed node is held by a placeholder pod that takes all of its
+GPUs until it is repaired: for placement that is a cordon, without renumbering the
+snapshot's nodes (a cordon rebuilds the whole index: O(nodes) per failure).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from trainmaster.scheduler import (
+    GPU,
+    ClusterSnapshot,
+    Gang,
+    GangScheduler,
+    Placer,
+    PodRequest,
+    SchedulerConfig,
+    TopologyConstraint,
+    TopologyMode,
+)
+
+from ._cluster import SimCluster
+from ._faults import FailureClock, FaultModel
+from ._jobs import Job, WorkloadError
+from ._metrics import PolicyResult, Series
+from ._policies import Guard
+
+FINISH, FAIL, REPAIR, ARRIVE, RESTART = range(5)
+"""Event kinds, in the order they apply within one instant."""
+
+Progress = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class _Run:
+    """One job's live state."""
+
+    job: Job
+    remaining: float
+    attempt: int = 0
+    first_start: float = -1.0
+    started: float = -1.0
+    nodes: tuple[str, ...] = ()
+    pods: tuple[PodRequest, ...] = ()
+    finished: float = -1.0
+    split: bool = False
+
+
+def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterSnapshot) -> TopologyConstraint:
+    topology = job.topology or config.topology_for(job.pods)
+    try:
+        snapshot.rank(topology.level)
+    except ValueError:
+        raise WorkloadError(
+            f"{job.where()}: topology level {topology.level!r} is not one of "
+            f"{', '.join(snapshot.level_names)}") from None
+    return topology
+
+
+class _Room:
+    """The most GPUs a gang could ever get per topology constraint (computed once)."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        cols = snapshot.columns
+        self.node = max((a.get(GPU, 0) for a in cols.allocatable), default=0)
+        self.cluster = sum(a.get(GPU, 0) for a in cols.allocatable)
+        self.per_rank = {
+            rank: max((d.capacity.get(GPU, 0) for d in snapshot.live_domains(rank)), default=0)
+            for rank in range(1, len(snapshot.levels) + 2)
+        }
+        self.snapshot = snapshot
+
+    def check(self, job: Job, topology: TopologyConstraint) -> None:
+        """Refuse a job that could never run (it would wait forever)."""
+        if job.gpus_per_pod > self.node:
+            raise WorkloadError(f"{job.where()}: {job.gpus_per_pod} GPUs per pod, but the "
+                                f"largest node has {self.node}")
+        rank = self.snapshot.rank(topology.level)
+        if topology.mode is TopologyMode.REQUIRED:
+            room = self.node if rank == 0 else self.per_rank[rank]
+            where = f"any {topology.level}"
+        else:
+            room, where = self.cluster, "the cluster"
+        if job.gpus > room:
+            raise WorkloadError(f"{job.where()}: needs {job.gpus} GPUs, {where} has at most "
+                                f"{room}")
+
+
+class Simulation:
+    """One policy over one workload; ``run()`` returns its ``PolicyResult``."""
+
+    def __init__(
+        self,
+        cluster: SimCluster,
+        jobs: Sequence[Job],
+        policy: str,
+        placer: Placer,
+        faults: FaultModel = FaultModel(),
+        *,
+        check: bool = False,
+        progress: Progress | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.faults = faults
+        self.check = check
+        self.progress = progress
+        self.now = 0.0
+        self.snapshot = ClusterSnapshot(cluster.nodes, levels=cluster.levels)
+        config = SchedulerConfig(levels=cluster.levels)
+        self.guard = Guard(placer)
+        self.sched = GangScheduler(self.snapshot, clock=lambda: self.now,
+                                   starvation_after=config.gang_timeout_seconds,
+                                   placer=self.guard)
+        self.runs = [_Run(job, job.duration_s) for job in jobs]
+        self.topologies: list[TopologyConstraint] = []
+        room = _Room(self.snapshot)
+        for job in jobs:
+            topology = _topology(job, config, self.snapshot)
+            room.check(job, topology)
+            self.topologies.append(topology)
+        self.leaf_of = {n.name: n.topology for n in cluster.nodes}
+        self.leaf_gpus = max(cluster.largest_leaf_gpus, 1)
+        self.gpus = cluster.gpus
+        self.node_jobs: dict[str, set[int]] = {n.name: set() for n in cluster.nodes}
+        self.down: dict[str, PodRequest] = {}
+        self.queued: dict[str, int] = {}
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self._live_events = 0  # events other than failures: the run ends without them
+        self.allocated = 0
+        self.failures = 0
+        self.restarts = 0
+        self.lost_gpu_seconds = 0.0
+        self.finishes = 0
+        """Jobs whose last attempt ran to the end (a test checks it equals the job count)."""
+
+    # --- events ---------------------------------------------------------------------
+
+    def _push(self, when: float, kind: int, index: int, attempt: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self.heap, (when, kind, self._seq, index, attempt))
+        if kind != FAIL:
+            self._live_events += 1
+
+    def _gang(self, index: int) -> Gang:
+        run = self.runs[index]
+        job = run.job
+        name = f"j{index}"
+        group = name if job.pods > 1 else None
+        members = tuple(
+            PodRequest(f"{name}-{run.attempt}-{k}", requests={GPU: job.gpus_per_pod},
+                       priority=job.priority, creation_timestamp=job.submit_s, gang=group)
+            for k in range(job.pods)
+        )
+        return Gang(name, members, topology=self.topologies[index], priority=job.priority,
+                    creation_timestamp=job.submit_s)
+
+    def _submit(self, index: int) -> None:
+        gang = self._gang(index)
+        self.queued[gang.key] = index
+        self.sched.submit(gang)
+
+    def _start(self, index: int, bindings: Sequence[tuple[PodRequest, str]]) -> None:
+        run = self.runs[index]
+        for pod, node in bindings:
+            self.snapshot.confirm(pod.uid)
+            self.node_jobs[node].add(index)
+        run.pods = tuple(p for p, _ in bindings)
+        run.nodes = tuple(sorted({n for _, n in bindings}))
+        run.started = self.now
+        if run.first_start < 0:
+            run.first_start = self.now
+        leaves = {self.leaf_of[n] for n in run.nodes}
+        if len(leaves) > math.ceil(run.job.gpus / self.leaf_gpus):
+            run.split = True
+        self.allocated += run.job.gpus
+        self._push(self.now + run.remaining, FINISH, index, run.attempt)
+
+    def _stop(self, index: int) -> None:
+        run = self.runs[index]
+        for pod in run.pods:
+            self.snapshot.remove(pod.uid)
+        for node in run.nodes:
+            self.node_jobs[node].discard(index)
+        self.allocated -= run.job.gpus
+        run.pods, run.nodes = (), ()
+
+    def _finish(self, index: int, attempt: int) -> None:
+        run = self.runs[index]
+        if attempt != run.attempt or not run.pods:
+            return  # killed by a failure since; its restart has its own finish
+        self._stop(index)
+        run.remaining = 0.0
+        run.finished = self.now
+        self.finishes += 1
+
+    def _fail(self, node_index: int) -> None:
+        node = self.cluster.nodes[node_index]
+        if node.name not in self.down:
+            self.failures += 1
+            for index in sorted(self.node_jobs[node.name]):
+                self._kill(index)
+            free = self.snapshot.free(node.name).get(GPU, 0)
+            holder = PodRequest(f"down-{node.name}-{self.failures}", namespace="sim-faults",
+                                requests={GPU: free} if free > 0 else {})
+            self.snapshot.assume(holder, node.name)
+            self.down[node.name] = holder
+            self._push(self.now + self.faults.repair_minutes * 60, REPAIR, node_index)
+        upcoming = self._failures.next()
+        if upcoming is not None:
+            self._push(upcoming[0], FAIL, upcoming[1])
+
+    def _kill(self, index: int) -> None:
+        run = self.runs[index]
+        ran = self.now - run.started
+        saved = min(self.faults.saved_work(ran), run.remaining)
+        self.lost_gpu_seconds += (ran - saved) * run.job.gpus
+        run.remaining -= saved
+        self._stop(index)
+        run.attempt += 1
+        self.restarts += 1
+        self._push(self.now + self.faults.restart_seconds, RESTART, index)
+
+    def _repair(self, node_index: int) -> None:
+        node = self.cluster.nodes[node_index]
+        holder = self.down.pop(node.name, None)
+        if holder is not None:
+            self.snapshot.remove(holder.uid)
+
+    # --- the loop -------------------------------------------------------------------
+
+    def run(self) -> PolicyResult:
+        started_wall = time.perf_counter()
+        for index, run in enumerate(self.runs):
+            self._push(run.job.submit_s, ARRIVE, index)
+        self._failures = FailureClock(self.faults, len(self.cluster.nodes))
+        first = self._failures.next()
+        if first is not None:
+            self._push(first[0], FAIL, first[1])
+        series = Series()
+        total = len(self.runs)
+        done = 0
+        last_report = started_wall
+        wait_s = alloc_wait = alloc_all = frag_int = frag_s = 0.0
+        frag_now = math.nan
+        begin = self.runs[0].job.submit_s if self.runs else 0.0
+        self.now = begin
+        while done < total:
+            if not self.heap or self._live_events == 0:
+                stuck = sorted(self.queued)[:5]
+                raise WorkloadError(f"{self.policy}: {total - done} jobs can never start "
+                                    f"(e.g. {', '.join(stuck)})")
+            when = self.heap[0][0]
+            dt = when - self.now
+            if dt > 0:
+                alloc_all += self.allocated * dt
+                if self.queued:
+                    wait_s += dt
+                    alloc_wait += self.allocated * dt
+                    if not math.isnan(frag_now):
+                        frag_int += frag_now * dt
+                        frag_s += dt
+            self.now = when
+            while self.heap and self.heap[0][0] == when:
+                _, kind, _, index, attempt = heapq.heappop(self.heap)
+                if kind != FAIL:
+                    self._live_events -= 1
+                if kind == FINISH:
+                    before = self.runs[index].finished
+                    self._finish(index, attempt)
+                    if before < 0 <= self.runs[index].finished:
+                        done += 1
+                elif kind == FAIL:
+                    self._fail(index)
+                elif kind == REPAIR:
+                    self._repair(index)
+                else:  # ARRIVE, RESTART
+                    self._submit(index)
+            if self.queued:
+                self._cycle()
+            if self.check:
+                self._check_invariants()
+            frag_now = self._fragmentation() if self.queued else math.nan
+            series.time.append(self.now)
+            series.allocation.append(self.allocated / self.gpus)
+            series.fragmentation.append(frag_now)
+            if self.progress is not None and time.perf_counter() - last_report >= 5:
+                last_report = time.perf_counter()
+                self.progress(f"{self.policy}: {done}/{total} jobs done, "
+                              f"{len(self.queued)} queued, t={self.now / 3600:.1f} h virtual, "
+                              f"{last_report - started_wall:.0f} s")
+        return self._result(series, wait_s, alloc_wait, alloc_all, frag_int, frag_s,
+                            self.now - begin, time.perf_counter() - started_wall)
+
+    def _cycle(self) -> None:
+        self.guard.new_cycle()
+        result = self.sched.run_cycle()
+        for placement in result.placed:
+            index = self.queued.pop(placement.gang)
+            self.sched.remove(placement.gang)
+            self._start(index, [(b.pod, b.node) for b in placement.bindings])
+
+    def _fragmentation(self) -> float:
+        head = self.sched.queue.ordered()[0]
+        per_pod = max(head.members[0].effective_requests.get(GPU, 0), 1)
+        free = usable = 0
+        for gpus, nodes in self.snapshot.gpu_buckets.items():
+            free += gpus * len(nodes)
+            usable += (gpus // per_pod) * per_pod * len(nodes)
+        return (free - usable) / free if free else math.nan
+
+    def _check_invariants(self) -> None:
+        cols = self.snapshot.columns
+        held = 0
+        for i, free in enumerate(cols.free):
+            gpus = free.get(GPU, 0)
+            if gpus < 0:
+                raise AssertionError(f"node {cols.nodes[i].name} over-allocated: {gpus} GPUs free")
+            held += cols.allocatable[i].get(GPU, 0) - gpus
+        placeholders = sum(p.effective_requests.get(GPU, 0) for p in self.down.values())
+        if held - placeholders != self.allocated:
+            raise AssertionError(f"{held - placeholders} GPUs held, {self.allocated} accounted")
+
+    def _result(self, series: Series, wait_s: float, alloc_wait: float, alloc_all: float,
+                frag_int: float, frag_s: float, span: float, wall: float) -> PolicyResult:
+        runs = self.runs
+        return PolicyResult(
+            policy=self.policy,
+            gpus=self.gpus,
+            waits=[r.first_start - r.job.submit_s for r in runs],
+            job_gpus=[r.job.gpus for r in runs],
+            jcts=[r.finished - r.job.submit_s for r in runs],
+            split_jobs=sum(r.split for r in runs),
+            wait_seconds=wait_s,
+            allocated_while_waiting=alloc_wait,
+            allocated_total=alloc_all,
+            span=span,
+            fragmentation_integral=frag_int,
+            fragmentation_seconds=frag_s,
+            useful_gpu_seconds=sum(r.job.gpus * r.job.duration_s for r in runs),
+            held_gpu_seconds=sum(r.job.gpus * (r.finished - r.first_start) for r in runs),
+            jobs_finished=sum(r.finished >= 0 for r in runs),
+            failures=self.failures,
+            restarts=self.restarts,
+            lost_gpu_seconds=self.lost_gpu_seconds,
+            series=series,
+            wall_seconds=wall,
+        )

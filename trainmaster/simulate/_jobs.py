@@ -1,0 +1,36 @@
+"""A job of the workload: when it arrives, how long it runs, how many pods of how many GPUs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainmaster.errors import TrainmasterError
+from trainmaster.scheduler import TopologyConstraint
+
+
+class WorkloadError(TrainmasterError):
+    """A trace, a synthetic workload or a cluster cannot be simulated (exit 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    submit_s: float
+    duration_s: float
+    """Work to do: run time without interruptions."""
+    pods: int
+    gpus_per_pod: int
+    queue: str = "default"
+    """Recorded and reported; the scheduler orders one global queue (see docs/simulate.md)."""
+    priority: int = 0
+    topology: TopologyConstraint | None = None
+    """None: the scheduler's default policy by gang size."""
+    line: int = 0
+    """Line in the trace file (0 for synthetic jobs), for error messages."""
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+    def where(self) -> str:
+        return f"job {self.id!r}" + (f" (line {self.line})" if self.line else "")

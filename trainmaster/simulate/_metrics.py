@@ -1,0 +1,108 @@
+"""What one policy's run produced, and the figures the issue defines (docs/simulate.md).
+
+* ``gpu_allocation``: allocated GPUs / all GPUs, time-weighted over the time when some
+  gang is queued (work is waiting); over the whole run if nothing ever waited.
+* ``wait``: first start minus submit time, per job; ``wait_p95_large_s`` over jobs of 64+
+  GPUs (null if there are none).
+* ``jct_mean_s``: finish minus submit time, mean over jobs.
+* ``gangs_split_beyond_needed``: jobs placed (in any attempt) over more leaves than
+  ceil(GPUs / GPUs of the largest leaf), as in ``trainmaster bench scheduler``.
+* ``fragmentation``: time-weighted mean, over the time when some gang is queued and some
+  GPU is free, of the share of free GPUs the head of the queue cannot use (free GPUs on
+  nodes where fewer than one of its pods fits, and remainders smaller than a pod).
+* ``preemptions``: always 0: the scheduler does not preempt (yet).
+* ``ettr``: effective training time ratio, GPU-weighted: sum(GPUs x work) /
+  sum(GPUs x (finish - first start)); 1.0 without failures.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LARGE_GPUS = 64
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); None if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(slots=True)
+class Series:
+    """Samples after each event time, for the plots."""
+
+    time: array[float] = field(default_factory=lambda: array("d"))
+    allocation: array[float] = field(default_factory=lambda: array("d"))
+    fragmentation: array[float] = field(default_factory=lambda: array("d"))
+    """NaN when nothing waits or nothing is free."""
+
+
+@dataclass(slots=True)
+class PolicyResult:
+    policy: str
+    gpus: int
+    waits: list[float]
+    job_gpus: list[int]
+    jcts: list[float]
+    split_jobs: int
+    wait_seconds: float
+    allocated_while_waiting: float
+    allocated_total: float
+    span: float
+    fragmentation_integral: float
+    fragmentation_seconds: float
+    useful_gpu_seconds: float
+    held_gpu_seconds: float
+    jobs_finished: int
+    failures: int
+    restarts: int
+    lost_gpu_seconds: float
+    series: Series
+    wall_seconds: float = 0.0
+
+    @property
+    def gpu_allocation(self) -> float:
+        if self.wait_seconds > 0:
+            return self.allocated_while_waiting / (self.wait_seconds * self.gpus)
+        return self.allocated_total / (self.span * self.gpus) if self.span > 0 else 0.0
+
+    @property
+    def fragmentation(self) -> float:
+        if self.fragmentation_seconds <= 0:
+            return 0.0
+        return self.fragmentation_integral / self.fragmentation_seconds
+
+    @property
+    def ettr(self) -> float:
+        return self.useful_gpu_seconds / self.held_gpu_seconds if self.held_gpu_seconds else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        large = [w for w, g in zip(self.waits, self.job_gpus, strict=True) if g >= LARGE_GPUS]
+        jct = sum(self.jcts) / len(self.jcts) if self.jcts else 0.0
+
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 3)
+
+        return {
+            "policy": self.policy,
+            "gpu_allocation": round(self.gpu_allocation, 4),
+            "wait_p50_s": rounded(percentile(self.waits, 50)),
+            "wait_p95_s": rounded(percentile(self.waits, 95)),
+            "wait_p95_large_s": rounded(percentile(large, 95)),
+            "jct_mean_s": round(jct, 3),
+            "gangs_split_beyond_needed": self.split_jobs,
+            "fragmentation": round(self.fragmentation, 4),
+            "preemptions": 0,
+            "ettr": round(self.ettr, 4),
+            "jobs_finished": self.jobs_finished,
+        }

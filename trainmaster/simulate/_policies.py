@@ -1,0 +1,118 @@
+"""Policy name -> ``Placer``, and the cheap necessary-condition check every policy shares.
+
+``trainmaster`` is the scheduler's own ``place_gang``. The check runs before any policy:
+it only answers "cannot fit" when no policy could place the gang (fewer free slots for its
+pods in the whole cluster, or no domain of its required level with enough free GPUs), so
+it changes no decision; it spares the real placer's diagnostics (an O(nodes) message the
+simulator never reads) for the many queue entries that are hopeless at a given moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from trainmaster.scheduler import (
+    GPU,
+    ClusterSnapshot,
+    FilterPlugin,
+    Gang,
+    Placement,
+    Placer,
+    ScorePlugin,
+    TopologyMode,
+    Unschedulable,
+    place_gang,
+)
+
+from ._baselines import first_fit, slurm_tree, spread
+
+POLICIES: dict[str, Placer] = {
+    "trainmaster": place_gang,
+    "first-fit": first_fit,
+    "spread": spread,
+    "slurm-tree": slurm_tree,
+}
+
+
+def policy_names(choice: str) -> list[str]:
+    """``all`` or a comma-separated list of names; raises ValueError naming the valid ones."""
+    if choice == "all":
+        return list(POLICIES)
+    names = [c.strip() for c in choice.split(",") if c.strip()]
+    bad = [n for n in names if n not in POLICIES]
+    if bad or not names:
+        raise ValueError(f"unknown policy {', '.join(bad) or repr(choice)}; "
+                         f"use one of {', '.join(POLICIES)} or all")
+    return names
+
+
+class Guard:
+    """A policy's placer behind ``hopeless``: same decisions, fewer futile searches.
+
+    Within one cycle the reserved (blocked) nodes only grow, and no later gang may place
+    on them, so the pod slots they hold are counted once per pod size as they appear;
+    ``new_cycle()`` forgets them."""
+
+    def __init__(self, placer: Placer) -> None:
+        self._placer = placer
+        self._seen: set[str] = set()
+        self._held: dict[int, int] = {}
+        self._free_held: list[int] = []
+
+    def new_cycle(self) -> None:
+        self._seen = set()
+        self._held = {}
+        self._free_held = []
+
+    def _blocked_slots(self, snapshot: ClusterSnapshot, blocked: Collection[str],
+                       per_pod: int) -> int:
+        if len(blocked) != len(self._seen):
+            new = set(blocked).difference(self._seen)
+            self._seen.update(new)
+            free = snapshot.columns.free
+            self._free_held.extend(max(free[i].get(GPU, 0), 0) for i in snapshot.indices(new))
+            self._held = {}
+        held = self._held.get(per_pod)
+        if held is None:
+            held = self._held[per_pod] = sum(f // per_pod for f in self._free_held)
+        return held
+
+    def hopeless(self, snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str]) -> bool:
+        """True only if no placement of ``gang`` exists now. For a gang of identical GPU
+        pods: fewer free pod slots on the schedulable, unblocked nodes than pods (exact
+        for a gang that may use the whole cluster: every policy then places it whenever
+        the slots exist), or, for a ``required`` level, no domain there with enough free
+        GPUs (a necessary condition only)."""
+        first = gang.members[0]
+        per_pod = first.effective_requests.get(GPU, 0)
+        if per_pod <= 0 or any(p.effective_requests != first.effective_requests
+                               for p in gang.members):
+            return False
+        buckets = snapshot.gpu_buckets
+        count = len(gang.members)
+        slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
+        if blocked and slots >= count:
+            slots -= self._blocked_slots(snapshot, blocked, per_pod)
+        if slots < count:
+            return True
+        if gang.topology.mode is TopologyMode.REQUIRED:
+            rank = snapshot.rank(gang.topology.level)
+            need = per_pod * count
+            if rank == 0:
+                return max(buckets, default=0) < need
+            if rank <= len(snapshot.levels):
+                return all(d.free.get(GPU, 0) < need for d in snapshot.live_domains(rank))
+        return False
+
+    def __call__(
+        self,
+        snapshot: ClusterSnapshot,
+        gang: Gang,
+        *,
+        filters: Sequence[FilterPlugin],
+        scorer: ScorePlugin,
+        blocked: Collection[str],
+    ) -> Placement | Unschedulable:
+        if gang.members and self.hopeless(snapshot, gang, blocked):
+            return Unschedulable(gang.key, "not enough free GPUs")
+        return self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)

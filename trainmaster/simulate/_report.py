@@ -1,0 +1,122 @@
+"""``--report DIR``: three matplotlib PNGs and one HTML page that shows them with the table.
+
+* ``allocation.png``: allocated GPUs / all GPUs over virtual time, per policy;
+* ``wait_cdf.png``: waiting-time CDF per policy, one panel per job-size class;
+* ``fragmentation.png``: the share of free GPUs the queue's head cannot use, over time.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._jobs import WorkloadError
+from ._run import SimulationResult
+
+MAX_POINTS = 4000
+SIZE_CLASSES: tuple[tuple[str, int, int], ...] = (
+    ("1-8 GPUs", 1, 8), ("9-63 GPUs", 9, 63), ("64-511 GPUs", 64, 511),
+    ("512+ GPUs", 512, 1 << 62),
+)  # fmt: skip
+
+
+def _thin(times: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """At most MAX_POINTS samples, each the value holding at the start of its step."""
+    step = max(1, math.ceil(len(times) / MAX_POINTS))
+    return [t / 3600 for t in times[::step]], list(values[::step])
+
+
+def _cdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
+    ordered = sorted(values)
+    n = len(ordered)
+    step = max(1, math.ceil(n / MAX_POINTS))
+    xs = [*ordered[::step], ordered[-1]]
+    ys = [i / n for i in range(0, n, step)] + [1.0]
+    return xs, ys
+
+
+def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
+    """Write the PNGs and ``index.html`` into ``directory``; return the page's path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise WorkloadError(f"cannot create --report {directory}: {err.strerror or err}") from None
+    runs = result.results
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for r in runs:
+        ax.step(*_thin(r.series.time, r.series.allocation), where="post", label=r.policy, lw=0.8)
+    ax.set(xlabel="virtual time (h)", ylabel="allocated GPUs / all GPUs", ylim=(0, 1.02),
+           title="GPU allocation over time")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(directory / "allocation.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(SIZE_CLASSES), figsize=(14, 3.6), sharey=True)
+    for ax, (label, lo, hi) in zip(axes, SIZE_CLASSES, strict=True):
+        for r in runs:
+            waits = [max(w, 0.0) / 60 for w, g in zip(r.waits, r.job_gpus, strict=True)
+                     if lo <= g <= hi]
+            if waits:
+                ax.step(*_cdf(waits), where="post", label=r.policy, lw=0.9)
+        ax.set(title=label, xlabel="wait (min, log)")
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(left=0)
+    axes[0].set_ylabel("share of jobs")
+    axes[0].legend()
+    fig.suptitle("Waiting-time CDF by job size")
+    fig.tight_layout()
+    fig.savefig(directory / "wait_cdf.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for r in runs:
+        ax.step(*_thin(r.series.time, r.series.fragmentation), where="post", label=r.policy,
+                lw=0.8)
+    ax.set(xlabel="virtual time (h)", ylabel="free GPUs the head cannot use", ylim=(0, 1.02),
+           title="Fragmentation over time (gaps: nothing waits)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(directory / "fragmentation.png", dpi=110)
+    plt.close(fig)
+
+    page = directory / "index.html"
+    page.write_text(_html(result, title))
+    return page
+
+
+def _html(result: SimulationResult, title: str) -> str:
+    rows = [r.to_json() for r in result.results]
+    columns = list(rows[0]) if rows else []
+
+    def cell(value: Any) -> str:
+        return "-" if value is None else html.escape(str(value))
+
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in columns) + "</tr>"
+                   for r in rows)
+    extra = "".join(f"<li>{html.escape(r.policy)}: {r.failures} node failures, {r.restarts} "
+                    f"job restarts, {r.lost_gpu_seconds / 3600:.1f} GPU-hours lost</li>"
+                    for r in result.results)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}</style></head>
+<body><h1>{html.escape(title)}</h1>
+<p>{result.nodes} nodes, {result.gpus} GPUs, {result.jobs} jobs, simulated in
+{result.wall_seconds:.1f} s. Definitions: docs/simulate.md.</p>
+<table><tr>{head}</tr>{body}</table><ul>{extra}</ul>
+<h2>GPU allocation</h2><img src="allocation.png" alt="GPU allocation over time">
+<h2>Waiting time by job size</h2><img src="wait_cdf.png" alt="waiting-time CDF">
+<h2>Fragmentation</h2><img src="fragmentation.png" alt="fragmentation over time">
+</body></html>
+"""

@@ -1,0 +1,55 @@
+"""Run the workload under each policy, one after the other, and collect the results."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._cluster import SimCluster
+from ._engine import Progress, Simulation
+from ._faults import FaultModel
+from ._jobs import Job
+from ._metrics import PolicyResult
+from ._policies import POLICIES
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    nodes: int
+    gpus: int
+    jobs: int
+    wall_seconds: float
+    results: tuple[PolicyResult, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "gpus": self.gpus,
+            "jobs": self.jobs,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+def simulate(
+    cluster: SimCluster,
+    jobs: Sequence[Job],
+    policies: Sequence[str],
+    faults: FaultModel = FaultModel(),
+    *,
+    check: bool = False,
+    progress: Progress | None = None,
+) -> SimulationResult:
+    started = time.perf_counter()
+    results = []
+    for name in policies:
+        sim = Simulation(cluster, jobs, name, POLICIES[name], faults, check=check,
+                         progress=progress)
+        result = sim.run()
+        if progress is not None:
+            progress(f"{name}: {result.jobs_finished} jobs in {result.wall_seconds:.1f} s")
+        results.append(result)
+    return SimulationResult(len(cluster.nodes), cluster.gpus, len(jobs),
+                            time.perf_counter() - started, tuple(results))
