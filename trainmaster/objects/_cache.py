@@ -10,8 +10,6 @@ from trainmaster.objects._labels import DOMAIN, app_labels
 from trainmaster.objects._rbac import service_account_with_cluster_role
 from trainmaster.spec import ClusterSpec, parse_quantity
 
-CACHE_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
-
 
 def dataset_label(dataset: str) -> str:
     """Node label a warm-up sets once the node holds the dataset: <label>=true."""
@@ -95,7 +93,8 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                             "containers": [
                                 {
                                     "name": "warmup",
-                                    "image": CACHE_IMAGE,
+                                    "image": spec.image.reference,
+                                    "imagePullPolicy": spec.image.pull_policy,
                                     "command": [
                                         "trainmaster",
                                         "cache",

@@ -9,7 +9,6 @@ from trainmaster.objects._labels import app_labels
 from trainmaster.objects._rbac import service_account_with_cluster_role
 from trainmaster.spec import ClusterSpec
 
-OPERATOR_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
 SPEC_KEY = "cluster.yaml"
 
 OPERATOR_RULES: list[dict[str, Any]] = [
@@ -103,7 +102,8 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
                         "containers": [
                             {
                                 "name": "operator",
-                                "image": OPERATOR_IMAGE,
+                                "image": spec.image.reference,
+                                "imagePullPolicy": spec.image.pull_policy,
                                 "command": [
                                     "trainmaster",
                                     "operator",

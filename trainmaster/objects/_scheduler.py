@@ -12,8 +12,6 @@ from trainmaster.objects._labels import app_labels
 from trainmaster.objects._rbac import service_account_with_cluster_role
 from trainmaster.spec import ClusterSpec
 
-SCHEDULER_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
-
 # Exactly what the scheduler reads and writes; nothing more.
 SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
@@ -110,7 +108,8 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
                         "containers": [
                             {
                                 "name": "scheduler",
-                                "image": SCHEDULER_IMAGE,
+                                "image": spec.image.reference,
+                                "imagePullPolicy": spec.image.pull_policy,
                                 "command": [
                                     "trainmaster-scheduler",
                                     "--config",

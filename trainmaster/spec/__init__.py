@@ -17,6 +17,7 @@ from trainmaster.spec._load import (
 from trainmaster.spec._model import (
     API_VERSION,
     ClusterSpec,
+    ImageSpec,
     Job,
     ResolvedNode,
     TopologyRule,
@@ -27,6 +28,7 @@ from trainmaster.spec._rules import job_domain_rule
 __all__ = [
     "API_VERSION",
     "ClusterSpec",
+    "ImageSpec",
     "Job",
     "ResolvedNode",
     "SpecError",
