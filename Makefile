@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint tools clean
+.PHONY: demo test lint tools image clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 
 tools: $(STAMP)
 	$(BIN)/trainmaster tools build
+
+## The trainmaster image as an OCI archive (no Docker; cached by the digest of its inputs).
+image: $(STAMP)
+	$(BIN)/trainmaster image build
 
 ## The main job: a local cluster from the dev stack with the scheduler and operator on it.
 demo: $(STAMP)

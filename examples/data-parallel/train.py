@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     if state:
         loaded = json.loads(state)
         step, weights = int(loaded["step"]), np.array(loaded["weights"], dtype=np.float64)
-        print(f"rank {rank}: resumed from {args.resume_from or 'rank 0'} at step {step}",
-              flush=True)
+        source = args.resume_from if rank == 0 else "rank 0"
+        print(f"rank {rank}: resumed from {source} at step {step}", flush=True)
     checkpoints = Path(args.checkpoint_dir) if args.checkpoint_dir else None
     while step < args.train_steps:
         step += 1
