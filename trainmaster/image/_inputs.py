@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -132,3 +133,20 @@ def read_inputs(root: Path) -> Inputs:
                       *project.get("optional-dependencies", {}).get(EXAMPLES_EXTRA, [])),
         constraints=lock_constraints(lock) if lock.is_file() else (),
     )
+
+
+def main(argv: list[str]) -> int:
+    """`python3 trainmaster/image/_inputs.py ROOT requirements|constraints`: the same
+    runtime requirement set and pins for a Containerfile build, which runs before
+    trainmaster is installed (this module imports only the standard library)."""
+    if len(argv) != 2 or argv[1] not in ("requirements", "constraints"):
+        print("usage: _inputs.py ROOT requirements|constraints", file=sys.stderr)
+        return 2
+    inputs = read_inputs(Path(argv[0]))
+    lines = inputs.requirements if argv[1] == "requirements" else inputs.constraints
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
