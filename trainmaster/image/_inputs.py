@@ -24,9 +24,11 @@ DEBIAN_MIRRORS = (
     f"deb http://deb.debian.org/debian {DEBIAN_SUITE}-updates main",
     f"deb http://deb.debian.org/debian-security {DEBIAN_SUITE}-security main",
 )
-# Debian's python3 is the interpreter of the image's venv; bash runs the launch script;
-# ca-certificates lets the clients talk TLS to anything but the in-cluster API server.
-DEBIAN_PACKAGES = ("python3", "ca-certificates")
+# Debian's python3 is the interpreter of the image's venv (bash, for the launch script, is
+# in every Debian base); numpy's wheel links libstdc++ (found by the image tests: without it
+# `import numpy` fails); ca-certificates lets clients verify TLS servers other than the
+# in-cluster API server, whose CA comes with the ServiceAccount token.
+DEBIAN_PACKAGES = ("python3", "libstdc++6", "ca-certificates")
 PYTHON_VERSION = "3.11"  # bookworm's python3; the wheels are chosen for it
 # Deploy-time dependencies: `pulumi up` runs from a workstation or CI, never in-cluster, and
 # the local control plane's certificates are made on the host. Leaving them out saves about
