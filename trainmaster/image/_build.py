@@ -98,11 +98,29 @@ def _slug(reference: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in reference)
 
 
+KEEP_BUILDS = 3
+"""Cached archives kept per image reference (about 100 MB each); older ones are removed."""
+_STALE_WORK_SECONDS = 6 * 3600
+
+
+def _prune(root: Path, reference: str) -> None:
+    """Drop the oldest complete builds of `reference` beyond KEEP_BUILDS, and the work
+    folders of builds that were killed (SIGKILL leaves them behind) hours ago."""
+    builds = sorted((p for p in root.glob(f"*-{_slug(reference)}") if (p / ".complete").exists()),
+                    key=lambda p: (p / ".complete").stat().st_mtime, reverse=True)
+    for old in builds[KEEP_BUILDS:]:
+        shutil.rmtree(old, ignore_errors=True)
+    for work in root.glob(".build-*"):
+        if time.time() - work.stat().st_mtime > _STALE_WORK_SECONDS:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def _build(inputs: Inputs, key: str, reference: str, entry: Path,
            report: Progress) -> BuiltImage:
     start = time.monotonic()
     root = images_dir()
     root.mkdir(parents=True, exist_ok=True)
+    _prune(root, reference)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     log = work / "build.log"
     try:
