@@ -5,13 +5,25 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# uv installs .venv from uv.lock (every package pinned, with hashes). It is bootstrapped
+# into the venv with pip at this exact version; update both together (README, Development).
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv
+# Use the Python that made .venv; never fetch an interpreter.
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test lint tools image clean
+.PHONY: demo test lint lock tools image clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV) sync --quiet --frozen --extra dev
+	touch $(STAMP)
+
+## Re-resolve uv.lock after changing dependencies in pyproject.toml (then commit both).
+lock: $(STAMP)
+	$(UV) lock $(LOCK_ARGS)
+	$(UV) sync --quiet --frozen --extra dev
 	touch $(STAMP)
 
 tools: $(STAMP)
@@ -30,6 +42,7 @@ test: $(STAMP) tools lint
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
+	$(UV) lock --check
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

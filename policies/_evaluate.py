@@ -7,14 +7,14 @@ from typing import Any
 
 from policies._core import Finding, KubeObject, Rule
 from policies._registry import RULES
-from trainmaster.objects import build_all, build_gang
+from trainmaster.objects import all_objects, build_gang
 from trainmaster.spec import ClusterSpec
 
 
 def rendered_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Every object the spec puts on the cluster: what Pulumi applies (build_all) plus the
     first gang of each job, which the operator creates and which holds the training pods."""
-    objects = [obj for objs in build_all(spec).values() for obj in objs]
+    objects = all_objects(spec)
     for job in spec.jobs:
         objects.extend(build_gang(spec, job, 0))
     return objects

@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from policies._core import KubeObject, Violation, rule
-from trainmaster.spec import ClusterSpec, job_domain_rule
+from trainmaster.spec import ClusterSpec, DomainCapacity, job_domain_rule
 
 MAX_RESTARTS = 100
 """The platform's ceiling on restartPolicy.maxRestarts. The schema allows 10000, which with
 the 10-minute backoff cap keeps a crash-looping gang on its GPUs for about two months."""
-
-
-class _Nodes:
-    """What the job rules ask of the node list, computed once per GPU size and domain: a spec
-    may list 100,000 nodes and thousands of jobs."""
-
-    def __init__(self, spec: ClusterSpec) -> None:
-        self._spec = spec
-        self._sizes = Counter(n.gpus for n in spec.nodes)
-        self._capacity: dict[tuple[int, str], int | None] = {}
-
-    def sizes(self, gpus: int) -> list[int]:
-        """GPU counts of the nodes a pod asking for `gpus` fits on (the scheduler's choice)."""
-        return sorted(size for size in self._sizes if size >= gpus)
-
-    def capacity(self, gpus: int, domain: str) -> int | None:
-        """The most such nodes one `domain` holds; None when `domain` is not a domain."""
-        key = (gpus, domain)
-        if key not in self._capacity:
-            self._capacity[key] = self._count(gpus, domain)
-        return self._capacity[key]
-
-    def _count(self, gpus: int, domain: str) -> int | None:
-        levels = self._spec.topology.levels
-        if domain == "node":
-            return 1 if self.sizes(gpus) else 0
-        if domain == "cluster":
-            return sum(count for size, count in self._sizes.items() if size >= gpus)
-        if domain not in levels:
-            return None
-        depth = levels.index(domain) + 1
-        groups = Counter(n.switches[:depth] for n in self._spec.nodes if n.gpus >= gpus)
-        return max(groups.values(), default=0)
 
 
 @rule(
@@ -107,13 +73,13 @@ def multi_node_whole_nodes(
 ) -> Iterator[Violation]:
     if spec is None:
         return
-    nodes = _Nodes(spec)
+    gpu_counts = sorted({n.gpus for n in spec.nodes})
     for i, job in enumerate(spec.jobs):
         if job.nodes <= 1:
             continue
         # Pods may land on any node with enough GPUs; each such node must be used whole,
         # or the leftover GPUs strand behind a pod whose NICs the gang saturates.
-        sizes = [size for size in nodes.sizes(job.gpus_per_pod) if size != job.gpus_per_pod]
+        sizes = [size for size in gpu_counts if size > job.gpus_per_pod]
         if sizes:
             shown = ", ".join(str(s) for s in sizes)
             yield Violation(
@@ -137,9 +103,9 @@ def topology_domain_fits(
 ) -> Iterator[Violation]:
     if spec is None:
         return
-    nodes = _Nodes(spec)
+    capacity = DomainCapacity(spec.nodes, spec.topology.levels)
     for i, job in enumerate(spec.jobs):
-        total = nodes.capacity(job.gpus_per_pod, "cluster") or 0
+        total = capacity.largest(job.gpus_per_pod, "cluster") or 0
         if job.nodes > total:
             yield Violation(
                 f"jobs[{i}].nodes",
@@ -150,19 +116,19 @@ def topology_domain_fits(
             continue
         domain_rule = job_domain_rule(spec, job)
         source = f"jobs[{i}].topology" if job.topology else "scheduler.topologyPolicy"
-        capacity = nodes.capacity(job.gpus_per_pod, domain_rule.domain)
-        if capacity is None:
+        largest = capacity.largest(job.gpus_per_pod, domain_rule.domain)
+        if largest is None:
             levels = ", ".join(("node", *reversed(spec.topology.levels), "cluster"))
             yield Violation(
                 f"{source}.domain" if job.topology else source,
                 f"{domain_rule.domain!r} is not a topology domain: use one of {levels}",
                 job=job.name,
             )
-        elif domain_rule.mode == "required" and job.nodes > capacity:
+        elif domain_rule.mode == "required" and job.nodes > largest:
             yield Violation(
                 f"jobs[{i}].nodes",
                 f"{job.nodes} pods must share one {domain_rule.domain} ({source} requires it) "
-                f"but the largest holds {capacity} suitable nodes: the gang can never start; "
+                f"but the largest holds {largest} suitable nodes: the gang can never start; "
                 "use mode `preferred`, a larger domain, or fewer nodes",
                 job=job.name,
             )

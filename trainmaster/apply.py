@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from trainmaster.errors import TrainmasterError
 from trainmaster.kube import sync_client
-from trainmaster.objects import FIELD_MANAGER, build_all, object_key
+from trainmaster.objects import FIELD_MANAGER, all_objects, object_key
 from trainmaster.spec import ClusterSpec
 
 
@@ -84,4 +84,4 @@ def apply_objects(
 def apply_spec(
     kubeconfig: Path | None, spec: ClusterSpec, report: Callable[[str], None] = lambda _: None
 ) -> list[str]:
-    return apply_objects(kubeconfig, [o for objs in build_all(spec).values() for o in objs], report)
+    return apply_objects(kubeconfig, all_objects(spec), report)

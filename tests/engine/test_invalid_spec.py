@@ -14,7 +14,7 @@ import yaml
 from tests.engine.conftest import Project
 from tests.engine.kit import output
 from tests.helpers import stack_doc, write_spec
-from trainmaster.objects import build_all
+from trainmaster.objects import all_objects
 from trainmaster.spec import SpecError, load_spec
 
 pytestmark = pytest.mark.integration
@@ -70,5 +70,5 @@ def test_up_registers_nothing(project: Project, broken: list[str]) -> None:
     types = {r["type"] for r in exported["deployment"].get("resources") or []}
     assert types <= {"pulumi:pulumi:Stack"}, types
     # Nor on the cluster: not one of the objects the valid dev spec would create.
-    for obj in (o for objs in build_all(project.spec).values() for o in objs):
+    for obj in all_objects(project.spec):
         assert project.cluster.read(obj) is None, obj["metadata"]

@@ -13,13 +13,13 @@ import pytest
 
 from tests.engine.conftest import Project
 from tests.engine.kit import key, output, wait_for
-from trainmaster.objects import build_all
+from trainmaster.objects import all_objects
 
 pytestmark = pytest.mark.integration
 
 
 def _objects(project: Project) -> list[dict[str, Any]]:
-    return [obj for objs in build_all(project.spec).values() for obj in objs]
+    return all_objects(project.spec)
 
 
 def _pick(project: Project, kind: str, name: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL, UNHEALTHY_TAINT
+from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL, UNHEALTHY_TAINT, gang_name
 from trainmaster.operator import JobState
 from trainmaster.operator._model import format_time
 from trainmaster.spec import Job
@@ -53,7 +53,7 @@ def make_pod(index: int, phase: str = "Running", attempt: int = 0, node: str | N
         status["conditions"] = [{"type": "PodScheduled", "status": "False",
                                  "reason": "Unschedulable", "message": unschedulable}]
     meta: dict[str, Any] = {
-        "name": f"gpt-r{attempt}-{index}-x",
+        "name": f"{gang_name('gpt', attempt)}-{index}-x",
         "namespace": "ns",
         "uid": f"pod-{attempt}-{index}",
         "labels": {JOB_LABEL: "gpt", ATTEMPT_LABEL: str(attempt)},
@@ -75,7 +75,7 @@ def make_gang_job(attempt: int = 0, failed: str | None = None, complete: bool = 
                       "message": failed})
     if complete:
         conds.append({"type": "Complete", "status": "True"})
-    return {"metadata": {"name": f"gpt-r{attempt}", "uid": uid,
+    return {"metadata": {"name": gang_name("gpt", attempt), "uid": uid,
                          "labels": {JOB_LABEL: "gpt", ATTEMPT_LABEL: str(attempt)}},
             "status": {"conditions": conds}}
 

@@ -29,8 +29,6 @@ from trainmaster.scheduler import (
 
 from .builders import make_gang, make_node, make_pod
 
-NO_REQ: dict[str, int] = {}
-
 GPU_TAINT = Taint("nvidia.com/gpu", "present", TaintEffect.NO_SCHEDULE)
 
 
@@ -76,9 +74,7 @@ GPU_TAINT = Taint("nvidia.com/gpu", "present", TaintEffect.NO_SCHEDULE)
 def test_taint_toleration(
     taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...], ok: bool
 ) -> None:
-    status = TaintToleration().filter(
-        make_pod(tolerations=tolerations), make_node(taints=taints), NO_REQ
-    )
+    status = TaintToleration().filter(make_pod(tolerations=tolerations), make_node(taints=taints))
     assert status.is_success() is ok
     if not ok:
         assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -98,7 +94,7 @@ def test_taint_toleration(
     ids=["empty", "match", "wrong-value", "missing-label", "one-of-two-wrong"],
 )
 def test_node_selector(selector: dict[str, str], labels: dict[str, str], ok: bool) -> None:
-    status = NodeSelector().filter(make_pod(selector=selector), make_node(labels=labels), NO_REQ)
+    status = NodeSelector().filter(make_pod(selector=selector), make_node(labels=labels))
     assert status.is_success() is ok
     if not ok:
         assert status.message == NodeSelector.ERR_REASON
@@ -146,7 +142,7 @@ NO_SPOT = NodeSelectorRequirement("spot", SelectorOperator.DOES_NOT_EXIST)
 def test_node_affinity(
     exprs: tuple[NodeSelectorRequirement, ...], labels: dict[str, str], ok: bool
 ) -> None:
-    status = NodeAffinity().filter(make_pod(affinity=exprs), make_node(labels=labels), NO_REQ)
+    status = NodeAffinity().filter(make_pod(affinity=exprs), make_node(labels=labels))
     assert status.is_success() is ok
 
 
@@ -166,7 +162,7 @@ def test_affinity_requirement_validates(
     ("cordoned", "ok"), [(False, True), (True, False)], ids=["open", "cordoned"]
 )
 def test_node_unschedulable(cordoned: bool, ok: bool) -> None:
-    status = NodeUnschedulable().filter(make_pod(), make_node(unschedulable=cordoned), NO_REQ)
+    status = NodeUnschedulable().filter(make_pod(), make_node(unschedulable=cordoned))
     assert status.is_success() is ok
     if not ok:
         assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE

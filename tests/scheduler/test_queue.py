@@ -228,7 +228,7 @@ def test_gang_manager(
 ) -> None:
     snap = make_cluster()
     gang = make_gang("g", members, min_member=min_member)
-    manager = GangManager(snap)
+    manager = GangManager(snap.placed_members)
     manager.add(gang)
     for pod in gang.members[:placed]:
         snap.assume(pod, "s0-l0-n0" if pod.name.endswith("0") else "s0-l0-n1")
@@ -254,7 +254,7 @@ def test_coscheduling_maps_states(state: GangState, code: Code) -> None:
         def permit(self, pod: PodRequest) -> GangState:
             return state
 
-    plugin = Coscheduling(Fixed(make_cluster()))
+    plugin = Coscheduling(Fixed(make_cluster().placed_members))
     pod = make_pod("p", gang="g")
     assert plugin.pre_filter(pod).code is code
     assert plugin.permit(pod, "n").code is code
@@ -334,7 +334,7 @@ def test_permit_rejection_undoes_whole_gang() -> None:
 
 def test_profile_build_default() -> None:
     snap = make_cluster()
-    profile = Profile.build(Handle(snap, GangManager(snap)))
+    profile = Profile.build(Handle(snap, GangManager(snap.placed_members)))
     assert [f.NAME for f in profile.filters] == [
         "NodeUnschedulable",
         "NodeSelector",
@@ -364,10 +364,11 @@ def test_profile_build_errors(names: tuple[str, ...], message: str) -> None:
     registry = {**REGISTRY, "Dynamic": lambda h: Dynamic()}
     snap = make_cluster()
     with pytest.raises(ValueError, match=message):
-        Profile.build(Handle(snap, GangManager(snap)), names, registry)
+        Profile.build(Handle(snap, GangManager(snap.placed_members)), names, registry)
 
 
 def test_resources_fit_is_accepted_as_builtin() -> None:
     snap = make_cluster()
-    profile = Profile.build(Handle(snap, GangManager(snap)), (NodeResourcesFit.NAME,))
+    handle = Handle(snap, GangManager(snap.placed_members))
+    profile = Profile.build(handle, (NodeResourcesFit.NAME,))
     assert profile.filters == ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainmaster.scheduler import (
+    DEFAULT_FILTERS,
     GPU,
     PODS,
     ClusterSnapshot,
@@ -168,3 +169,67 @@ def test_short_path_is_outside_lower_levels() -> None:
     assert snap.domain_of("b", "leaf") is None
     assert snap.domain_of("b", "spine") == "spine-0"
     assert [d.nodes for d in snap.domains("leaf")] == [("a",)]
+
+
+# --- read API by index ----------------------------------------------------------------
+
+
+def test_columns_are_live_and_in_name_order() -> None:
+    snap = make_cluster()
+    cols = snap.columns
+    assert [n.name for n in cols.nodes] == sorted(n.name for n in snap.nodes)
+    (i,) = snap.indices(["s0-l1-n2", "no-such-node"])
+    assert cols.nodes[i].name == "s0-l1-n2"
+    snap.assume(make_pod("p", gpus=4), "s0-l1-n2")
+    assert cols.free[i][GPU] == 4 == snap.free("s0-l1-n2")[GPU]
+    assert cols.requested[i][GPU] == 4
+    assert cols.capacity[i][GPU] == 8  # "if every tracked pod left"
+    assert cols.allocatable[i][GPU] == 8
+    assert all(cols.schedulable)
+    assert i in snap.gpu_buckets[4]
+    assert snap.max_capacity[GPU] == 8
+
+
+def test_live_domains_match_the_copies() -> None:
+    snap = make_cluster()
+    snap.assume(make_pod("p", gpus=4), "s0-l1-n2")
+    for level in ("leaf", "spine", "cluster"):
+        live = snap.live_domains(snap.rank(level))
+        copies = snap.domains(level)
+        assert [d.name for d in live] == [d.name for d in copies]
+        assert [dict(d.free) for d in live] == [dict(d.free) for d in copies]
+        assert [tuple(snap.nodes[i].name for i in d.nodes) for d in live] == [
+            d.nodes for d in copies
+        ]
+    assert list(snap.live_domains(0)) == []  # single nodes: see columns
+    with pytest.raises(ValueError, match="rank"):
+        snap.live_domains(snap.rank("cluster") + 1)
+
+
+def test_replace_nodes_is_set_node_for_many() -> None:
+    one_by_one, at_once = make_cluster(), make_cluster()
+    for snap in (one_by_one, at_once):
+        snap.assume(make_pod("p", gpus=4), "s0-l0-n0")
+    cordon = [
+        make_node(n.name, topology=n.topology, unschedulable=True)
+        for n in one_by_one.nodes
+        if n.name.startswith("s0-l0")
+    ]
+    for node in cordon:
+        one_by_one.set_node(node)
+    changed = {n.name: n for n in at_once.nodes} | {n.name: n for n in cordon}
+    at_once.replace_nodes(changed.values())
+    assert at_once.nodes == one_by_one.nodes
+    assert at_once.domains("leaf") == one_by_one.domains("leaf")
+    assert at_once.pod_node("default/p") == "s0-l0-n0"
+
+
+def test_eligibility_is_cached_until_a_node_changes() -> None:
+    snap = ClusterSnapshot([make_node("a"), make_node("b", labels={"pool": "x"})])
+    pod = make_pod("p", selector={"pool": "x"})
+    first = snap.eligibility(pod, DEFAULT_FILTERS)
+    assert first.mask == bytes([0, 1])
+    assert first.reasons[0] == "node(s) didn't match Pod's node selector"
+    assert snap.eligibility(pod, DEFAULT_FILTERS) is first
+    snap.set_node(make_node("a", labels={"pool": "x"}))
+    assert snap.eligibility(pod, DEFAULT_FILTERS).mask == bytes([1, 1])

@@ -48,6 +48,39 @@ def spec_cmd(
     _out.print(table)
 
 
+@bench_app.command("job")
+def job_cmd(
+    spec: Annotated[
+        Path | None, typer.Option(help="Cluster spec to validate the job against.")
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option(help="Without --spec: a generated spec with this many nodes.")
+    ] = 10_000,
+    runs: Annotated[int, typer.Option(help="Timed runs of each (after one warm-up).")] = 20,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Time validating one TrainingJob against a validated cluster spec (`validate_job`, what
+    the operator does per job) and, for comparison, the whole spec again with the job in it."""
+    from trainmaster.spec import load_spec, load_spec_text
+    from trainmaster.spec._bench import bench_job, large_spec_text
+
+    cluster = load_spec(spec) if spec is not None else load_spec_text(large_spec_text(nodes))
+    result = bench_job(cluster, runs)
+    if as_json:
+        print(json.dumps({"spec": str(spec) if spec else "generated", **asdict(result)}))
+        return
+    where = str(spec) if spec is not None else f"a generated {result.nodes}-node spec"
+    table = Table(title=f"validate one job against {where}")
+    for col in ("nodes", "runs", "how", "median ms", "best ms"):
+        table.add_column(col, justify="right")
+    table.add_row(str(result.nodes), str(runs), "whole spec again",
+                  f"{result.whole_median * 1e3:.2f}", f"{result.whole_min * 1e3:.2f}")
+    table.add_row(str(result.nodes), str(runs), "the job alone",
+                  f"{result.job_median * 1e3:.2f}", f"{result.job_min * 1e3:.2f}")
+    _out.print(table)
+    _out.print(f"median ratio: {result.whole_median / result.job_median:.0f}x")
+
+
 @bench_app.command("cluster")
 def cluster_cmd(
     spec: Annotated[Path, typer.Option(help="Spec whose topology to start.")] = Path(

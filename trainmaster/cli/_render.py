@@ -24,12 +24,12 @@ def render(
     ] = None,
 ) -> None:
     """Write the Kubernetes objects of a spec: the same objects Pulumi and the operator use."""
-    from trainmaster.objects import build_all, render_to_dir, to_yaml
+    from trainmaster.objects import all_objects, render_to_dir, to_yaml
     from trainmaster.spec import load_spec
 
     cluster = load_spec(spec)
     if output is None:
-        print(to_yaml([obj for objs in build_all(cluster).values() for obj in objs]), end="")
+        print(to_yaml(all_objects(cluster)), end="")
         return
     for path in render_to_dir(cluster, output):
         typer.echo(f"wrote {path}", err=True)

@@ -62,6 +62,7 @@ from trainmaster.objects._operator import (
 )
 from trainmaster.objects._render import (
     COMPONENTS,
+    all_objects,
     build_all,
     build_namespace,
     object_key,
@@ -95,6 +96,7 @@ __all__ = [
     "TRAININGJOB_VERSION",
     "UNHEALTHY_TAINT",
     "all_crds",
+    "all_objects",
     "app_labels",
     "build_all",
     "build_cache",

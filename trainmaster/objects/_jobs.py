@@ -48,8 +48,9 @@ def priority_class_name(spec: ClusterSpec, queue: str) -> str:
     return f"{spec.metadata.name}-{queue}"
 
 
-def gang_name(job: Job, attempt: int) -> str:
-    return f"{job.name}-r{attempt}"
+def gang_name(job: str, attempt: int) -> str:
+    """The name of attempt `attempt` of the job named `job`: its Job, PodGroup and pods."""
+    return f"{job}-r{attempt}"
 
 
 def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
@@ -226,7 +227,8 @@ def build_pod_group(
     spec: ClusterSpec, job: Job, attempt: int, owner: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     rule = job_domain_rule(spec, job)
-    meta = _meta(spec, job, gang_name(job, attempt), "gang", owner, {ATTEMPT_LABEL: str(attempt)})
+    gang = gang_name(job.name, attempt)
+    meta = _meta(spec, job, gang, "gang", owner, {ATTEMPT_LABEL: str(attempt)})
     meta["annotations"] = {
         TOPOLOGY_DOMAIN_ANNOTATION: rule.domain,
         TOPOLOGY_MODE_ANNOTATION: rule.mode,
@@ -246,7 +248,7 @@ def build_pod_group(
 def _container_env(
     spec: ClusterSpec, job: Job, attempt: int, resume_from: str | None
 ) -> list[dict[str, Any]]:
-    gang = gang_name(job, attempt)
+    gang = gang_name(job.name, attempt)
     # torchrun and deepspeed start a process per GPU; the python launcher one per pod.
     procs_per_pod = 1 if job.launcher == "python" else job.gpus_per_pod
     env: dict[str, str] = {
@@ -282,7 +284,7 @@ def build_gang_job(
 ) -> dict[str, Any]:
     """The Indexed Job of one attempt: one pod per node, gang-scheduled, never retried by
     the Job controller itself (the operator restarts whole gangs)."""
-    gang = gang_name(job, attempt)
+    gang = gang_name(job.name, attempt)
     cpu, memory = _pod_share(spec, job)
     resources = {
         GPU_RESOURCE: str(job.gpus_per_pod),

@@ -62,6 +62,11 @@ def build_all(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def all_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Every object of build_all(spec) in one list, in apply order."""
+    return [obj for objs in build_all(spec).values() for obj in objs]
+
+
 def object_key(obj: dict[str, Any]) -> str:
     """apiVersion/kind/namespace/name: unique per object in a rendering."""
     meta = obj["metadata"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from trainmaster.objects import gang_name
 from trainmaster.operator import _events as events
 from trainmaster.operator._kubeapi import Kube
 from trainmaster.operator._model import FAILED, SUCCEEDED, Cause, JobState
@@ -47,7 +48,7 @@ class Announcer:
         nodes = [n for n in entry.get("nodes") or [] if n not in str(entry.get("message"))]
         blamed = f" (node {', '.join(nodes)})" if nodes else ""
         what = f"{entry.get('cause')}: {entry.get('message')}{blamed}"
-        gang = f"{job.name}-r{state.attempt}"
+        gang = gang_name(job.name, state.attempt)
         if entry.get("cause") == str(Cause.SPEC_CHANGED):
             await self._once(body, "Normal", "SpecChanged",
                              f"{what}: new gang {gang}, resuming from {resume}", now,
@@ -64,7 +65,7 @@ class Announcer:
     async def end(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
         if state.phase == SUCCEEDED:
             await self._once(body, "Normal", "Succeeded",
-                             f"every pod of {state.name}-r{state.attempt} succeeded", now,
+                             f"every pod of {gang_name(state.name, state.attempt)} succeeded", now,
                              f"r{state.attempt}.succeeded")
             return
         cond = state.condition(FAILED)

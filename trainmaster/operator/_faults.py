@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from trainmaster.objects import ATTEMPT_LABEL, UNHEALTHY_TAINT
+from trainmaster.objects import ATTEMPT_LABEL, UNHEALTHY_TAINT, gang_name
 from trainmaster.operator._model import (
     Cause,
     Fault,
@@ -207,7 +207,7 @@ def find_fault(
     if fatal is not None or faults:
         return fatal or faults[0]
     if gang.job_failed is not None:
-        return Fault(Cause.GANG_FAILED, f"Job {job.name}-r{gang.attempt} failed: "
+        return Fault(Cause.GANG_FAILED, f"Job {gang_name(job.name, gang.attempt)} failed: "
                      f"{gang.job_failed}")
     return hang(job, state, now)
 

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from trainmaster.objects import JOB_LABEL, build_gang
+from trainmaster.objects import JOB_LABEL, build_gang, gang_name
 from trainmaster.operator._faults import gang_view
 from trainmaster.operator._kubeapi import Kube, is_status
 from trainmaster.operator._model import GangView, NodeHealth
@@ -67,7 +67,7 @@ class GangObjects:
         first so its controller cannot replace the pods we delete."""
         stale_jobs = list(gang.stale_jobs)
         if gang.attempt != keep and gang.job_exists:
-            stale_jobs.append(f"{job.name}-r{gang.attempt}")
+            stale_jobs.append(gang_name(job.name, gang.attempt))
         await asyncio.gather(*(self.kube.delete(Kube.jobs(namespace, name), "Background")
                                for name in stale_jobs))
         pods = [p for p in (*gang.stale_pods, *gang.pods) if p.attempt != keep]
@@ -81,7 +81,7 @@ class GangObjects:
         await asyncio.gather(*(
             self.kube.delete(Kube.podgroups(namespace, g["metadata"]["name"]))
             for g in groups
-            if g["metadata"]["name"] != f"{job.name}-r{keep}"
+            if g["metadata"]["name"] != gang_name(job.name, keep)
             and not g["metadata"].get("deletionTimestamp")
         ))
 
@@ -89,7 +89,7 @@ class GangObjects:
         """Suspend the failed attempt's Job: its controller stops the pods still running
         (freeing their GPUs) and keeps the failed ones, with their logs, for a person."""
         try:
-            await self.kube.patch(Kube.jobs(namespace, f"{job.name}-r{attempt}"),
+            await self.kube.patch(Kube.jobs(namespace, gang_name(job.name, attempt)),
                                   {"spec": {"suspend": True}})
         except Exception as exc:
             if not is_status(exc, 404):

@@ -22,7 +22,7 @@ from trainmaster.spec import (
     SpecError,
     load_spec,
     load_spec_text,
-    validate_data,
+    validate_job,
 )
 
 
@@ -107,18 +107,14 @@ def in_namespace(spec: ClusterSpec, namespace: str) -> ClusterSpec:
 
 
 def check_job(spec: ClusterSpec, name: str, raw: dict[str, Any]) -> Job | InvalidJob:
-    """Validate one job the way the spec validator would, in the context of its cluster."""
+    """Validate one job the way the spec validator would, against its cluster (which was
+    validated when it was read): the job's schema and rules only."""
     if raw.get("name") != name:
         return InvalidJob(f"spec.name {raw.get('name')!r} must equal metadata.name {name!r}")
-    data = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
-    data["jobs"] = [raw]
     try:
-        checked = validate_data(data, f"trainingjob {name}")
+        return validate_job(spec, raw, f"trainingjob {name}", path="spec")
     except SpecError as exc:
         issues = getattr(exc, "issues", None)
         if issues:
-            text = "; ".join(f"{i.path.replace('jobs[0]', 'spec')}: {i.message}" for i in issues)
-        else:
-            text = str(exc)
-        return InvalidJob(text)
-    return checked.jobs[0]
+            return InvalidJob("; ".join(f"{i.path}: {i.message}" for i in issues))
+        return InvalidJob(str(exc))

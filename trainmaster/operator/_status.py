@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from trainmaster.objects import gang_name
 from trainmaster.operator._model import (
     FAILED,
     HISTORY_LIMIT,
@@ -184,7 +185,7 @@ def observe_patch(state: JobState, job: Job, gang: GangView, now: datetime) -> d
     )
     wanted: dict[str, Any] = {
         "phase": phase,
-        "gang": f"{job.name}-r{gang.attempt}",
+        "gang": gang_name(job.name, gang.attempt),
         "nodes": gang.nodes,
         "pendingReason": reason,
         "observedGeneration": state.gang_generation,

@@ -22,12 +22,22 @@ free of Kubernetes imports for whoever only places gangs::
 
 from typing import TYPE_CHECKING, Any
 
+from ._contracts import (
+    FilterPlugin,
+    PermitPlugin,
+    Plugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from ._coscheduling import Coscheduling, GangManager, GangState
 from ._filters import (
     NodeAffinity,
     NodeResourcesFit,
     NodeSelector,
     NodeUnschedulable,
     TaintToleration,
+    filter_key,
     fit_count,
     insufficient_resource,
     matches_affinity,
@@ -37,20 +47,17 @@ from ._filters import (
 )
 from ._fragmentation import FragmentationReport, fragmentation_report
 from ._framework import (
+    BUILTIN,
     DEFAULT_FILTERS,
     DEFAULT_PLUGINS,
     DEFAULT_SCORER,
     REGISTRY,
-    FilterPlugin,
     Handle,
-    PermitPlugin,
     PluginFactory,
-    PreFilterPlugin,
     Profile,
-    ReservePlugin,
-    ScorePlugin,
+    Registry,
+    contract_errors,
 )
-from ._gang import Coscheduling, GangManager, GangState
 from ._model import (
     CLUSTER_LEVEL,
     CPU,
@@ -80,7 +87,15 @@ from ._placement import (
 )
 from ._queue import Clock, CycleResult, GangQueue, GangScheduler, Reservation, queue_key
 from ._score import BestFit, best_fit_score, primary_resource
-from ._snapshot import ClusterSnapshot, DomainView, OvercommitError, PodState
+from ._snapshot import (
+    ClusterSnapshot,
+    DomainView,
+    Eligibility,
+    LiveDomain,
+    NodeColumns,
+    OvercommitError,
+    PodState,
+)
 from ._status import Code, Status
 
 if TYPE_CHECKING:
@@ -136,6 +151,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BUILTIN",
     "CLUSTER_LEVEL",
     "CPU",
     "DEFAULT_FILTERS",
@@ -159,6 +175,7 @@ __all__ = [
     "Coscheduling",
     "CycleResult",
     "DomainView",
+    "Eligibility",
     "FilterPlugin",
     "FragmentationReport",
     "Gang",
@@ -171,7 +188,9 @@ __all__ = [
     "KubeApi",
     "LeaderElection",
     "LeaderElector",
+    "LiveDomain",
     "NodeAffinity",
+    "NodeColumns",
     "NodeInfo",
     "NodeResourcesFit",
     "NodeSelector",
@@ -180,6 +199,7 @@ __all__ = [
     "OvercommitError",
     "PermitPlugin",
     "Placement",
+    "Plugin",
     "PluginFactory",
     "PodGroupInfo",
     "PodInfo",
@@ -188,6 +208,7 @@ __all__ = [
     "PreFilterPlugin",
     "Profile",
     "Reflector",
+    "Registry",
     "Renewal",
     "Reservation",
     "ReservationTarget",
@@ -210,6 +231,8 @@ __all__ = [
     "TopologyRule",
     "Unschedulable",
     "best_fit_score",
+    "contract_errors",
+    "filter_key",
     "fit_count",
     "fragmentation_report",
     "insufficient_resource",

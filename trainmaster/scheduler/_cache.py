@@ -132,7 +132,7 @@ class ClusterCache:
             specs = {n.name: n for n in snap.nodes}
             specs.update(updates)
             # set_node() for many nodes at once: the same rebuild, done once.
-            snap._rebuild(sorted(specs.values(), key=lambda n: n.name))
+            snap.replace_nodes(specs.values())
         for uid, (pod, node) in list(self._orphans.items()):
             if node in updates:
                 del self._orphans[uid]

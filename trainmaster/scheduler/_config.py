@@ -15,34 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
+
+from trainmaster.spec import TopologyRule as TopologyRule  # the spec's rule, re-exported
+from trainmaster.spec import default_topology_policy, rule_for_size
 
 from ._model import CLUSTER_LEVEL, NODE_LEVEL, TopologyConstraint, TopologyMode
 
 
 class ConfigError(ValueError):
     """The scheduler's config file or options are not usable."""
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyRule:
-    """Where a gang goes when its PodGroup names no topology: the first rule whose
-    ``max_pods`` covers the gang's size applies (``None`` covers every size)."""
-
-    domain: str
-    mode: TopologyMode = TopologyMode.PREFERRED
-    max_pods: int | None = None
-
-    def constraint(self) -> TopologyConstraint:
-        return TopologyConstraint(self.domain, self.mode)
-
-
-def default_policy(levels: tuple[str, ...]) -> tuple[TopologyRule, ...]:
-    """The spec's default: one pod on one node; larger gangs prefer one lowest-level
-    domain (a leaf)."""
-    return (
-        TopologyRule(NODE_LEVEL, TopologyMode.REQUIRED, max_pods=1),
-        TopologyRule(levels[-1] if levels else CLUSTER_LEVEL, TopologyMode.PREFERRED),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +65,9 @@ class SchedulerConfig:
     """0: ``max(client_qps, bind_concurrency)``."""
     leader_election: LeaderElection = LeaderElection()
     topology_policy: tuple[TopologyRule, ...] = ()
-    """Empty: ``default_policy(levels)``."""
+    """Where a gang goes when its PodGroup names no topology (the spec's rules: the first
+    whose maxNodes covers the gang's pods applies). Empty: the spec's default for
+    ``levels``."""
     metrics_address: str = "127.0.0.1"
     metrics_port: int = 10259
     """0 disables the /metrics server."""
@@ -104,13 +88,11 @@ class SchedulerConfig:
 
     @property
     def policy(self) -> tuple[TopologyRule, ...]:
-        return self.topology_policy or default_policy(self.levels)
+        return self.topology_policy or tuple(default_topology_policy(self.levels))
 
     def topology_for(self, pods: int) -> TopologyConstraint:
-        for rule in self.policy:
-            if rule.max_pods is None or pods <= rule.max_pods:
-                return rule.constraint()
-        return TopologyConstraint(CLUSTER_LEVEL, TopologyMode.PREFERRED)
+        rule = rule_for_size(self.policy, pods)
+        return TopologyConstraint(rule.domain, TopologyMode(rule.mode))
 
     def replace(self, **changes: Any) -> SchedulerConfig:
         return dataclasses.replace(self, **changes)
@@ -217,4 +199,11 @@ def _rule(raw: Any) -> TopologyRule:
     except ValueError:
         raise ConfigError(f"topologyPolicy mode {raw.get('mode')!r}: required|preferred") from None
     max_nodes = raw.get("maxNodes", raw.get("maxPods"))
-    return TopologyRule(str(raw["domain"]), mode, None if max_nodes is None else int(max_nodes))
+    try:
+        return TopologyRule(
+            domain=str(raw["domain"]),
+            mode=mode.value,
+            max_nodes=None if max_nodes is None else int(max_nodes),
+        )
+    except (TypeError, ValueError, ValidationError) as err:
+        raise ConfigError(f"topologyPolicy rule {dict(raw)!r}: {err}") from None

@@ -1,16 +1,18 @@
 """Filter extension point: pure predicates and the tiny plugins that wrap them.
 
-A plugin whose ``STATIC`` is true looks only at the pod spec and the node spec, never at
-usage, so the placement core evaluates it once per (pod signature, node) per snapshot.
-``NodeResourcesFit`` is the one dynamic filter; the placement core applies the same pure
+Each static filter (``FilterPlugin`` in ``_contracts.py``) looks only at the pod spec and
+the node spec, never at usage, and names what it reads in the pod (``cache_key``), so the
+snapshot evaluates it once per (key, node) per snapshot. ``NodeResourcesFit`` is the one
+dynamic filter and no ``FilterPlugin``: the placement core applies the same pure
 functions (``fit_count``) through its own capacity accounting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
+from ._contracts import FilterPlugin
 from ._model import (
     NodeInfo,
     NodeSelectorRequirement,
@@ -92,7 +94,13 @@ class NodeUnschedulable:
     ERR_REASON: ClassVar[str] = "node(s) were unschedulable"
     STATIC: ClassVar[bool] = True
 
-    def filter(self, pod: PodRequest, node: NodeInfo, requested: Mapping[str, int]) -> Status:
+    def applies(self, pod: PodRequest) -> bool:
+        return True
+
+    def cache_key(self, pod: PodRequest) -> Hashable:
+        return None  # the node alone decides
+
+    def filter(self, pod: PodRequest, node: NodeInfo) -> Status:
         if node.unschedulable:
             return Status.of(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.NAME, self.ERR_REASON)
         return SUCCESS
@@ -105,7 +113,13 @@ class NodeSelector:
     ERR_REASON: ClassVar[str] = "node(s) didn't match Pod's node selector"
     STATIC: ClassVar[bool] = True
 
-    def filter(self, pod: PodRequest, node: NodeInfo, requested: Mapping[str, int]) -> Status:
+    def applies(self, pod: PodRequest) -> bool:
+        return bool(pod.node_selector)
+
+    def cache_key(self, pod: PodRequest) -> Hashable:
+        return frozenset(pod.node_selector.items())
+
+    def filter(self, pod: PodRequest, node: NodeInfo) -> Status:
         if matches_node_selector(pod.node_selector, node.labels):
             return SUCCESS
         return Status.of(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.NAME, self.ERR_REASON)
@@ -118,7 +132,13 @@ class NodeAffinity:
     ERR_REASON: ClassVar[str] = "node(s) didn't match Pod's node affinity"
     STATIC: ClassVar[bool] = True
 
-    def filter(self, pod: PodRequest, node: NodeInfo, requested: Mapping[str, int]) -> Status:
+    def applies(self, pod: PodRequest) -> bool:
+        return bool(pod.affinity)
+
+    def cache_key(self, pod: PodRequest) -> Hashable:
+        return pod.affinity
+
+    def filter(self, pod: PodRequest, node: NodeInfo) -> Status:
         if matches_affinity(pod.affinity, node.labels):
             return SUCCESS
         return Status.of(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.NAME, self.ERR_REASON)
@@ -131,7 +151,13 @@ class TaintToleration:
     ERR_REASON: ClassVar[str] = "node(s) had untolerated taint"
     STATIC: ClassVar[bool] = True
 
-    def filter(self, pod: PodRequest, node: NodeInfo, requested: Mapping[str, int]) -> Status:
+    def applies(self, pod: PodRequest) -> bool:
+        return True  # no tolerations still has to check the node's taints
+
+    def cache_key(self, pod: PodRequest) -> Hashable:
+        return pod.tolerations
+
+    def filter(self, pod: PodRequest, node: NodeInfo) -> Status:
         taint = untolerated_taint(node.taints, pod.tolerations)
         if taint is None:
             return SUCCESS
@@ -143,7 +169,10 @@ class TaintToleration:
 
 
 class NodeResourcesFit:
-    """Rejects nodes without enough free allocatable for the pod (never overcommits)."""
+    """Rejects nodes without enough free allocatable for the pod (never overcommits).
+
+    Not a ``FilterPlugin``: its answer depends on usage. The placement core applies it
+    through its capacity accounting; the registry lists it so a profile may name it."""
 
     NAME: ClassVar[str] = "NodeResourcesFit"
     ERR_REASON: ClassVar[str] = "Insufficient"
@@ -155,3 +184,13 @@ class NodeResourcesFit:
         if resource is None:
             return SUCCESS
         return Status.of(Code.UNSCHEDULABLE, self.NAME, f"{self.ERR_REASON} {resource}")
+
+
+# --- the cache key of a filter set -----------------------------------------------------
+
+
+def filter_key(pod: PodRequest, filters: Sequence[FilterPlugin]) -> Hashable:
+    """Pods with equal keys get the same answer from ``filters`` on every node: each
+    filter's own ``cache_key``, in order."""
+    return tuple([f.cache_key(pod) for f in filters])
+

@@ -45,15 +45,16 @@ def fragmentation_report(snapshot: ClusterSnapshot, resource: str = GPU) -> Frag
     counted: list[int] = []
     node_free: dict[int, int] = {}
     node_whole: dict[int, bool] = {}
-    for i, node in enumerate(snapshot._nodes):
+    cols = snapshot.columns
+    for i, node in enumerate(cols.nodes):
         alloc = node.allocatable.get(resource, 0)
-        if not snapshot._schedulable[i] or alloc <= 0:
+        if not cols.schedulable[i] or alloc <= 0:
             continue
         counted.append(i)
-        free = max(snapshot._free[i].get(resource, 0), 0)
+        free = max(cols.free[i].get(resource, 0), 0)
         node_free[i] = free
-        node_whole[i] = snapshot._requested[i].get(resource, 0) == 0
-    total = sum(snapshot._nodes[i].allocatable.get(resource, 0) for i in counted)
+        node_whole[i] = cols.requested[i].get(resource, 0) == 0
+    total = sum(cols.nodes[i].allocatable.get(resource, 0) for i in counted)
     free_total = sum(node_free.values())
     stranded = sum(f for i, f in node_free.items() if not node_whole[i])
 
@@ -62,7 +63,7 @@ def fragmentation_report(snapshot: ClusterSnapshot, resource: str = GPU) -> Frag
     leaves = 0
     leaf_whole_free = 0
     if snapshot.levels:
-        for dom in snapshot._domains[1]:
+        for dom in snapshot.live_domains(1):
             members = [i for i in dom.nodes if i in node_free]
             if not members:
                 continue

@@ -119,14 +119,6 @@ class NodeInfo:
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
 
 
-ConstraintKey = tuple[
-    frozenset[tuple[str, str]],
-    tuple[NodeSelectorRequirement, ...],
-    tuple[Toleration, ...],
-]
-"""Everything in a pod spec that static (state-independent) filters look at."""
-
-
 @dataclass(frozen=True)
 class PodRequest:
     """A pod waiting to be placed. ``uid`` defaults to ``namespace/name``."""
@@ -147,7 +139,6 @@ class PodRequest:
     key: str = field(init=False, repr=False, compare=False)
     effective_requests: Mapping[str, int] = field(init=False, repr=False, compare=False)
     """``requests`` plus the implicit ``pods: 1``."""
-    constraint_key: ConstraintKey = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         requests = _frozen_map(self.requests, f"{self.namespace}/{self.name} requests")
@@ -159,11 +150,6 @@ class PodRequest:
         sets(self, "key", f"{self.namespace}/{self.name}")
         sets(self, "uid", self.uid or self.key)
         sets(self, "effective_requests", MappingProxyType(effective))
-        sets(
-            self,
-            "constraint_key",
-            (frozenset(self.node_selector.items()), self.affinity, self.tolerations),
-        )
 
     @property
     def gang_key(self) -> str | None:

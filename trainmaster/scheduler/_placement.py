@@ -2,7 +2,7 @@
 
 Algorithm for one gang (nothing is mutated; the caller assumes the result):
 
-1. Members are grouped by signature (requests + selector/affinity/tolerations). Static
+1. Members are grouped by signature (requests + the filters' cache keys). Static
    filters give each signature a node mask, cached in the snapshot.
 2. Ranks are tried smallest first: node, lowest level (leaf), ..., top level, cluster;
    a ``required`` constraint stops at its level, ``preferred`` goes on to the cluster.
@@ -18,20 +18,23 @@ Algorithm for one gang (nothing is mutated; the caller assumes the result):
    coded ``UNSCHEDULABLE_AND_UNRESOLVABLE`` if it could not fit even in an empty cluster.
 
 Cost per gang: O(nodes) for the node rank, O(domains) aggregate checks per rank, and
-O(nodes in the tried domains) for packing, never O(pods x nodes x domains).
+O(nodes in the tried domains) for packing, never O(pods x nodes x domains). The snapshot
+is read through its by-index API (``columns``, ``live_domains``, ``eligibility``): live
+views, no copies.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ._contracts import FilterPlugin, ScorePlugin
 from ._filters import fit_count
-from ._framework import DEFAULT_FILTERS, DEFAULT_SCORER, FilterPlugin, ScorePlugin
+from ._framework import DEFAULT_FILTERS, DEFAULT_SCORER
 from ._model import CLUSTER_LEVEL, GPU, Gang, PodRequest, TopologyMode
 from ._score import BestFit, primary_resource
-from ._snapshot import ClusterSnapshot, _Domain
+from ._snapshot import ClusterSnapshot, LiveDomain
 from ._status import Code
 
 
@@ -78,9 +81,9 @@ class _Group:
     pods: list[PodRequest]
     requests: Mapping[str, int]
     items: tuple[tuple[str, int], ...]
-    static_mask: bytearray
-    mask: bytearray
-    reasons: list[str | None]
+    static_mask: bytes | bytearray
+    mask: bytes | bytearray
+    reasons: Sequence[str | None]
 
 
 Assignment = list[tuple[PodRequest, int]]
@@ -97,19 +100,20 @@ class _Search:
         blocked: Collection[str],
     ) -> None:
         self.snap = snapshot
+        self.cols = snapshot.columns
         self.gang = gang
         self.scorer = scorer
-        signatures: dict[object, list[PodRequest]] = {}
+        signatures: dict[tuple[object, Hashable], list[PodRequest]] = {}
         for pod in gang.members:
-            key = (tuple(sorted(pod.effective_requests.items())), pod.constraint_key)
+            key = (tuple(sorted(pod.effective_requests.items())), snapshot.pod_key(pod, filters))
             signatures.setdefault(key, []).append(pod)
-        blocked_idx = [snapshot._index[n] for n in blocked if n in snapshot._index]
+        blocked_idx = snapshot.indices(blocked)
         self.groups: list[_Group] = []
         totals: dict[str, int] = {}
-        for pods in signatures.values():
+        for (_, fkey), pods in signatures.items():
             first = pods[0]
-            elig = snapshot._filter_nodes(first, filters)
-            mask = elig.mask
+            elig = snapshot.eligibility(first, filters, fkey)
+            mask: bytes | bytearray = elig.mask
             if blocked_idx:
                 mask = bytearray(mask)
                 for i in blocked_idx:
@@ -137,19 +141,20 @@ class _Search:
 
     def on_node(self, base: _Base, min_depth: int, static: bool) -> int | None:
         """Best-fit single node holding the whole gang, or None."""
-        snap = self.snap
-        biggest = snap._max_capacity
+        snap, cols = self.snap, self.cols
+        biggest = snap.max_capacity
         totals = self.total_items
         if any(biggest.get(r, 0) < q for r, q in totals):
             return None  # no node is large enough, however empty
         primary, need = self.primary, self.need
         masks = [g.static_mask if static else g.mask for g in self.groups]
         mask = masks[0] if len(masks) == 1 else bytearray(map(min, zip(*masks, strict=True)))
-        nodes = snap._nodes
+        nodes = cols.nodes
         if primary == GPU and not static and type(self.scorer) is BestFit:
             # Same answer as the scan below (least free GPUs, then name) via the buckets.
-            for free_gpus in sorted(k for k in snap._gpu_buckets if k >= need):
-                bucket = snap._gpu_buckets[free_gpus]
+            buckets = snap.gpu_buckets
+            for free_gpus in sorted(k for k in buckets if k >= need):
+                bucket = buckets[free_gpus]
                 first = min(bucket)
                 for i in (first,) if len(bucket) == 1 else (first, *sorted(bucket)):
                     if (
@@ -159,7 +164,7 @@ class _Search:
                     ):
                         return i
             return None
-        alloc = snap._alloc
+        alloc = cols.allocatable
         score = self.scorer.score
         best_key: tuple[int, int] | None = None
         for i, free in enumerate(base):
@@ -174,18 +179,13 @@ class _Search:
                 best_key = key
         return None if best_key is None else best_key[1]
 
-    def candidates(self, rank: int, static: bool) -> list[_Domain]:
+    def candidates(self, rank: int, static: bool) -> list[LiveDomain]:
         totals = self.total_items
+        domains = self.snap.live_domains(rank)
         if static:
-            doms = [
-                d
-                for d in self.snap._domains[rank]
-                if all(d.capacity.get(r, 0) >= q for r, q in totals)
-            ]
+            doms = [d for d in domains if all(d.capacity.get(r, 0) >= q for r, q in totals)]
         else:
-            doms = [
-                d for d in self.snap._domains[rank] if all(d.free.get(r, 0) >= q for r, q in totals)
-            ]
+            doms = [d for d in domains if all(d.free.get(r, 0) >= q for r, q in totals)]
         primary = self.primary
         doms.sort(key=lambda d: (d.free.get(primary, 0), d.name))
         return doms
@@ -195,7 +195,7 @@ class _Search:
         overlay: dict[int, dict[str, int]] = {}
         out: Assignment = []
         score = self.scorer.score
-        alloc = self.snap._alloc
+        alloc = self.cols.allocatable
         for group in self.groups:
             mask = group.static_mask if static else group.mask
             items = group.items
@@ -233,12 +233,12 @@ class _Search:
     def at_rank(
         self, rank: int, min_depth: int, static: bool = False
     ) -> tuple[str, Assignment] | None:
-        base: _Base = self.snap._capacity if static else self.snap._free
+        base: _Base = self.cols.capacity if static else self.cols.free
         if rank == 0:
             i = self.on_node(base, min_depth, static)
             if i is None:
                 return None
-            return self.snap._nodes[i].name, [(p, i) for g in self.groups for p in g.pods]
+            return self.cols.nodes[i].name, [(p, i) for g in self.groups for p in g.pods]
         for dom in self.candidates(rank, static):
             assignment = self.pack(dom.nodes, base, static)
             if assignment is not None:
@@ -249,15 +249,15 @@ class _Search:
 
     def best_free(self, rank: int) -> tuple[str, int]:
         """The domain at ``rank`` with the most free primary resource."""
-        snap, primary = self.snap, self.primary
+        cols, primary = self.cols, self.primary
         if rank == 0:
             pairs = [
                 (max(f.get(primary, 0), 0), n.name)
-                for f, n, ok in zip(snap._free, snap._nodes, snap._schedulable, strict=True)
+                for f, n, ok in zip(cols.free, cols.nodes, cols.schedulable, strict=True)
                 if ok
             ]
         else:
-            pairs = [(d.free.get(primary, 0), d.name) for d in snap._domains[rank]]
+            pairs = [(d.free.get(primary, 0), d.name) for d in self.snap.live_domains(rank)]
         if not pairs:
             return "-", 0
         free, name = min(pairs, key=lambda p: (-p[0], p[1]))
@@ -266,11 +266,11 @@ class _Search:
     def node_summary(self) -> str:
         """Why nodes reject one pod of the largest group, kube-scheduler style."""
         group = self.groups[0]
-        snap = self.snap
+        cols = self.cols
         counts: Counter[str] = Counter()
         fits = 0
         items = sorted(group.items)
-        for i, free in enumerate(snap._free):
+        for i, free in enumerate(cols.free):
             if not group.static_mask[i]:
                 counts[group.reasons[i] or "node(s) were unschedulable"] += 1
             elif not group.mask[i]:
@@ -284,7 +284,7 @@ class _Search:
                     fits += 1
         parts = [f"{n} {why}" for why, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
         detail = f": {', '.join(parts)}" if parts else ""
-        return f"{fits}/{len(snap._nodes)} nodes fit one {group.pods[0].key}-like pod{detail}"
+        return f"{fits}/{len(cols.nodes)} nodes fit one {group.pods[0].key}-like pod{detail}"
 
 
 def _min_depth(snapshot: ClusterSnapshot, rank: int) -> int:
@@ -334,7 +334,7 @@ def place_gang(
         found = search.at_rank(rank, node_depth)
         if found is not None:
             domain, assignment = found
-            nodes = snapshot._nodes
+            nodes = snapshot.columns.nodes
             return Placement(
                 gang.key,
                 snapshot.level_names[rank],
@@ -390,21 +390,22 @@ def reservation_target(
     for g in search.groups:
         g.static_mask = g.mask  # capacity base, but never the blocked nodes
     primary = search.primary
-    nodes = snapshot._nodes
+    cols = snapshot.columns
+    nodes = cols.nodes
     for rank in range(last + 1):
         fitting: list[tuple[int, str, tuple[int, ...]]] = []
         if rank == 0:
-            for i, cap in enumerate(snapshot._capacity):
+            for i, cap in enumerate(cols.capacity):
                 if (
-                    snapshot._schedulable[i]
+                    cols.schedulable[i]
                     and all(m[i] for m in masks)
                     and len(nodes[i].topology) >= node_depth
                     and all(cap.get(r, 0) >= q for r, q in search.total_items)
                 ):
-                    fitting.append((max(snapshot._free[i].get(primary, 0), 0), nodes[i].name, (i,)))
+                    fitting.append((max(cols.free[i].get(primary, 0), 0), nodes[i].name, (i,)))
         else:
             for dom in search.candidates(rank, static=True):
-                if search.pack(dom.nodes, snapshot._capacity, static=True) is not None:
+                if search.pack(dom.nodes, cols.capacity, static=True) is not None:
                     fitting.append((dom.free.get(primary, 0), dom.name, dom.nodes))
         if fitting:
             _, name, members = min(fitting, key=lambda f: (-f[0], f[1]))

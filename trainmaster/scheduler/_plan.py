@@ -29,7 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-from ._framework import DEFAULT_FILTERS, FilterPlugin
+from ._contracts import FilterPlugin
+from ._filters import filter_key
+from ._framework import DEFAULT_FILTERS
 from ._model import GPU, NODE_LEVEL, Gang
 from ._snapshot import ClusterSnapshot
 
@@ -47,23 +49,27 @@ class BatchPlan:
     """True when every gang got a domain."""
 
 
-def plannable(gang: Gang, level: str) -> bool:
+def plannable(gang: Gang, level: str, filters: Sequence[FilterPlugin] = DEFAULT_FILTERS) -> bool:
     """A complete gang at ``level`` or on one node (it sits in one domain of ``level``
     either way) whose members all ask for GPUs and share one set of node constraints
-    (selector, affinity, tolerations)."""
+    (equal cache keys for ``filters``: selector, affinity, tolerations by default)."""
     if gang.topology.level not in (level, NODE_LEVEL) or not gang.members:
         return False
     if len(gang.members) < gang.required_members:
         return False
-    key = gang.members[0].constraint_key
-    return all(p.constraint_key == key and p.requests.get(GPU, 0) > 0 for p in gang.members)
+    key = filter_key(gang.members[0], filters)
+    return all(
+        p.requests.get(GPU, 0) > 0 and filter_key(p, filters) == key for p in gang.members
+    )
 
 
-def batch_of(gangs: Sequence[Gang]) -> list[Gang]:
+def batch_of(
+    gangs: Sequence[Gang], filters: Sequence[FilterPlugin] = DEFAULT_FILTERS
+) -> list[Gang]:
     """The largest subset sharing one constraint set: they compete for the same nodes."""
     groups: dict[object, list[Gang]] = {}
     for gang in gangs:
-        groups.setdefault(gang.members[0].constraint_key, []).append(gang)
+        groups.setdefault(filter_key(gang.members[0], filters), []).append(gang)
     return max(groups.values(), key=len, default=[])
 
 
@@ -71,18 +77,18 @@ def _capacity(
     snapshot: ClusterSnapshot,
     level: str,
     pod_gpus: int | None,
-    eligible: Sequence[int] | bytearray,
+    eligible: Sequence[int],
 ) -> dict[str, int]:
     """Free GPUs per domain of ``level`` on eligible nodes (whole pods' worth when all
     pods have ``pod_gpus``)."""
     out: dict[str, int] = {}
-    rank = snapshot.rank(level)
-    for dom in snapshot._domains[rank]:
+    node_free = snapshot.columns.free
+    for dom in snapshot.live_domains(snapshot.rank(level)):
         total = 0
         for i in dom.nodes:
             if not eligible[i]:
                 continue
-            free = max(snapshot._free[i].get(GPU, 0), 0)
+            free = max(node_free[i].get(GPU, 0), 0)
             total += free - free % pod_gpus if pod_gpus else free
         out[dom.name] = total
     return out
@@ -192,7 +198,7 @@ def plan_batch(
     if not gangs:
         return BatchPlan({}, (), True)
     # Nodes the static filters (cordon, selector, affinity, taints) let these pods use.
-    eligible = snapshot._filter_nodes(gangs[0].members[0], filters).mask
+    eligible = snapshot.eligibility(gangs[0].members[0], filters).mask
     pod_sizes = {p.requests.get(GPU, 0) for g in gangs for p in g.members}
     pod_gpus = pod_sizes.pop() if len(pod_sizes) == 1 else None
     capacity = _capacity(snapshot, level, pod_gpus, eligible)

@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from ._coscheduling import GangManager
 from ._framework import DEFAULT_PLUGINS, REGISTRY, Handle, PluginFactory, Profile
-from ._gang import GangManager
 from ._model import Gang
 from ._placement import Placement, ReservationTarget, Unschedulable, place_gang, reservation_target
 from ._snapshot import ClusterSnapshot, OvercommitError
@@ -100,7 +100,7 @@ class GangScheduler:
     ) -> None:
         self.snapshot = snapshot
         self.queue = GangQueue()
-        self.gangs = GangManager(snapshot)
+        self.gangs = GangManager(snapshot.placed_members)
         handle = Handle(snapshot, self.gangs)
         self.profile = Profile.build(handle, plugins, registry)
         self._clock = clock

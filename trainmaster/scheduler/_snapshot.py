@@ -30,25 +30,30 @@ Pod state machine (one entry per pod uid)::
 Every transition updates the node's usage and the free capacity of each enclosing
 switch domain in O(levels x resources), so the placement core never re-sums nodes.
 Cordoned nodes are not counted in any domain's free capacity.
+
+Read API: by name (``node``, ``free``, ``domains``, ...: copies or read-only views, for
+callers at large) and by index (``columns``, ``live_domains``, ``eligibility``,
+``gpu_buckets``: live read-only views without copies, for the placement core's inner
+loops). A node's index is its position in name order; every node change renumbers, so
+an index is only valid until the next ``set_node``/``replace_nodes``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ._filters import NodeUnschedulable
+from ._contracts import FilterPlugin
+from ._filters import NodeUnschedulable, filter_key
 from ._model import CLUSTER_LEVEL, GPU, NODE_LEVEL, NodeInfo, PodRequest
 from ._status import Code
 
-if TYPE_CHECKING:
-    from ._framework import FilterPlugin
-
-
 _ELIGIBILITY_CACHE_SIZE = 4096
+_POD_KEY_MEMO_SIZE = 65536
 
 
 class PodState(enum.StrEnum):
@@ -73,6 +78,50 @@ class DomainView:
     """Allocatable minus untracked usage, summed over schedulable nodes."""
 
 
+class LiveDomain(Protocol):
+    """A switch domain (or the cluster) as the placement core reads it: live (updated by
+    every assume/forget), read-only, nodes by index. See ``DomainView`` for a copy."""
+
+    @property
+    def level(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def nodes(self) -> tuple[int, ...]: ...
+    @property
+    def free(self) -> Mapping[str, int]: ...
+    @property
+    def capacity(self) -> Mapping[str, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NodeColumns:
+    """Per-node state by index (see the module doc), read-only and live: ``free[i]`` is
+    node i's free allocatable now. Valid until the next node change."""
+
+    nodes: Sequence[NodeInfo]
+    allocatable: Sequence[Mapping[str, int]]
+    requested: Sequence[Mapping[str, int]]
+    """Untracked usage plus assumed and bound pods."""
+    free: Sequence[Mapping[str, int]]
+    """``allocatable - requested`` (negative if overcommitted through ``add_bound``)."""
+    capacity: Sequence[Mapping[str, int]]
+    """Free allocatable if every tracked pod left: for can-this-ever-fit questions."""
+    schedulable: Sequence[bool]
+    """False for cordoned nodes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """Static filter result for one pod key: ``mask[i]`` is 1 if node i passes every
+    filter, else ``reasons[i]`` says why not."""
+
+    mask: bytes
+    reasons: tuple[str | None, ...]
+
+
 @dataclass(slots=True)
 class _Domain:
     level: str
@@ -88,14 +137,6 @@ class _PodEntry:
     pod: PodRequest
     node: int
     state: PodState
-
-
-@dataclass(slots=True)
-class _Eligibility:
-    """Static filter result for one pod signature: ``mask[i]`` is 1 if node i passes."""
-
-    mask: bytearray
-    reasons: list[str | None]
 
 
 def _add_into(target: dict[str, int], delta: Mapping[str, int], sign: int) -> None:
@@ -129,7 +170,7 @@ class ClusterSnapshot:
 
     def _build(self, specs: list[NodeInfo]) -> None:
         depth = len(self._levels)
-        self._nodes: list[NodeInfo] = specs
+        self._nodes: tuple[NodeInfo, ...] = tuple(specs)
         self._index: dict[str, int] = {n.name: i for i, n in enumerate(specs)}
         self._alloc: list[Mapping[str, int]] = [n.allocatable for n in specs]
         self._requested: list[dict[str, int]] = [dict(n.requested) for n in specs]
@@ -178,7 +219,22 @@ class ClusterSnapshot:
                     self._ancestors[i].append(dom)
                 row.append(dom)
             self._domains.append(row)
-        self._eligibility: dict[object, _Eligibility] = {}
+        self._eligibility: dict[object, Eligibility] = {}
+        # id(pod) -> (pod, filters, key): the entry holds both, so neither id is reused
+        # while it exists; pods are immutable, so a key never goes stale.
+        self._pod_keys: dict[int, tuple[PodRequest, Sequence[FilterPlugin], Hashable]] = {}
+        self._columns = NodeColumns(
+            self._nodes,
+            self._alloc,
+            self._requested,
+            self._free,
+            self._capacity,
+            self._schedulable,
+        )
+        self._max_capacity_view = MappingProxyType(self._max_capacity)
+        self._gpu_buckets_view: Mapping[int, AbstractSet[int]] = MappingProxyType(
+            self._gpu_buckets
+        )
 
     @staticmethod
     def _positive(free: Mapping[str, int]) -> dict[str, int]:
@@ -209,34 +265,80 @@ class ClusterSnapshot:
             del buckets[before]
         buckets.setdefault(after, set()).add(i)
 
-    def _filter_nodes(self, pod: PodRequest, filters: Sequence[FilterPlugin]) -> _Eligibility:
-        """Static filters for ``pod`` on every node, cached per pod signature."""
-        key = (pod.constraint_key, tuple(f.NAME for f in filters))
-        cached = self._eligibility.get(key)
+    # --- read API by index (live views, no copies) -------------------------------------
+
+    def eligibility(
+        self, pod: PodRequest, filters: Sequence[FilterPlugin], key: Hashable | None = None
+    ) -> Eligibility:
+        """Static ``filters`` for ``pod`` on every node, cached per filter key until the
+        next node change. ``key`` is ``pod_key(pod, filters)`` if the caller has it."""
+        if key is None:
+            key = self.pod_key(pod, filters)
+        full_key = (tuple(f.NAME for f in filters), key)
+        cached = self._eligibility.get(full_key)
         if cached is not None:
             return cached
         if len(self._eligibility) >= _ELIGIBILITY_CACHE_SIZE:
-            self._eligibility.clear()  # many distinct pod signatures: start over
+            self._eligibility.clear()  # many distinct pod keys: start over
+        active = [f for f in filters if f.applies(pod)]
         n = len(self._nodes)
         mask = bytearray(n)
         reasons: list[str | None] = [None] * n
-        empty: Mapping[str, int] = MappingProxyType({})
         for i, node in enumerate(self._nodes):
             if not self._schedulable[i]:  # cordoned nodes are out whatever the filters say
                 reasons[i] = NodeUnschedulable.ERR_REASON
                 continue
-            for plugin in filters:
-                status = plugin.filter(pod, node, empty)
+            for plugin in active:
+                status = plugin.filter(pod, node)
                 if not status.is_success():
                     reasons[i] = status.message if status.code != Code.ERROR else "error"
                     break
             else:
                 mask[i] = 1
-        result = _Eligibility(mask, reasons)
-        self._eligibility[key] = result
+        result = Eligibility(bytes(mask), tuple(reasons))
+        self._eligibility[full_key] = result
         return result
 
-    # --- read API ---------------------------------------------------------------------
+    def pod_key(self, pod: PodRequest, filters: Sequence[FilterPlugin]) -> Hashable:
+        """``filter_key(pod, filters)``, remembered per pod object and filter sequence:
+        the placement core asks for every member of a gang at every attempt."""
+        entry = self._pod_keys.get(id(pod))
+        if entry is not None and entry[0] is pod and entry[1] is filters:
+            return entry[2]
+        if len(self._pod_keys) >= _POD_KEY_MEMO_SIZE:
+            self._pod_keys.clear()
+        key = filter_key(pod, filters)
+        self._pod_keys[id(pod)] = (pod, filters, key)
+        return key
+
+    @property
+    def columns(self) -> NodeColumns:
+        """Per-node state by index (see ``NodeColumns``)."""
+        return self._columns
+
+    def live_domains(self, rank: int) -> Sequence[LiveDomain]:
+        """The domains at ``rank`` (1 = lowest level ... ``len(levels) + 1`` = cluster),
+        by name, live. Rank 0 (single nodes) has none (empty): nodes are in ``columns``."""
+        if not 0 <= rank < len(self._domains):
+            raise ValueError(f"no rank {rank}; ranks 0..{len(self._domains) - 1}")
+        return self._domains[rank]
+
+    @property
+    def max_capacity(self) -> Mapping[str, int]:
+        """Per resource, the largest ``capacity`` of any schedulable node."""
+        return self._max_capacity_view
+
+    @property
+    def gpu_buckets(self) -> Mapping[int, AbstractSet[int]]:
+        """Free GPUs -> indices of the schedulable nodes with that many free (>= 0)."""
+        return self._gpu_buckets_view
+
+    def indices(self, names: Iterable[str]) -> list[int]:
+        """Indices of the named nodes the snapshot knows (unknown names are skipped)."""
+        index = self._index
+        return [index[n] for n in names if n in index]
+
+    # --- read API by name ---------------------------------------------------------------
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -257,7 +359,8 @@ class ClusterSnapshot:
 
     @property
     def nodes(self) -> tuple[NodeInfo, ...]:
-        return tuple(self._nodes)
+        """Every node, by name (index order)."""
+        return self._nodes
 
     def node(self, name: str) -> NodeInfo:
         return self._nodes[self._index[name]]
@@ -396,6 +499,11 @@ class ClusterSnapshot:
         self._untrack(uid)
 
     # --- node changes -----------------------------------------------------------------
+
+    def replace_nodes(self, nodes: Iterable[NodeInfo]) -> None:
+        """``set_node`` for many nodes in one rebuild: ``nodes`` is the whole new node set.
+        Every tracked pod's node must be in it."""
+        self._rebuild(sorted(nodes, key=lambda n: n.name))
 
     def set_node(self, node: NodeInfo) -> None:
         """Add a node or replace its spec (cordon, labels, taints). Pods on it stay."""

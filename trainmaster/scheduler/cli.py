@@ -12,14 +12,29 @@ import dataclasses
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
+
+from kubernetes_asyncio.config import ConfigException as KubeConfigError
 
 from ._config import ConfigError, SchedulerConfig
 from ._service import ServiceOptions, serve
 
+PROG = "trainmaster-scheduler"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (argparse prints the whole
+    multi-line usage first) and still exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (usage: {PROG} [OPTIONS]; see '{PROG} --help')",
+              file=sys.stderr)
+        raise SystemExit(2)
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="trainmaster-scheduler",
+    p = _Parser(
+        prog=PROG,
         description="Topology-aware gang scheduler for Kubernetes (trainmaster).",
     )
     p.add_argument("--config", type=Path, help="scheduler config file (YAML)")
@@ -93,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     options = ServiceOptions(args.kubeconfig, args.identity, args.wait_for_stdin)
     try:
         return asyncio.run(serve(config, options))
+    except KubeConfigError as err:
+        print(f"error: no usable kubeconfig ({err}); pass --kubeconfig, set $KUBECONFIG "
+              "or run in a cluster", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

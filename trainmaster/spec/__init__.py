@@ -1,6 +1,7 @@
 """The cluster spec: model, loader and the errors it raises."""
 
 from trainmaster.errors import TrainmasterError
+from trainmaster.spec._capacity import DomainCapacity
 from trainmaster.spec._errors import (
     SpecError,
     SpecInvalidError,
@@ -13,6 +14,7 @@ from trainmaster.spec._load import (
     load_spec,
     load_spec_text,
     validate_data,
+    validate_job,
 )
 from trainmaster.spec._model import (
     API_VERSION,
@@ -21,13 +23,15 @@ from trainmaster.spec._model import (
     Job,
     ResolvedNode,
     TopologyRule,
+    default_topology_policy,
 )
 from trainmaster.spec._quantity import format_bytes, parse_quantity
-from trainmaster.spec._rules import job_domain_rule
+from trainmaster.spec._rules import job_domain_rule, rule_for_size
 
 __all__ = [
     "API_VERSION",
     "ClusterSpec",
+    "DomainCapacity",
     "ImageSpec",
     "Job",
     "ResolvedNode",
@@ -37,6 +41,7 @@ __all__ = [
     "SpecReadError",
     "TopologyRule",
     "TrainmasterError",
+    "default_topology_policy",
     "format_bytes",
     "format_path",
     "job_domain_rule",
@@ -44,5 +49,7 @@ __all__ = [
     "load_spec",
     "load_spec_text",
     "parse_quantity",
+    "rule_for_size",
     "validate_data",
+    "validate_job",
 ]

@@ -19,7 +19,7 @@ from pydantic import ValidationError as PydanticError
 
 from trainmaster.spec import _semantic
 from trainmaster.spec._errors import SpecInvalidError, SpecIssue, SpecReadError
-from trainmaster.spec._model import ClusterSpec
+from trainmaster.spec._model import ClusterSpec, Job
 from trainmaster.spec._yaml import NOT_FAST, LineMap, fast_parse, parse_document
 
 SCHEMA_ID = "https://trainmaster.io/schemas/cluster.schema.json"
@@ -40,6 +40,13 @@ def json_schema() -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
     return Draft202012Validator(json_schema())
+
+
+@lru_cache(maxsize=1)
+def _job_validator() -> Draft202012Validator:
+    """The schema of one job (the spec's `jobs[]` item), with the definitions it refers to."""
+    defs = json_schema()["$defs"]
+    return Draft202012Validator({"$defs": defs, **defs["Job"]})
 
 
 def format_path(path: Iterable[str | int]) -> str:
@@ -158,6 +165,31 @@ def validate_data(data: Any, source: str, lines: LineMap | None = None) -> Clust
             [SpecIssue(i.path, i.message, *_line(lines, _parse_path(i.path))) for i in issues],
         )
     return spec
+
+
+def validate_job(spec: ClusterSpec, data: Any, source: str, path: str = "job") -> Job:
+    """Validate one job against a cluster spec that was validated already: the job's schema
+    and the job-level rules (queue, datasets, fit on the nodes, topology), nothing of the
+    cluster again. Issues are named under `path`; raises SpecInvalidError with every one."""
+    try:
+        job = Job.model_validate(data, strict=True)
+    except PydanticError as exc:
+        issues = [
+            SpecIssue(_under(path, issue.path), issue.message)
+            for error in _job_validator().iter_errors(data)
+            for issue in _schema_issue(error, {})
+        ] or [SpecIssue(_under(path, format_path(e["loc"])), e["msg"]) for e in exc.errors()]
+        raise SpecInvalidError(source, issues) from None
+    issues = list(_semantic.check_job(spec, job, path))
+    if issues:
+        raise SpecInvalidError(source, issues)
+    return job
+
+
+def _under(prefix: str, path: str) -> str:
+    if not path:
+        return prefix
+    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
 
 
 def _parse_path(path: str) -> tuple[str | int, ...]:

@@ -7,6 +7,7 @@ docstrings become the schema's descriptions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Literal
@@ -27,6 +28,7 @@ Cidr = Annotated[
     Field(pattern=r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$", examples=["10.10.0.0/16"]),
 ]
 Mode = Literal["required", "preferred"]
+DEFAULT_LEVELS = ("spine", "leaf")
 
 
 class _Model(BaseModel):
@@ -105,7 +107,7 @@ class GeneratedTopology(_Model):
 class Topology(_Model):
     """The switch tree (node -> leaf -> spine ...) and the nodes under it."""
 
-    levels: list[Name] = Field(["spine", "leaf"], min_length=1, max_length=6)
+    levels: list[Name] = Field(list(DEFAULT_LEVELS), min_length=1, max_length=6)
     """Switch levels from the top down; the last one is the leaf level."""
     node: NodeShape = NodeShape()
     """Hardware of every node unless a node list overrides it."""
@@ -191,6 +193,16 @@ class TopologyRule(_Model):
     """`required`: wait rather than spread wider; `preferred`: spread if it must."""
 
 
+def default_topology_policy(levels: Sequence[str]) -> list[TopologyRule]:
+    """Where gangs go when nobody said: a one-node job on one node; larger ones prefer one
+    leaf (the last of `levels`). The spec's default (for its default levels) and the
+    scheduler's when its config names no policy."""
+    return [
+        TopologyRule(max_nodes=1, domain="node", mode="required"),
+        TopologyRule(domain=levels[-1] if levels else "cluster", mode="preferred"),
+    ]
+
+
 class Queue(_Model):
     """A queue with a GPU quota and a priority."""
 
@@ -211,10 +223,7 @@ class SchedulerSpec(_Model):
     """How long a gang waits for all its members before it is retried."""
     preemption: bool = False
     """Let higher-priority gangs evict lower ones."""
-    topology_policy: list[TopologyRule] = [
-        TopologyRule(max_nodes=1, domain="node", mode="required"),
-        TopologyRule(domain="leaf", mode="preferred"),
-    ]
+    topology_policy: list[TopologyRule] = default_topology_policy(DEFAULT_LEVELS)
     """Rules by job size, first match wins."""
     queues: list[Queue] = [Queue(name="default")]
     """Queues jobs name in `jobs[].queue`."""

@@ -11,8 +11,9 @@ import re
 from collections import Counter
 from collections.abc import Generator, Iterator
 
+from trainmaster.spec._capacity import DomainCapacity
 from trainmaster.spec._errors import SpecIssue
-from trainmaster.spec._model import ClusterSpec, Job, ResolvedNode, Switch, Topology
+from trainmaster.spec._model import ClusterSpec, Job, Switch, Topology
 from trainmaster.spec._quantity import format_bytes, parse_quantity
 from trainmaster.spec._rules import job_domain_rule
 
@@ -222,66 +223,54 @@ def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
 def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
     for name in sorted(_dupes([j.name for j in spec.jobs])):
         yield SpecIssue("jobs", f"job name {name!r} is used more than once")
-    queues = {q.name for q in spec.scheduler.queues}
-    capacity = _Capacity(spec)
-    datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
+    capacity = DomainCapacity(spec.nodes, spec.topology.levels)
     for i, job in enumerate(spec.jobs):
-        path = f"jobs[{i}]"
-        if job.queue not in queues:
+        yield from check_job(spec, job, f"jobs[{i}]", capacity)
+
+
+def check_job(
+    spec: ClusterSpec, job: Job, path: str, capacity: DomainCapacity | None = None
+) -> Iterator[SpecIssue]:
+    """The checks of one job against its (already checked) cluster: queue, datasets, env,
+    hyper-parameters, and that its pods fit the nodes and its topology."""
+    queues = {q.name for q in spec.scheduler.queues}
+    datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
+    if job.queue not in queues:
+        yield SpecIssue(
+            f"{path}.queue",
+            f"{job.queue!r} is not a queue: add it to "
+            f"scheduler.queues or use one of {', '.join(sorted(queues))}",
+        )
+    for k, ds in enumerate(job.datasets):
+        if ds not in datasets:
+            where = "cache.datasets" if spec.cache else "a `cache:` section"
             yield SpecIssue(
-                f"{path}.queue",
-                f"{job.queue!r} is not a queue: add it to "
-                f"scheduler.queues or use one of {', '.join(sorted(queues))}",
+                f"{path}.datasets[{k}]", f"{ds!r} is not a dataset: declare it in {where}"
             )
-        for k, ds in enumerate(job.datasets):
-            if ds not in datasets:
-                where = "cache.datasets" if spec.cache else "a `cache:` section"
-                yield SpecIssue(
-                    f"{path}.datasets[{k}]", f"{ds!r} is not a dataset: declare it in {where}"
-                )
-        for key in job.env:
-            if not _ENV_NAME.match(key):
-                yield SpecIssue(
-                    f"{path}.env.{key}",
-                    "is not a valid environment variable name: use letters, digits and _",
-                )
-            elif key.startswith("TRAINMASTER_"):
-                yield SpecIssue(
-                    f"{path}.env.{key}", "TRAINMASTER_* variables are set by trainmaster: remove it"
-                )
-        for key in job.hyper_parameters:
-            if not _HP_NAME.match(key):
-                yield SpecIssue(
-                    f"{path}.hyperParameters.{key}",
-                    "names must start with a letter and hold only letters, digits and _",
-                )
-        yield from _job_fits(spec, job, path, capacity)
+    for key in job.env:
+        if not _ENV_NAME.match(key):
+            yield SpecIssue(
+                f"{path}.env.{key}",
+                "is not a valid environment variable name: use letters, digits and _",
+            )
+        elif key.startswith("TRAINMASTER_"):
+            yield SpecIssue(
+                f"{path}.env.{key}", "TRAINMASTER_* variables are set by trainmaster: remove it"
+            )
+    for key in job.hyper_parameters:
+        if not _HP_NAME.match(key):
+            yield SpecIssue(
+                f"{path}.hyperParameters.{key}",
+                "names must start with a letter and hold only letters, digits and _",
+            )
+    yield from _job_fits(
+        spec, job, path, capacity or DomainCapacity(spec.nodes, spec.topology.levels)
+    )
 
 
-class _Capacity:
-    """Per GPU size: the nodes that can hold such a pod, and the most of them one switch
-    holds. Computed once per distinct gpusPerPod, not once per job."""
-
-    def __init__(self, spec: ClusterSpec) -> None:
-        self.nodes = spec.nodes
-        self.most_gpus = max((n.gpus for n in self.nodes), default=0)
-        self._eligible: dict[int, list[ResolvedNode]] = {}
-        self._largest: dict[tuple[int, int], int] = {}
-
-    def eligible(self, gpus: int) -> list[ResolvedNode]:
-        if gpus not in self._eligible:
-            self._eligible[gpus] = [n for n in self.nodes if n.gpus >= gpus]
-        return self._eligible[gpus]
-
-    def largest_domain(self, gpus: int, depth: int) -> int:
-        key = (gpus, depth)
-        if key not in self._largest:
-            counts = Counter(n.switches[:depth] for n in self.eligible(gpus))
-            self._largest[key] = max(counts.values(), default=0)
-        return self._largest[key]
-
-
-def _job_fits(spec: ClusterSpec, job: Job, path: str, cap: _Capacity) -> Iterator[SpecIssue]:
+def _job_fits(
+    spec: ClusterSpec, job: Job, path: str, cap: DomainCapacity
+) -> Iterator[SpecIssue]:
     if job.gpus_per_pod > cap.most_gpus:
         yield SpecIssue(
             f"{path}.gpusPerPod",
@@ -320,11 +309,7 @@ def _job_fits(spec: ClusterSpec, job: Job, path: str, cap: _Capacity) -> Iterato
         return
     if rule.mode != "required" or rule.domain == "cluster":
         return
-    if rule.domain == "node":
-        largest = 1
-    else:
-        depth = spec.topology.levels.index(rule.domain) + 1
-        largest = cap.largest_domain(job.gpus_per_pod, depth)
+    largest = cap.largest(job.gpus_per_pod, rule.domain) or 0
     if job.nodes > largest:
         yield SpecIssue(
             f"{path}.nodes",

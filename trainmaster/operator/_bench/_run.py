@@ -43,6 +43,7 @@ from trainmaster.objects import (
     TRAININGJOB_VERSION,
     build_gang_job,
     build_training_job,
+    gang_name,
 )
 from trainmaster.operator._bench._world import KWOK_NOT_READY, World, local_cluster
 from trainmaster.spec import Job
@@ -197,7 +198,7 @@ def _operator_run(world: World, options: RecoveryOptions, scenario: str, step: i
     selector = f"{JOB_LABEL}={JOB},{ATTEMPT_LABEL}={attempt}"
     pods = world.wait(lambda: (p := _pods(world, selector)) and
                       _all_running(p, options.gang, set()) and p,
-                      f"gang {JOB}-r{attempt} Running", options.timeout)
+                      f"gang {gang_name(JOB, attempt)} Running", options.timeout)
     checkpoint = f"/checkpoints/{JOB}/step-{step}"
     _patch_status(world, {"lastCheckpoint": {"path": checkpoint, "step": step, "time": _now()}})
     world.wait(lambda: (_status(world).get("lastCheckpoint") or {}).get("path") == checkpoint,

@@ -1,13 +1,21 @@
-"""Coscheduling: a gang manager with its own answers, and the thin plugin mapping them."""
+"""Coscheduling: a gang manager with its own answers, and the thin plugin mapping them.
+
+Like scheduler-plugins' ``coscheduling``: ``GangManager`` knows nothing about the
+framework or the cluster; it is given one function, how many members of a gang are
+placed (the snapshot's ``placed_members``).
+"""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import ClassVar
 
 from ._model import Gang, PodRequest
-from ._snapshot import ClusterSnapshot
 from ._status import Code, Status
+
+PlacedMembers = Callable[[str], int]
+"""Gang key -> members currently assumed or bound."""
 
 
 class GangState(enum.Enum):
@@ -21,10 +29,10 @@ class GangState(enum.Enum):
 
 
 class GangManager:
-    """Registry of gangs, answering coscheduling questions from the snapshot's counts."""
+    """Registry of gangs, answering coscheduling questions from placed-member counts."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self._snapshot = snapshot
+    def __init__(self, placed_members: PlacedMembers) -> None:
+        self._placed_members = placed_members
         self._gangs: dict[str, Gang] = {}
 
     def add(self, gang: Gang) -> None:
@@ -47,7 +55,7 @@ class GangManager:
         gang = self._lookup(pod)
         if gang is None:
             return GangState.NOT_FOUND
-        placed = self._snapshot.placed_members(gang.key)
+        placed = self._placed_members(gang.key)
         return GangState.READY if placed >= gang.required_members else GangState.WAIT
 
     def _lookup(self, pod: PodRequest) -> Gang | None:

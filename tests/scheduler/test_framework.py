@@ -1,0 +1,203 @@
+"""The registry refuses plugins that miss part of a contract, and the filter cache keys
+pods by every configured filter's own ``cache_key``."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable
+from typing import ClassVar
+
+import pytest
+
+from trainmaster.scheduler import (
+    DEFAULT_FILTERS,
+    DEFAULT_PLUGINS,
+    REGISTRY,
+    ClusterSnapshot,
+    Code,
+    FilterPlugin,
+    GangManager,
+    GangScheduler,
+    Handle,
+    NodeInfo,
+    NodeSelectorRequirement,
+    PodRequest,
+    Profile,
+    Registry,
+    SelectorOperator,
+    Status,
+    Taint,
+    TaintEffect,
+    Toleration,
+    TolerationOperator,
+    filter_key,
+)
+
+from .builders import make_cluster, make_node, make_pod
+
+# --- a filter that reads a pod field no built-in filter reads --------------------------
+
+
+class PriorityFloor:
+    """Nodes labelled ``min-priority=N`` take only pods of priority >= N."""
+
+    NAME: ClassVar[str] = "PriorityFloor"
+    STATIC: ClassVar[bool] = True
+
+    def applies(self, pod: PodRequest) -> bool:
+        return True
+
+    def cache_key(self, pod: PodRequest) -> Hashable:
+        return pod.priority
+
+    def filter(self, pod: PodRequest, node: NodeInfo) -> Status:
+        floor = int(node.labels.get("min-priority", "0"))
+        if pod.priority >= floor:
+            return Status.success(self.NAME)
+        return Status.of(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.NAME, "priority too low")
+
+
+def _without(member: str) -> type:
+    """``PriorityFloor`` minus one contract member."""
+    namespace = {k: v for k, v in vars(PriorityFloor).items() if k != member}
+    namespace["NAME"] = f"No-{member}"
+    return type(f"PriorityFloorWithout{member}", (), namespace)
+
+
+@pytest.mark.parametrize("member", ["cache_key", "applies", "STATIC"])
+def test_filter_missing_a_contract_member_cannot_be_registered(member: str) -> None:
+    registry = Registry()
+    with pytest.raises(ValueError, match=member):
+        registry.register(_without(member))
+    assert len(registry) == 0
+
+
+def test_filter_without_cache_key_is_refused_by_profile_build() -> None:
+    """A hand-made registry (a plain dict) skips ``register``; ``Profile.build`` checks
+    the instance, rather than silently leaving the filter out of the profile."""
+    no_key = _without("cache_key")
+    registry = {**REGISTRY, no_key.NAME: lambda h: no_key()}  # type: ignore[attr-defined]
+    snap = make_cluster()
+    with pytest.raises(ValueError, match="cache_key"):
+        Profile.build(
+            Handle(snap, GangManager(snap.placed_members)),
+            (*DEFAULT_PLUGINS, no_key.NAME),  # type: ignore[attr-defined]
+            registry,
+        )
+
+
+def test_register_refuses_duplicates_and_half_reserve_plugins() -> None:
+    registry = Registry()
+    registry.register(PriorityFloor)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(PriorityFloor)
+
+    class HalfReserve:
+        NAME: ClassVar[str] = "HalfReserve"
+
+        def reserve(self, pod: PodRequest, node: str) -> Status:
+            return Status.success(self.NAME)
+
+    with pytest.raises(ValueError, match="unreserve"):
+        registry.register(HalfReserve)
+    assert list(registry) == ["PriorityFloor"]
+
+
+def test_default_plugins_are_registered_once_in_order() -> None:
+    assert tuple(REGISTRY) == DEFAULT_PLUGINS
+    assert [f.NAME for f in DEFAULT_FILTERS] == [
+        "NodeUnschedulable",
+        "NodeSelector",
+        "NodeAffinity",
+        "TaintToleration",
+    ]
+    assert all(isinstance(f, FilterPlugin) for f in DEFAULT_FILTERS)
+
+
+def test_new_filter_key_keeps_cache_answers_apart() -> None:
+    """Two pods equal in everything the built-in filters read, different in priority:
+    the cache must not hand the second pod the first pod's answer, in either order."""
+    registry = {**REGISTRY, PriorityFloor.NAME: lambda h: PriorityFloor()}
+    nodes = [make_node("gated", labels={"min-priority": "10"}), make_node("open")]
+    for first, second in [(0, 10), (10, 0)]:
+        snap = ClusterSnapshot(nodes)
+        sched = GangScheduler(snap, plugins=(*DEFAULT_PLUGINS, PriorityFloor.NAME),
+                              registry=registry)  # fmt: skip
+        masks: dict[int, bytes] = {}
+        for priority in (first, second):
+            pod = make_pod(f"p{priority}", gpus=8, priority=priority)
+            masks[priority] = snap.eligibility(pod, sched.profile.filters).mask
+        assert masks[0] == bytes([0, 1]), masks
+        assert masks[10] == bytes([1, 1]), masks
+
+
+# --- the built-in filters' keys and applies() -----------------------------------------
+
+SELECTORS: tuple[dict[str, str], ...] = ({}, {"pool": "a"}, {"pool": "b"})
+AFFINITIES = (
+    (),
+    (NodeSelectorRequirement("pool", SelectorOperator.IN, ("a",)),),
+    (NodeSelectorRequirement("pool", SelectorOperator.DOES_NOT_EXIST),),
+)
+TOLERATIONS = (
+    (),
+    (Toleration("gpu", TolerationOperator.EXISTS),),
+    (Toleration("gpu", TolerationOperator.EQUAL, "x"),),
+)
+PODS = [
+    make_pod(f"p{i}", selector=s, affinity=a, tolerations=t)
+    for i, (s, a, t) in enumerate(itertools.product(SELECTORS, AFFINITIES, TOLERATIONS))
+]
+NODES = [
+    make_node("plain"),
+    make_node("pool-a", labels={"pool": "a"}),
+    make_node("pool-b", labels={"pool": "b"}),
+    make_node("tainted-a", labels={"pool": "a"}, taints=[Taint("gpu", "x")]),
+    make_node("tainted-y", taints=[Taint("gpu", "y", TaintEffect.NO_EXECUTE)]),
+    make_node("cordoned", unschedulable=True),
+]
+
+
+def _direct(pod: PodRequest, node: NodeInfo) -> int:
+    if node.unschedulable:
+        return 0
+    return int(all(f.filter(pod, node).is_success() for f in DEFAULT_FILTERS))
+
+
+@pytest.mark.parametrize("f", DEFAULT_FILTERS, ids=lambda f: f.NAME)
+def test_equal_keys_mean_equal_answers(f: FilterPlugin) -> None:
+    """The key covers what the filter reads: pods with equal keys agree on every node."""
+    by_key: dict[Hashable, list[PodRequest]] = {}
+    for pod in PODS:
+        by_key.setdefault(f.cache_key(pod), []).append(pod)
+    for pods in by_key.values():
+        for node in NODES:
+            assert len({f.filter(p, node).is_success() for p in pods}) == 1
+
+
+@pytest.mark.parametrize("f", DEFAULT_FILTERS, ids=lambda f: f.NAME)
+def test_not_applying_means_passing(f: FilterPlugin) -> None:
+    for pod in PODS:
+        if not f.applies(pod):
+            assert all(f.filter(pod, node).is_success() for node in NODES), pod
+
+
+def test_cache_distinguishes_pods_differing_in_any_filter_key() -> None:
+    """All 27 selector x affinity x tolerations combinations through one snapshot (one
+    cache): every cached answer equals evaluating the filters directly."""
+    snap = ClusterSnapshot(NODES)
+    assert len({filter_key(p, DEFAULT_FILTERS) for p in PODS}) == len(PODS)
+    for pod in [*PODS, *reversed(PODS)]:
+        expected = bytes(_direct(pod, n) for n in snap.nodes)
+        assert snap.eligibility(pod, DEFAULT_FILTERS).mask == expected, pod.name
+
+
+def test_pod_key_is_per_filter_sequence() -> None:
+    """The snapshot remembers a pod's key per filter sequence, never across them."""
+    snap = ClusterSnapshot(NODES)
+    pod = make_pod("p", priority=7)
+    with_floor = (*DEFAULT_FILTERS, PriorityFloor())
+    assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)
+    assert snap.pod_key(pod, with_floor) == filter_key(pod, with_floor)
+    assert snap.pod_key(pod, with_floor)[-1] == 7  # type: ignore[index]
+    assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)
