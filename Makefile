@@ -12,7 +12,7 @@ UV := $(BIN)/uv
 # Use the Python that made .venv; never fetch an interpreter.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test lint lock tools clean
+.PHONY: demo test lint lock tools image clean
 
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,10 @@ lock: $(STAMP)
 
 tools: $(STAMP)
 	$(BIN)/trainmaster tools build
+
+## The trainmaster image as an OCI archive (no Docker; cached by the digest of its inputs).
+image: $(STAMP)
+	$(BIN)/trainmaster image build
 
 ## The main job: a local cluster from the dev stack with the scheduler and operator on it.
 demo: $(STAMP)

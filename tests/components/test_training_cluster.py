@@ -130,7 +130,8 @@ def test_priority_class_per_queue(dev: Recorder) -> None:
 
 def test_training_jobs_carry_the_spec(dev: Recorder) -> None:
     jobs = _of(dev, "kubernetes:trainmaster.io/v1alpha1:TrainingJob")
-    assert sorted(r.inputs["metadata"]["name"] for r in jobs) == ["bert-finetune", "gpt-small"]
+    assert sorted(r.inputs["metadata"]["name"] for r in jobs) == [
+        "bert-finetune", "dp-example", "gpt-small"]
     gpt = next(r.inputs for r in jobs if r.inputs["metadata"]["name"] == "gpt-small")
     assert gpt["spec"]["nodes"] == 2 and gpt["metadata"]["namespace"] == "trainmaster"
     assert gpt["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "trainmaster"

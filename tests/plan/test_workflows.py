@@ -146,3 +146,16 @@ def test_merge_to_main_deploys_with_the_policy_pack() -> None:
 def test_policy_pack_path_is_the_pack() -> None:
     assert (ROOT / "policies" / "PulumiPolicy.yaml").is_file()
     assert (ROOT / "Pulumi.yaml").is_file()  # `pulumi preview` runs from the root
+
+
+def test_a_tag_publishes_the_image_built_without_docker() -> None:
+    doc = _load(WORKFLOWS / "image.yaml")
+    assert _on(doc)["push"]["tags"] == ["v*"]
+    publish = doc["jobs"]["publish"]
+    assert publish["permissions"]["packages"] == "write"
+    script = _job_scripts(doc, "publish")
+    assert "trainmaster image build --tag" in script
+    assert re.search(r'skopeo copy .*"oci-archive:.*" "docker://\$IMAGE"', script.replace(
+        "\\\n", " "))
+    assert "ghcr.io/$owner/trainmaster:$version" in script
+    assert "docker build -f Containerfile" in _job_scripts(doc, "containerfile")

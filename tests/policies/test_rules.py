@@ -316,7 +316,9 @@ VIOLATIONS: dict[str, dict[str, Case]] = {
 
 def _four_gpu_nodes(doc: dict[str, Any]) -> None:
     doc["topology"]["node"]["gpus"] = 4
-    doc["jobs"][0]["gpusPerPod"] = 4
+    for job in doc["jobs"]:
+        if job["nodes"] > 1:  # multi-node jobs take the whole (now 4-GPU) nodes
+            job["gpusPerPod"] = 4
 
 
 PASSES: dict[str, dict[str, Case]] = {
@@ -402,7 +404,7 @@ def test_rules_are_not_vacuous_on_the_example_objects() -> None:
     ]
     assert sorted(privileged) == ["dev-gpu-exporter", "dev-rdma-device-plugin"]
     gangs = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"].endswith("-r0")]
-    assert len(gangs) == len(stack().jobs) == 2
+    assert len(gangs) == len(stack().jobs) == 3
 
 
 def test_job_rules_name_the_job() -> None:

@@ -14,8 +14,6 @@ from trainmaster.objects._rbac import service_account
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
 from trainmaster.spec import ClusterSpec, parse_quantity
 
-CACHE_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
-
 
 DATASET_LABEL = f"{DOMAIN}/dataset"
 """Label of a warm-up Job and its pods: the dataset it copies."""
@@ -99,7 +97,8 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                             "containers": [
                                 {
                                     "name": "warmup",
-                                    "image": CACHE_IMAGE,
+                                    "image": spec.image.reference,
+                                    "imagePullPolicy": spec.image.pull_policy,
                                     "command": [
                                         "trainmaster",
                                         "cache",

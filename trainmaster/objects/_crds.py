@@ -81,7 +81,10 @@ def trainingjob_crd() -> dict[str, Any]:
                 "properties": {
                     "name": {"type": "string"},
                     "image": {"type": "string"},
-                    "launcher": {"type": "string", "enum": ["torchrun", "deepspeed", "megatron"]},
+                    "launcher": {
+                        "type": "string",
+                        "enum": ["torchrun", "deepspeed", "megatron", "python"],
+                    },
                     "nodes": {"type": "integer", "minimum": 1},
                     "gpusPerPod": {"type": "integer", "minimum": 1},
                 },

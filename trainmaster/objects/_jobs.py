@@ -96,6 +96,9 @@ def _pod_share(spec: ClusterSpec, job: Job) -> tuple[int, int]:
 def _entry(job: Job) -> str:
     """The script and its arguments as the launcher takes them (quoted for bash)."""
     command = list(job.command)
+    if job.launcher == "python":  # the command runs as it is, once per pod
+        flags = [f"--{_kebab(k)}={v}" for k, v in job.hyper_parameters.items()]
+        return " ".join(shlex.quote(part) for part in (*command, *job.args, *flags))
     if command and command[0] in ("torchrun", "deepspeed"):
         command = command[1:]
     if command and re.fullmatch(r"python[0-9.]*", command[0]):
@@ -278,13 +281,15 @@ def _container_env(
     spec: ClusterSpec, job: Job, attempt: int, resume_from: str | None
 ) -> list[dict[str, Any]]:
     gang = gang_name(job.name, attempt)
+    # torchrun and deepspeed start a process per GPU; the python launcher one per pod.
+    procs_per_pod = 1 if job.launcher == "python" else job.gpus_per_pod
     env: dict[str, str] = {
         **nccl_env(spec),
         "MASTER_ADDR": f"{gang}-0.{job.name}.{spec.metadata.namespace}.svc",
         "MASTER_PORT": str(MASTER_PORT),
         "NNODES": str(job.nodes),
-        "NPROC_PER_NODE": str(job.gpus_per_pod),
-        "WORLD_SIZE": str(job.nodes * job.gpus_per_pod),
+        "NPROC_PER_NODE": str(procs_per_pod),
+        "WORLD_SIZE": str(job.nodes * procs_per_pod),
         "TRAINMASTER_JOB": job.name,
         "TRAINMASTER_NAMESPACE": spec.metadata.namespace,
         "TRAINMASTER_RESTART": str(attempt),

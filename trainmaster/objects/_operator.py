@@ -10,7 +10,6 @@ from trainmaster.objects._rbac import identity
 from trainmaster.objects._security import restricted_container, restricted_pod, system_namespace
 from trainmaster.spec import ClusterSpec
 
-OPERATOR_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
 SPEC_KEY = "cluster.yaml"
 
 _ALL = ["get", "list", "watch", "create", "patch", "update", "delete"]
@@ -131,7 +130,8 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
                         "containers": [
                             {
                                 "name": "operator",
-                                "image": OPERATOR_IMAGE,
+                                "image": spec.image.reference,
+                                "imagePullPolicy": spec.image.pull_policy,
                                 "command": [
                                     "trainmaster",
                                     "operator",

@@ -14,8 +14,6 @@ from trainmaster.objects._rbac import identity, role, role_binding
 from trainmaster.objects._security import restricted_container, restricted_pod, system_namespace
 from trainmaster.spec import ClusterSpec
 
-SCHEDULER_IMAGE = "ghcr.io/trainmaster/trainmaster:0.1.0"
-
 SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     # Every pod on a node uses its resources, whatever its namespace: the scheduler's view
@@ -117,7 +115,8 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
                         "containers": [
                             {
                                 "name": "scheduler",
-                                "image": SCHEDULER_IMAGE,
+                                "image": spec.image.reference,
+                                "imagePullPolicy": spec.image.pull_policy,
                                 "command": [
                                     "trainmaster-scheduler",
                                     "--config",

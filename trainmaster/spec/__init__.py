@@ -19,6 +19,7 @@ from trainmaster.spec._load import (
 from trainmaster.spec._model import (
     API_VERSION,
     ClusterSpec,
+    ImageSpec,
     Job,
     ResolvedNode,
     TopologyRule,
@@ -31,6 +32,7 @@ __all__ = [
     "API_VERSION",
     "ClusterSpec",
     "DomainCapacity",
+    "ImageSpec",
     "Job",
     "ResolvedNode",
     "SpecError",

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from trainmaster import __version__
 from trainmaster.spec._quantity import QUANTITY_PATTERN, parse_quantity
 
 API_VERSION = "trainmaster.io/v1alpha1"
@@ -304,6 +305,34 @@ class MonitoringSpec(_Model):
     metrics scrapes from its pods and from nowhere else."""
 
 
+# --- image ---------------------------------------------------------------------------
+
+
+class ImageSpec(_Model):
+    """The trainmaster image, which the scheduler, the operator and cache warm-ups run."""
+
+    registry: str = Field(
+        "trainmaster.local", pattern=r"^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9._-]+)*$"
+    )
+    """Registry host, optionally with a path. The default names the image that `trainmaster
+    image build` makes and loads into the nodes; no registry serves it."""
+    repository: str = Field("trainmaster", pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
+    """Repository in the registry."""
+    tag: str = Field(__version__, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+    """Image tag; the default is trainmaster's version."""
+    digest: str | None = Field(None, pattern=r"^sha256:[a-f0-9]{64}$")
+    """Pin by digest instead of tag (`sha256:<64 hex>`)."""
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    """imagePullPolicy: `IfNotPresent` uses an image already on the node (a local build);
+    `Never` never contacts a registry; `Always` re-pulls a moving tag."""
+
+    @property
+    def reference(self) -> str:
+        """The full image reference, e.g. `trainmaster.local/trainmaster:0.1.0`."""
+        base = f"{self.registry}/{self.repository}"
+        return f"{base}@{self.digest}" if self.digest else f"{base}:{self.tag}"
+
+
 # --- jobs ----------------------------------------------------------------------------
 
 
@@ -349,8 +378,10 @@ class Job(_Model):
     """Job name, unique in the spec; prefixes its pods."""
     image: str = Field(min_length=1)
     """Container image, with a tag or digest."""
-    launcher: Literal["torchrun", "deepspeed", "megatron"]
-    """How the distributed run is launched: `torchrun`, `deepspeed` or `megatron`."""
+    launcher: Literal["torchrun", "deepspeed", "megatron", "python"]
+    """How the distributed run is launched: `torchrun`, `deepspeed` or `megatron`; `python`
+    runs the command itself, one process per pod (RANK = pod index, WORLD_SIZE = nodes),
+    for programs that join the gang on their own."""
     nodes: int = Field(ge=1, le=100000)
     """Pods in the gang, one per node."""
     gpus_per_pod: int = Field(8, ge=1, le=64)
@@ -410,6 +441,8 @@ class ClusterSpec(_Model):
     """Node-local dataset cache; omit for none."""
     monitoring: MonitoringSpec = MonitoringSpec()
     """GPU metrics, alerts and dashboards."""
+    image: ImageSpec = ImageSpec()
+    """The trainmaster image the platform's own pods run (not the jobs' images)."""
     jobs: list[Job] = []
     """Training jobs."""
 

@@ -1,0 +1,18 @@
+"""The trainmaster container image, built without a container engine: a Debian rootfs
+from Debian's packages (mmdebstrap), the project's wheel and its runtime wheels in a venv,
+written as an OCI image archive that `ctr images import` loads (docs/image.md)."""
+
+from trainmaster.image._build import BuiltImage, Progress, build_image, images_dir
+from trainmaster.image._errors import ImageError
+from trainmaster.image._inputs import DEPLOY_ONLY, Inputs, read_inputs
+
+__all__ = [
+    "DEPLOY_ONLY",
+    "BuiltImage",
+    "ImageError",
+    "Inputs",
+    "Progress",
+    "build_image",
+    "images_dir",
+    "read_inputs",
+]
