@@ -116,6 +116,15 @@ RECIPES: dict[str, Recipe] = {
         ),
         binaries=("bridge", "host-local", "loopback", "portmap"),
     ),
+    "coredns": Recipe(
+        family="coredns",
+        version=COREDNS_VERSION,
+        # Our own main package (go/coredns/cmd/coredns): CoreDNS with its kubernetes plugin and
+        # the few plugins its Corefile uses, not the stock set with every cloud SDK.
+        packages=("./cmd/coredns",),
+        binaries=("coredns",),
+        ldflags=("-X github.com/coredns/coredns/coremain.GitCommit=" + COREDNS_VERSION,),
+    ),
     "etcd": Recipe(
         family="etcd",
         version=ETCD_VERSION,
