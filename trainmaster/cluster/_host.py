@@ -119,7 +119,7 @@ class NodeNet:
 def node_net(slot: int, index: int) -> NodeNet:
     if index >= 16:
         raise ClusterError("at most 16 real nodes per cluster (--real-nodes)")
-    subnet = ipaddress.ip_network(f"10.244.{slot * 16 + index}.0/24")
+    subnet = ipaddress.IPv4Network(f"10.244.{slot * 16 + index}.0/24")
     return NodeNet(bridge=f"tm{slot}n{index}", subnet=subnet)
 
 
@@ -199,7 +199,8 @@ def add_apiserver_nat(slot: int, bridges: list[str], apiserver_port: int, iptabl
 
 def remove_nat(slot: int, iptables: str) -> None:
     chain = nat_chain(slot)
-    while run([iptables, "-w", "-t", "nat", "-D", "PREROUTING", "-j", chain], check=False).returncode == 0:
+    unjump = [iptables, "-w", "-t", "nat", "-D", "PREROUTING", "-j", chain]
+    while run(unjump, check=False).returncode == 0:
         pass
     run([iptables, "-w", "-t", "nat", "-F", chain], check=False)
     run([iptables, "-w", "-t", "nat", "-X", chain], check=False)
@@ -279,7 +280,8 @@ def remove_cgroup(name: str) -> None:
     """rmdir the cgroup tree `name` in every hierarchy, leaves first (cgroups are folders whose
     files cannot be deleted; an empty cgroup goes with rmdir)."""
     for root in cgroup_dirs(name):
-        for folder in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        folders = [p for p in root.rglob("*") if p.is_dir()]
+        for folder in sorted(folders, key=lambda p: -len(p.parts)):
             with contextlib.suppress(OSError):
                 folder.rmdir()
         with contextlib.suppress(OSError):

@@ -166,7 +166,9 @@ def _cni_config(node: NodeLayout) -> dict[str, Any]:
     }
 
 
-def _kubelet_config(node: NodeLayout, pki: Path, port: int, healthz: int, dns: str) -> dict[str, Any]:
+def _kubelet_config(
+    node: NodeLayout, pki: Path, port: int, healthz: int, dns: str
+) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -246,6 +248,10 @@ def _ready_http(port: int) -> bool:
         return bool(resp.status == 200)
 
 
+def _answers(ctr: list[str]) -> Callable[[], bool]:
+    return lambda: _host.run([*ctr, "version"], check=False).returncode == 0
+
+
 def start(
     *,
     spec: ClusterSpec,
@@ -292,10 +298,7 @@ def start(
             [],
         )
         ctr = [str(tool_path("ctr")), "--address", str(node.socket)]
-        wait_until(
-            lambda ctr=ctr: _host.run([*ctr, "version"], check=False).returncode == 0,
-            f"containerd of {node.name}", 60, proc, log,
-        )
+        wait_until(_answers(ctr), f"containerd of {node.name}", 60, proc, log)
         _host.run([*ctr, "-n", "k8s.io", "images", "import", "--platform", "linux/amd64",
                    str(archive)])
         _write(node.dir / "resolv.conf", f"nameserver {dns}\n")
@@ -343,7 +346,9 @@ def extended_resources(spec: ClusterSpec, node: ResolvedNode) -> dict[str, str]:
     return {k: v for k, v in capacity.items() if k == GPU_RESOURCE or k.startswith(RDMA_PREFIX)}
 
 
-def _advertise(spec: ClusterSpec, nodes: list[NodeLayout], kubeconfig: Path, state_dir: Path) -> None:
+def _advertise(
+    spec: ClusterSpec, nodes: list[NodeLayout], kubeconfig: Path, state_dir: Path
+) -> None:
     """Wait for each kubelet to register its Node, then advertise the spec's extended resources
     with a status patch (the documented way for resources no device plugin reports); wait
     until every real node is Ready and shows them."""
