@@ -182,13 +182,15 @@ def test_headless_service_resolves_from_a_pod_on_the_other_node(
 
 def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namespace: str) -> None:
     core.create_namespaced_pod(namespace, _pod(
-        "listener", "node-0", "echo pong | nc -l -p 7000"))
+        "listener", "node-0", "mkdir /www && echo pong > /www/index.html && "
+        "exec httpd -f -p 7000 -h /www"))
     listener = wait_for(lambda: (p := core.read_namespaced_pod("listener", namespace)).status.pod_ip
                         and p.status.phase == "Running" and p, "listener running", 90)
     core.create_namespaced_pod(namespace, _pod(
         "dialer", "node-1",
-        f"for i in $(seq 20); do nc {listener.status.pod_ip} 7000 </dev/null && break; sleep 1;"
-        " done; nc -z -w 3 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT && echo api-ok"))
+        f"for i in $(seq 20); do wget -q -O - http://{listener.status.pod_ip}:7000/ && break;"
+        " sleep 1; done; nc -w 3 -e true $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT"
+        " && echo api-ok"))
     pod = wait_for(lambda: _finished(core, namespace, "dialer"), "dialer to finish", 90)
     log = core.read_namespaced_pod_log("dialer", namespace)
     assert pod.status.phase == "Succeeded", log
