@@ -234,6 +234,24 @@ def pids_mentioning(needles: list[str]) -> list[int]:
     return found
 
 
+def shim_sockets(pids: list[int]) -> list[Path]:
+    """The sockets that containerd shims among pids listen on: containerd names them
+    /run/containerd/s/<sha256 of address/namespace/id> whatever its own state folder, and a
+    killed shim leaves them behind."""
+    import hashlib
+
+    sockets = []
+    for pid in pids:
+        argv = _cmdline(pid)
+        opts = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("-")}
+        if not {"-namespace", "-id", "-address"} <= set(opts):
+            continue
+        base = f"{opts['-address']}/{opts['-namespace']}/{opts['-id']}"
+        for path in (base, base + "/debug"):
+            sockets.append(Path("/run/containerd/s") / hashlib.sha256(path.encode()).hexdigest())
+    return sockets
+
+
 def cgroup_dirs(name: str) -> list[Path]:
     """The folder of cgroup `name` (a top-level cgroup) in every mounted hierarchy."""
     dirs = []

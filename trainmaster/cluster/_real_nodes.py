@@ -377,7 +377,7 @@ def _advertise(
             if any(alloc.get(k) != v for k, v in wanted[name].items()):
                 api.patch_node_status(
                     name,
-                    {"status": {"capacity": wanted[name]}},
+                    {"status": {"capacity": wanted[name], "allocatable": wanted[name]}},
                     _content_type="application/merge-patch+json",
                 )
             elif ready:
@@ -405,15 +405,20 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     nodes = layouts(state_dir, slot, names)
     run_dir = _host.slot_run_dir(slot)
     # Containers are in the kubelets' cgroup roots; shims carry their containerd's socket.
+    sockets: list[Path] = []
     for _ in range(3):
         pids: set[int] = set()
         for node in nodes:
             pids |= _host.cgroup_pids(node.cgroup_root)
-        pids |= set(_host.pids_mentioning([str(run_dir) + "/", str(state_dir) + "/nodes/"]))
+        outliving = _host.pids_mentioning([str(run_dir) + "/", str(state_dir) + "/nodes/"])
+        sockets += _host.shim_sockets(outliving)
+        pids |= set(outliving)
         if not pids:
             break
         _host.kill_pids(pids)
         _host.wait_gone(pids)
+    for sock in sockets:
+        sock.unlink(missing_ok=True)
     left_mounts = _host.unmount_all([run_dir, state_dir / "nodes"])
     for node in nodes:
         _host.delete_bridge(node.net.bridge)
