@@ -83,8 +83,8 @@ RECIPES: dict[str, Recipe] = {
     "kubelet": Recipe(
         family="kubelet",
         version=K8S_VERSION,
-        packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"),
-        binaries=("kubelet", "kube-proxy"),
+        packages=("k8s.io/kubernetes/cmd/kubelet",),
+        binaries=("kubelet",),
         tags=("selinux", "notest", "grpcnotrace"),
         ldflags=(
             f"-X k8s.io/component-base/version.gitVersion={K8S_VERSION}",
