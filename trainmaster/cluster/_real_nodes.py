@@ -14,7 +14,9 @@ server through the `kubernetes` Service address (see _host.add_apiserver_nat).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -419,6 +421,9 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
         _host.wait_gone(pids)
     for sock in sockets:
         sock.unlink(missing_ok=True)
+    for folder in (Path("/run/containerd/s"), Path("/run/containerd")):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty: another containerd may use it
     left_mounts = _host.unmount_all([run_dir, state_dir / "nodes"])
     for node in nodes:
         _host.delete_bridge(node.net.bridge)
@@ -429,8 +434,6 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     if iptables is not None:
         _host.remove_nat(slot, iptables)
     _remove_container_log_links(state_dir)
-    import shutil
-
     if not left_mounts:
         shutil.rmtree(run_dir, ignore_errors=True)
     _host.release_slot(slot, state_dir)
