@@ -35,6 +35,11 @@ class RealCluster:
     state_dir: Path
     slot: int
     netns_before: set[int]
+    sysctls_before: dict[str, str]
+
+
+def _sysctls() -> dict[str, str]:
+    return {k: Path(f"/proc/sys/{k}").read_text() for k in _host.KUBELET_SYSCTLS}
 
 
 def _netns_inodes() -> set[int]:
@@ -56,12 +61,13 @@ def real_cluster(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactor
     spec = write_spec(tmp_path_factory.mktemp("realnode") / "cluster.yaml",
                       small_spec_doc("realnode", leaves=1, nodes_per_leaf=3))
     before = _netns_inodes()
+    sysctls = _sysctls()
     result = cluster.up(spec, real_nodes=2)
     state_dir = Path(result.record.state_dir)
     assert result.record.net_slot is not None
     try:
         yield RealCluster(Path(result.record.kubeconfig), state_dir, result.record.net_slot,
-                          before)
+                          before, sysctls)
     finally:
         if (state_dir / "cluster.json").exists():
             cluster.down_state_dir(state_dir)
@@ -237,5 +243,7 @@ def test_down_leaves_no_process_mount_netns_link_or_rule(
     assert not run_dir.exists()
     assert not state_dir.exists()
     assert not (_host.RUN_ROOT / "slots" / str(slot)).exists()
+    # kubelet set kernel tunables host-wide; the last `down` put the host's values back.
+    assert _sysctls() == real_cluster.sysctls_before
     # A network namespace lives while a process or a bind mount holds it: none is left.
     assert not (pod_netns & _netns_inodes())

@@ -132,6 +132,43 @@ def nat_chain(slot: int) -> str:
     return f"TM-S{slot}"
 
 
+# --- kernel settings kubelet changes ------------------------------------------------------
+
+# kubelet sets these host-wide at start (protectKernelDefaults: false, the default); `up` saves
+# the host's values before the first real node starts and the last `down` puts them back.
+KUBELET_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
+_SAVED_SYSCTLS = RUN_ROOT / "host-sysctls.json"
+
+
+def save_sysctls() -> None:
+    import json
+
+    if _SAVED_SYSCTLS.exists():  # another cluster's real nodes saved the host's own values
+        return
+    values = {k: Path(f"/proc/sys/{k}").read_text().strip() for k in KUBELET_SYSCTLS}
+    RUN_ROOT.mkdir(parents=True, exist_ok=True)
+    _SAVED_SYSCTLS.write_text(json.dumps(values))
+
+
+def restore_sysctls_if_last() -> None:
+    import json
+
+    held = [p for p in (RUN_ROOT / "slots").glob("*")] if (RUN_ROOT / "slots").is_dir() else []
+    if held or not _SAVED_SYSCTLS.exists():
+        return
+    for key, value in json.loads(_SAVED_SYSCTLS.read_text()).items():
+        with contextlib.suppress(OSError):
+            Path(f"/proc/sys/{key}").write_text(value)
+    _SAVED_SYSCTLS.unlink()
+
+
 # --- network -------------------------------------------------------------------------------
 
 

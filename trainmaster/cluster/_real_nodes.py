@@ -274,6 +274,7 @@ def start(
     pki = state_dir / "pki"
     dns = dns_ip(slot)
 
+    _host.save_sysctls()
     report("starting CoreDNS")
     ready_port = free_port()
     corefile = _write(state_dir / "dns" / "Corefile", _corefile(dns, kubeconfig, ready_port))
@@ -437,6 +438,10 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     if not left_mounts:
         shutil.rmtree(run_dir, ignore_errors=True)
     _host.release_slot(slot, state_dir)
+    _host.restore_sysctls_if_last()
+    for folder in (_host.RUN_ROOT / "slots", _host.RUN_ROOT):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when no other cluster holds a slot
     problems = [f"mount {m}" for m in left_mounts]
     problems += [f"link {link}" for link in _host.leftover_links(slot)]
     return problems
