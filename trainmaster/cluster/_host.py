@@ -299,6 +299,19 @@ def cgroup_dirs(name: str) -> list[Path]:
     return dirs
 
 
+def create_cgroup(name: str) -> None:
+    """Make the top-level cgroup `name` in every v1 hierarchy: kubelet wants its cgroup root to
+    exist. A new cpuset cgroup has no CPUs or memory nodes until given its parent's."""
+    for controller in Path("/sys/fs/cgroup").iterdir():
+        if not (controller / "cgroup.procs").exists():
+            continue  # not a hierarchy (e.g. a symlink such as cpu,cpuacct's aliases)
+        path = controller / name
+        path.mkdir(exist_ok=True)
+        for key in ("cpuset.cpus", "cpuset.mems"):
+            if (path / key).exists() and not (path / key).read_text().strip():
+                (path / key).write_text((controller / key).read_text())
+
+
 def cgroup_pids(name: str) -> set[int]:
     pids: set[int] = set()
     for root in cgroup_dirs(name):
@@ -341,6 +354,18 @@ def remove_cgroup(name: str) -> None:
                 folder.rmdir()
         with contextlib.suppress(OSError):
             root.rmdir()
+
+
+def remove_empty_tree(top: Path) -> None:
+    """rmdir every empty folder under top, and top itself if it ends up empty."""
+    if not top.is_dir():
+        return
+    for folder in sorted((p for p in top.rglob("*") if p.is_dir() and not p.is_symlink()),
+                         key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    with contextlib.suppress(OSError):
+        top.rmdir()
 
 
 def mounts_under(prefixes: list[Path]) -> list[str]:

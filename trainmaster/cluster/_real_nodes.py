@@ -121,6 +121,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
 
 [plugins.'io.containerd.cri.v1.runtime']
   netns_mounts_under_state_dir = true
+  # This host refuses a lower oom_score_adj than the caller's (runc: "failed to update
+  # /proc/self/oom_score_adj: Permission denied" for the sandbox's -998): clamp to ours.
+  restrict_oom_score_adj = true
   enable_unprivileged_ports = true
   enable_unprivileged_icmp = true
   cdi_spec_dirs = []
@@ -310,6 +313,7 @@ def start(
             node.dir / "kubelet.yaml",
             yaml.safe_dump(_kubelet_config(node, pki, port, healthz, dns), sort_keys=False),
         )
+        _host.create_cgroup(node.cgroup_root)
         labels = _spec_labels(spec, resources[node.name])
         launch(
             f"kubelet-{node.name}",
@@ -422,15 +426,24 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
         _host.wait_gone(pids)
     for sock in sockets:
         sock.unlink(missing_ok=True)
-    for folder in (Path("/run/containerd/s"), Path("/run/containerd")):
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # only when empty: another containerd may use it
     left_mounts = _host.unmount_all([run_dir, state_dir / "nodes"])
     for node in nodes:
         _host.delete_bridge(node.net.bridge)
         _host.remove_cgroup(node.cgroup_root)
-        for cached in Path("/var/lib/cni/results").glob(f"{node.cni_network}-*"):
+        # libcni caches each ADD result host-wide, for our network and for containerd's
+        # loopback network ("cni-loopback"), keyed by the sandbox id.
+        sandboxes = node.dir / "containerd" / "io.containerd.grpc.v1.cri" / "sandboxes"
+        ids = [p.name for p in sandboxes.iterdir()] if sandboxes.is_dir() else []
+        results = Path("/var/lib/cni/results")
+        for cached in results.glob(f"{node.cni_network}-*"):
             cached.unlink(missing_ok=True)
+        for sandbox in ids:
+            for cached in results.glob(f"*-{sandbox}-*"):
+                cached.unlink(missing_ok=True)
+    # Host folders that containerd, its shims and libcni make on first use: removed when
+    # nothing else (another containerd) left anything in them.
+    for top in (Path("/run/containerd"), Path("/var/lib/cni")):
+        _host.remove_empty_tree(top)
     iptables = _host._which("iptables")
     if iptables is not None:
         _host.remove_nat(slot, iptables)
