@@ -36,6 +36,7 @@ class RealCluster:
     slot: int
     netns_before: set[int]
     sysctls_before: dict[str, str]
+    dirs_before: dict[str, bool]
 
 
 def _sysctls() -> dict[str, str]:
@@ -67,7 +68,8 @@ def real_cluster(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactor
     assert result.record.net_slot is not None
     try:
         yield RealCluster(Path(result.record.kubeconfig), state_dir, result.record.net_slot,
-                          before, sysctls)
+                          before, sysctls,
+                          {str(d): d.exists() for d in _host.KUBELET_HOST_DIRS})
     finally:
         if (state_dir / "cluster.json").exists():
             cluster.down_state_dir(state_dir)
@@ -243,7 +245,10 @@ def test_down_leaves_no_process_mount_netns_link_or_rule(
     assert not run_dir.exists()
     assert not state_dir.exists()
     assert not (_host.RUN_ROOT / "slots" / str(slot)).exists()
-    # kubelet set kernel tunables host-wide; the last `down` put the host's values back.
+    # kubelet set kernel tunables host-wide and made its fixed folders; the last `down` put
+    # the host back as it was.
     assert _sysctls() == real_cluster.sysctls_before
+    for folder in _host.KUBELET_HOST_DIRS:
+        assert folder.exists() == real_cluster.dirs_before[str(folder)]
     # A network namespace lives while a process or a bind mount holds it: none is left.
     assert not (pod_netns & _netns_inodes())

@@ -132,7 +132,7 @@ def nat_chain(slot: int) -> str:
     return f"TM-S{slot}"
 
 
-# --- kernel settings kubelet changes ------------------------------------------------------
+# --- host-wide state kubelet changes ------------------------------------------------------
 
 # kubelet sets these host-wide at start (protectKernelDefaults: false, the default); `up` saves
 # the host's values before the first real node starts and the last `down` puts them back.
@@ -144,29 +144,40 @@ KUBELET_SYSCTLS = (
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
 )
-_SAVED_SYSCTLS = RUN_ROOT / "host-sysctls.json"
+# Fixed host paths every kubelet uses whatever its root dir: the device-plugin socket and
+# checkpoint (/var/lib/kubelet/device-plugins) and the container log links.
+KUBELET_HOST_DIRS = (Path("/var/lib/kubelet"), Path("/var/log/containers"))
+_SAVED = RUN_ROOT / "host-state.json"
 
 
-def save_sysctls() -> None:
+def save_host_state() -> None:
+    """Before the first real node on this host: the kernel tunables and which of kubelet's
+    fixed folders exist, so that the last `down` can put the host back as it was."""
     import json
 
-    if _SAVED_SYSCTLS.exists():  # another cluster's real nodes saved the host's own values
+    if _SAVED.exists():  # another cluster's real nodes saved the host's own state already
         return
-    values = {k: Path(f"/proc/sys/{k}").read_text().strip() for k in KUBELET_SYSCTLS}
     RUN_ROOT.mkdir(parents=True, exist_ok=True)
-    _SAVED_SYSCTLS.write_text(json.dumps(values))
+    _SAVED.write_text(json.dumps({
+        "sysctls": {k: Path(f"/proc/sys/{k}").read_text().strip() for k in KUBELET_SYSCTLS},
+        "created": [str(d) for d in KUBELET_HOST_DIRS if not d.exists()],
+    }))
 
 
-def restore_sysctls_if_last() -> None:
+def restore_host_state_if_last() -> None:
     import json
 
-    held = [p for p in (RUN_ROOT / "slots").glob("*")] if (RUN_ROOT / "slots").is_dir() else []
-    if held or not _SAVED_SYSCTLS.exists():
+    slots = RUN_ROOT / "slots"
+    if (slots.is_dir() and any(slots.iterdir())) or not _SAVED.exists():
         return
-    for key, value in json.loads(_SAVED_SYSCTLS.read_text()).items():
+    saved = json.loads(_SAVED.read_text())
+    for key, value in saved["sysctls"].items():
         with contextlib.suppress(OSError):
             Path(f"/proc/sys/{key}").write_text(value)
-    _SAVED_SYSCTLS.unlink()
+    for folder in saved["created"]:
+        if not mounts_under([Path(folder)]):
+            shutil.rmtree(folder, ignore_errors=True)
+    _SAVED.unlink()
 
 
 # --- network -------------------------------------------------------------------------------

@@ -277,7 +277,7 @@ def start(
     pki = state_dir / "pki"
     dns = dns_ip(slot)
 
-    _host.save_sysctls()
+    _host.save_host_state()
     report("starting CoreDNS")
     ready_port = free_port()
     corefile = _write(state_dir / "dns" / "Corefile", _corefile(dns, kubeconfig, ready_port))
@@ -451,7 +451,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     if not left_mounts:
         shutil.rmtree(run_dir, ignore_errors=True)
     _host.release_slot(slot, state_dir)
-    _host.restore_sysctls_if_last()
+    _host.restore_host_state_if_last()
     for folder in (_host.RUN_ROOT / "slots", _host.RUN_ROOT):
         with contextlib.suppress(OSError):
             folder.rmdir()  # only when no other cluster holds a slot
