@@ -26,7 +26,8 @@ from trainmaster.toolchain import CONTAINERD_VERSION, K8S_VERSION
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode]
 
-REAL = ["node-0", "node-1"]
+REAL = ["node-000", "node-001"]  # the first two nodes of the spec
+KWOK = "node-002"
 
 
 @dataclass
@@ -124,13 +125,13 @@ def _finished(core: client.CoreV1Api, ns: str, name: str) -> Any:
 
 def test_real_nodes_are_ready_with_spec_labels_and_resources(core: client.CoreV1Api) -> None:
     nodes = {n.metadata.name: n for n in core.list_node().items}
-    assert set(nodes) == {"node-0", "node-1", "node-2"}
+    assert set(nodes) == {*REAL, KWOK}
     for name in REAL:
         node = nodes[name]
         assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
         info = node.status.node_info
         assert info.kubelet_version == K8S_VERSION
-        assert info.container_runtime_version == f"containerd://{CONTAINERD_VERSION}"
+        assert info.container_runtime_version == f"containerd://{CONTAINERD_VERSION.removeprefix('v')}"
         labels = node.metadata.labels
         assert labels["topology.trainmaster.io/spine"] == "spine-0"
         assert labels["topology.trainmaster.io/leaf"] == "leaf-0"
@@ -141,8 +142,8 @@ def test_real_nodes_are_ready_with_spec_labels_and_resources(core: client.CoreV1
         assert node.status.allocatable["rdma/rail0"] == "8"
         assert node.status.capacity["nvidia.com/gpu"] == "8"
     # The third node is still kwok's.
-    assert nodes["node-2"].metadata.labels["type"] == "kwok"
-    assert nodes["node-2"].status.node_info.kubelet_version == "fake"
+    assert nodes[KWOK].metadata.labels["type"] == "kwok"
+    assert nodes[KWOK].status.node_info.kubelet_version == "fake"
 
 
 def test_extended_resources_survive_kubelet_status_updates(core: client.CoreV1Api) -> None:
@@ -155,7 +156,7 @@ def test_extended_resources_survive_kubelet_status_updates(core: client.CoreV1Ap
 
 def test_a_pod_really_runs_and_its_log_is_served(core: client.CoreV1Api, namespace: str) -> None:
     core.create_namespaced_pod(namespace, _pod(
-        "hello", "node-1", "echo hello from $(hostname) pid $$; cat /proc/1/cgroup | head -3"))
+        "hello", REAL[1], "echo hello from $(hostname) pid $$; cat /proc/1/cgroup | head -3"))
     pod = wait_for(lambda: _finished(core, namespace, "hello"), "pod hello to finish", 90)
     assert pod.status.phase == "Succeeded"
     assert pod.status.pod_ip.startswith("10.244.")
@@ -168,7 +169,7 @@ def test_headless_service_resolves_from_a_pod_on_the_other_node(
     core: client.CoreV1Api, namespace: str
 ) -> None:
     core.create_namespaced_pod(namespace, _pod(
-        "rank-0", "node-0", "sleep 300", labels={"app": "gang"}, restart="Always"))
+        "rank-0", REAL[0], "sleep 300", labels={"app": "gang"}, restart="Always"))
     core.create_namespaced_service(namespace, {
         "metadata": {"name": "gang"},
         "spec": {"clusterIP": "None", "selector": {"app": "gang"},
@@ -178,7 +179,7 @@ def test_headless_service_resolves_from_a_pod_on_the_other_node(
                       and p.status.phase == "Running" and p, "rank-0 running", 90)
     fqdn = f"gang.{namespace}.svc.cluster.local"
     core.create_namespaced_pod(namespace, _pod(
-        "rank-1", "node-1",
+        "rank-1", REAL[1],
         f"for i in $(seq 60); do nslookup {fqdn} && nslookup gang && exit 0; sleep 1; done; "
         "exit 1"))
     pod = wait_for(lambda: _finished(core, namespace, "rank-1"), "rank-1 to finish", 120)
@@ -190,12 +191,12 @@ def test_headless_service_resolves_from_a_pod_on_the_other_node(
 
 def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namespace: str) -> None:
     core.create_namespaced_pod(namespace, _pod(
-        "listener", "node-0", "mkdir /www && echo pong > /www/index.html && "
+        "listener", REAL[0], "mkdir /www && echo pong > /www/index.html && "
         "exec httpd -f -p 7000 -h /www"))
     listener = wait_for(lambda: (p := core.read_namespaced_pod("listener", namespace)).status.pod_ip
                         and p.status.phase == "Running" and p, "listener running", 90)
     core.create_namespaced_pod(namespace, _pod(
-        "dialer", "node-1",
+        "dialer", REAL[1],
         f"for i in $(seq 20); do wget -q -O - http://{listener.status.pod_ip}:7000/ && break;"
         " sleep 1; done; nc -w 3 -e true $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT"
         " && echo api-ok"))
