@@ -213,7 +213,7 @@ def test_down_leaves_no_process_mount_netns_link_or_rule(
     from trainmaster import cluster
 
     state_dir, slot = real_cluster.state_dir, real_cluster.slot
-    run_dir = _host.slot_run_dir(slot)
+    run_dir, data_dir = _host.slot_run_dir(slot), _host.slot_data_dir(slot)
     # Running pods on both nodes when `down` comes: containers, shims, netns, veths, mounts.
     core.create_namespace({"metadata": {"name": "leftovers"}})
     wait_for(lambda: any(sa.metadata.name == "default"
@@ -230,20 +230,20 @@ def test_down_leaves_no_process_mount_netns_link_or_rule(
             pod_netns.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
     pod_netns -= real_cluster.netns_before
     assert pod_netns, "the pods should run in network namespaces of their own"
-    assert _host.mounts_under([run_dir, state_dir / "nodes"])
+    assert _host.mounts_under([run_dir, data_dir, state_dir / "nodes"])
     assert _host.pids_mentioning([str(run_dir) + "/"])  # the shims
 
     cluster.down_state_dir(state_dir)
 
-    assert _host.pids_mentioning([str(state_dir) + "/", str(run_dir) + "/"]) == []
-    assert _host.mounts_under([run_dir, state_dir]) == []
+    assert _host.pids_mentioning([f"{d}/" for d in (state_dir, run_dir, data_dir)]) == []
+    assert _host.mounts_under([run_dir, data_dir, state_dir]) == []
     assert _host.leftover_links(slot) == []
     iptables = _host._which("iptables")
     assert iptables is not None
     assert _host.nat_rules(slot, iptables) == []
     for index in range(len(REAL)):
         assert _host.cgroup_dirs(f"tm-s{slot}-n{index}") == []
-    assert not run_dir.exists()
+    assert not run_dir.exists() and not data_dir.exists()
     assert not state_dir.exists()
     assert not (_host.RUN_ROOT / "slots" / str(slot)).exists()
     # kubelet set kernel tunables host-wide and made its fixed folders; the last `down` put

@@ -21,6 +21,7 @@ from pathlib import Path
 from trainmaster.cluster._processes import ClusterError
 
 RUN_ROOT = Path("/run/trainmaster")
+DATA_ROOT = Path("/var/lib/trainmaster")
 SLOTS = 16
 POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
 # The `kubernetes` Service's ClusterIP (first address of --service-cluster-ip-range).
@@ -126,6 +127,13 @@ def node_net(slot: int, index: int) -> NodeNet:
 def slot_run_dir(slot: int) -> Path:
     """Short host paths (unix sockets are limited to 107 bytes) for containerd state."""
     return RUN_ROOT / f"s{slot}"
+
+
+def slot_data_dir(slot: int) -> Path:
+    """Short host paths on disk for kubelet's and containerd's roots: kubelet makes unix
+    sockets deep inside its root dir (pod-resources/<n>), and a state folder under pytest's
+    or a user's home can be too long for them; pod volumes want disk, not /run's tmpfs."""
+    return DATA_ROOT / f"s{slot}"
 
 
 def nat_chain(slot: int) -> str:

@@ -2,8 +2,10 @@
 
 Every real node lives on this host with its own folders, socket, cgroup root and bridge:
 
-    <state>/nodes/<name>/            configs, logs' neighbours, kubelet root, containerd root
-    /run/trainmaster/s<slot>/n<i>/   containerd state and socket (short paths for sockets)
+    <state>/nodes/<name>/            configs (containerd, kubelet, CNI), IPAM state
+    /var/lib/trainmaster/s<slot>/n<i>/  kubelet root, containerd root, pod logs (short paths:
+                                     kubelet makes unix sockets deep inside its root)
+    /run/trainmaster/s<slot>/n<i>/   containerd state and socket
     /sys/fs/cgroup/*/tm-s<slot>-n<i> the kubelet's cgroup root (its pods' cgroups)
     bridge tm<slot>n<i>              10.244.<slot*16+i>.1/24: the pods' gateway, the node's IP
 
@@ -57,6 +59,7 @@ class NodeLayout:
     slot: int
     dir: Path
     run_dir: Path
+    data_dir: Path
 
     @property
     def net(self) -> _host.NodeNet:
@@ -77,7 +80,10 @@ class NodeLayout:
 
 def layouts(state_dir: Path, slot: int, names: list[str]) -> list[NodeLayout]:
     return [
-        NodeLayout(n, i, slot, state_dir / "nodes" / n, _host.slot_run_dir(slot) / f"n{i}")
+        NodeLayout(
+            n, i, slot, state_dir / "nodes" / n,
+            _host.slot_run_dir(slot) / f"n{i}", _host.slot_data_dir(slot) / f"n{i}",
+        )
         for i, n in enumerate(names)
     ]
 
@@ -92,7 +98,7 @@ def dns_ip(slot: int) -> str:
 def _containerd_config(node: NodeLayout, runc: str) -> str:
     cni = node.dir / "cni"
     return f"""version = 3
-root = "{node.dir / 'containerd'}"
+root = "{node.data_dir / 'containerd'}"
 state = "{node.run_dir / 'state'}"
 # Plugins a CRI node does not use here (and which would want host-global folders).
 disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.blockfile",
@@ -196,7 +202,7 @@ def _kubelet_config(
         "clusterDNS": [dns],
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": str(node.dir / "resolv.conf"),
-        "podLogsDir": str(node.dir / "pod-logs"),
+        "podLogsDir": str(node.data_dir / "pod-logs"),
         "volumePluginDir": str(node.dir / "volume-plugins"),
         "failSwapOn": False,
         "maxPods": 40,
@@ -292,8 +298,10 @@ def start(
     resources = {n.name: n for n in spec.nodes}
     for node in nodes:
         report(f"starting containerd and kubelet of {node.name}")
-        for sub in ("cni/net.d", "cni/ipam", "kubelet", "pod-logs", "volume-plugins"):
+        for sub in ("cni/net.d", "cni/ipam", "volume-plugins"):
             (node.dir / sub).mkdir(parents=True, exist_ok=True)
+        for sub in ("kubelet", "pod-logs", "containerd"):
+            (node.data_dir / sub).mkdir(parents=True, exist_ok=True)
         node.run_dir.mkdir(parents=True, exist_ok=True)
         _write(node.dir / "cni" / "net.d" / "10-trainmaster.conflist",
                json.dumps(_cni_config(node), indent=2))
@@ -321,8 +329,8 @@ def start(
                 str(tool_path("kubelet")),
                 f"--config={kcfg}",
                 f"--kubeconfig={node_kubeconfigs[node.name]}",
-                f"--root-dir={node.dir / 'kubelet'}",
-                f"--cert-dir={node.dir / 'kubelet' / 'pki'}",
+                f"--root-dir={node.data_dir / 'kubelet'}",
+                f"--cert-dir={node.data_dir / 'kubelet' / 'pki'}",
                 f"--hostname-override={node.name}",
                 f"--node-ip={node.net.gateway}",
                 "--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
@@ -410,14 +418,15 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     unmount, and remove bridges, veths, NAT rules, cgroups and host files. Returns problems
     that remain (empty when the host is clean)."""
     nodes = layouts(state_dir, slot, names)
-    run_dir = _host.slot_run_dir(slot)
+    run_dir, data_dir = _host.slot_run_dir(slot), _host.slot_data_dir(slot)
+    ours = [str(run_dir) + "/", str(data_dir) + "/", str(state_dir) + "/nodes/"]
     # Containers are in the kubelets' cgroup roots; shims carry their containerd's socket.
     sockets: list[Path] = []
     for _ in range(3):
         pids: set[int] = set()
         for node in nodes:
             pids |= _host.cgroup_pids(node.cgroup_root)
-        outliving = _host.pids_mentioning([str(run_dir) + "/", str(state_dir) + "/nodes/"])
+        outliving = _host.pids_mentioning(ours)
         sockets += _host.shim_sockets(outliving)
         pids |= set(outliving)
         if not pids:
@@ -426,13 +435,13 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
         _host.wait_gone(pids)
     for sock in sockets:
         sock.unlink(missing_ok=True)
-    left_mounts = _host.unmount_all([run_dir, state_dir / "nodes"])
+    left_mounts = _host.unmount_all([run_dir, data_dir, state_dir / "nodes"])
     for node in nodes:
         _host.delete_bridge(node.net.bridge)
         _host.remove_cgroup(node.cgroup_root)
         # libcni caches each ADD result host-wide, for our network and for containerd's
         # loopback network ("cni-loopback"), keyed by the sandbox id.
-        sandboxes = node.dir / "containerd" / "io.containerd.grpc.v1.cri" / "sandboxes"
+        sandboxes = node.data_dir / "containerd" / "io.containerd.grpc.v1.cri" / "sandboxes"
         ids = [p.name for p in sandboxes.iterdir()] if sandboxes.is_dir() else []
         results = Path("/var/lib/cni/results")
         for cached in results.glob(f"{node.cni_network}-*"):
@@ -447,9 +456,12 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     iptables = _host._which("iptables")
     if iptables is not None:
         _host.remove_nat(slot, iptables)
-    _remove_container_log_links(state_dir)
+    _remove_container_log_links(data_dir)
     if not left_mounts:
         shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(data_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            _host.DATA_ROOT.rmdir()
     _host.release_slot(slot, state_dir)
     _host.restore_host_state_if_last()
     for folder in (_host.RUN_ROOT / "slots", _host.RUN_ROOT):
@@ -460,7 +472,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     return problems
 
 
-def _remove_container_log_links(state_dir: Path) -> None:
+def _remove_container_log_links(data_dir: Path) -> None:
     # kubelet links every container's log into the host-wide /var/log/containers.
     folder = Path("/var/log/containers")
     if not folder.is_dir():
@@ -470,5 +482,5 @@ def _remove_container_log_links(state_dir: Path) -> None:
             target = str(link.readlink()) if link.is_symlink() else ""
         except OSError:
             continue
-        if target.startswith(str(state_dir) + "/"):
+        if target.startswith(str(data_dir) + "/"):
             link.unlink(missing_ok=True)
