@@ -279,6 +279,8 @@ def _start_all(
             "--authorization-mode=Node,RBAC",
             f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+            # Real nodes' names are spec names, not host names: dial kubelets by node IP.
+            "--kubelet-preferred-address-types=InternalIP",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
