@@ -156,13 +156,13 @@ def test_extended_resources_survive_kubelet_status_updates(core: client.CoreV1Ap
 
 def test_a_pod_really_runs_and_its_log_is_served(core: client.CoreV1Api, namespace: str) -> None:
     core.create_namespaced_pod(namespace, _pod(
-        "hello", REAL[1], "echo hello from $(hostname) pid $$; cat /proc/1/cgroup | head -3"))
+        "hello", REAL[1], "echo hello from $(hostname); cat /proc/self/cgroup | head -3"))
     pod = wait_for(lambda: _finished(core, namespace, "hello"), "pod hello to finish", 90)
     assert pod.status.phase == "Succeeded"
     assert pod.status.pod_ip.startswith("10.244.")
     log = core.read_namespaced_pod_log("hello", namespace)  # apiserver -> kubelet, x509 auth
-    assert "hello from hello pid 1" in log
-    assert "kubepods" in log  # its cgroup is under the kubelet's pod hierarchy
+    assert "hello from hello" in log
+    assert "-n1/kubepods/besteffort/pod" in log  # in node-001's kubelet's pod cgroups
 
 
 def test_headless_service_resolves_from_a_pod_on_the_other_node(
