@@ -198,7 +198,7 @@ def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namesp
     core.create_namespaced_pod(namespace, _pod(
         "dialer", REAL[1],
         f"for i in $(seq 20); do wget -q -O - http://{listener.status.pod_ip}:7000/ && break;"
-        " sleep 1; done; nc -w 3 -e true $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT"
+        " sleep 1; done; nc -w 3 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT -e true"
         " && echo api-ok"))
     pod = wait_for(lambda: _finished(core, namespace, "dialer"), "dialer to finish", 90)
     log = core.read_namespaced_pod_log("dialer", namespace)
