@@ -64,13 +64,13 @@ def real_cluster(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactor
                       small_spec_doc("realnode", leaves=1, nodes_per_leaf=3))
     before = _netns_inodes()
     sysctls = _sysctls()
+    dirs = {str(d): d.exists() for d in _host.KUBELET_HOST_DIRS}
     result = cluster.up(spec, real_nodes=2)
     state_dir = Path(result.record.state_dir)
     assert result.record.net_slot is not None
     try:
         yield RealCluster(Path(result.record.kubeconfig), state_dir, result.record.net_slot,
-                          before, sysctls,
-                          {str(d): d.exists() for d in _host.KUBELET_HOST_DIRS})
+                          before, sysctls, dirs)
     finally:
         if (state_dir / "cluster.json").exists():
             cluster.down_state_dir(state_dir)
