@@ -207,6 +207,19 @@ def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namesp
     assert "api-ok" in log
 
 
+def test_import_image_loads_an_archive_into_every_real_node(
+    real_cluster: RealCluster, core: client.CoreV1Api, namespace: str, tmp_path: Path
+) -> None:
+    from trainmaster import cluster
+    from trainmaster.cluster._node_images import write_archive
+
+    archive = tmp_path / "images.tar"
+    write_archive(_host.require_host()["busybox"], archive)
+    assert cluster.import_image(real_cluster.state_dir, archive) == REAL
+    with pytest.raises(cluster.ClusterError, match="no image archive"):
+        cluster.import_image(real_cluster.state_dir, tmp_path / "missing.tar")
+
+
 def test_down_leaves_no_process_mount_netns_link_or_rule(
     real_cluster: RealCluster, core: client.CoreV1Api
 ) -> None:

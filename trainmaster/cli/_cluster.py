@@ -99,6 +99,19 @@ def down_cmd(kubeconfig: KubeconfigOpt = None, name: NameOpt = None) -> None:
     )
 
 
+@cluster_app.command("import-image")
+def import_image_cmd(
+    archive: Annotated[Path, typer.Argument(help="OCI layout or docker-save tar.")],
+    kubeconfig: KubeconfigOpt = None,
+    name: NameOpt = None,
+) -> None:
+    """Load an image archive into every real node's containerd (no registry needed)."""
+    from trainmaster import cluster
+
+    nodes = cluster.import_image(cluster.resolve_state_dir(kubeconfig, name), archive)
+    _err.print(f"loaded {archive} into {', '.join(nodes)}")
+
+
 @cluster_app.command("status")
 def status_cmd(
     kubeconfig: KubeconfigOpt = None,

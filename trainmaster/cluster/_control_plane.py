@@ -419,6 +419,20 @@ def attach_process(state_dir: Path, name: str, argv: list[str]) -> ProcessRecord
     return entry
 
 
+def import_image(state_dir: Path, archive: Path) -> list[str]:
+    """Load an image archive (OCI layout or docker-save tar) into every real node's
+    containerd; return the nodes it went to."""
+    record = ClusterRecord.load(state_dir)
+    if record is None:
+        raise ClusterError(f"no local cluster at {state_dir}")
+    if record.net_slot is None or not record.real_nodes:
+        raise ClusterError(
+            f"cluster {record.name} has no real nodes to load an image into: start it with "
+            "`trainmaster cluster up --real-nodes N`"
+        )
+    return _real_nodes.import_image(state_dir, record.net_slot, record.real_nodes, archive)
+
+
 def resolve_state_dir(kubeconfig: Path | None = None, name: str | None = None) -> Path:
     """Which local cluster a command means: by kubeconfig, by name, or the only one."""
     if kubeconfig is not None:

@@ -259,6 +259,23 @@ def _ready_http(port: int) -> bool:
         return bool(resp.status == 200)
 
 
+def import_archive(node: NodeLayout, archive: Path) -> None:
+    """Load an OCI or docker archive into the node's containerd, where kubelet's CRI finds it
+    (namespace k8s.io); pods use it with imagePullPolicy Never or IfNotPresent."""
+    ctr = [str(tool_path("ctr")), "--address", str(node.socket)]
+    _host.run([*ctr, "-n", "k8s.io", "images", "import", "--platform", "linux/amd64",
+               str(archive)])
+
+
+def import_image(state_dir: Path, slot: int, names: list[str], archive: Path) -> list[str]:
+    """Load an image archive into every real node of a cluster; return the node names."""
+    if not archive.is_file():
+        raise ClusterError(f"no image archive at {archive}")
+    for node in layouts(state_dir, slot, names):
+        import_archive(node, archive)
+    return names
+
+
 def _answers(ctr: list[str]) -> Callable[[], bool]:
     return lambda: _host.run([*ctr, "version"], check=False).returncode == 0
 
@@ -313,8 +330,7 @@ def start(
         )
         ctr = [str(tool_path("ctr")), "--address", str(node.socket)]
         wait_until(_answers(ctr), f"containerd of {node.name}", 60, proc, log)
-        _host.run([*ctr, "-n", "k8s.io", "images", "import", "--platform", "linux/amd64",
-                   str(archive)])
+        import_archive(node, archive)
         _write(node.dir / "resolv.conf", f"nameserver {dns}\n")
         port, healthz = free_port(), free_port()
         kcfg = _write(
