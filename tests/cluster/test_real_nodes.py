@@ -22,7 +22,7 @@ from tests.helpers import small_spec_doc, write_spec
 from trainmaster.cluster import _host
 from trainmaster.cluster._node_images import BUSYBOX_IMAGE
 from trainmaster.kube import sync_client
-from trainmaster.toolchain import CONTAINERD_VERSION, K8S_VERSION
+from trainmaster.toolchain import CONTAINERD_VERSION, K8S_VERSION, tool_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode]
 
@@ -208,7 +208,7 @@ def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namesp
 
 
 def test_import_image_loads_an_archive_into_every_real_node(
-    real_cluster: RealCluster, core: client.CoreV1Api, namespace: str, tmp_path: Path
+    real_cluster: RealCluster, tmp_path: Path
 ) -> None:
     from trainmaster import cluster
     from trainmaster.cluster._node_images import write_archive
@@ -216,6 +216,11 @@ def test_import_image_loads_an_archive_into_every_real_node(
     archive = tmp_path / "images.tar"
     write_archive(_host.require_host()["busybox"], archive)
     assert cluster.import_image(real_cluster.state_dir, archive) == REAL
+    for index in range(len(REAL)):
+        sock = _host.slot_run_dir(real_cluster.slot) / f"n{index}" / "containerd.sock"
+        listing = _host.run([str(tool_path("ctr")), "--address", str(sock), "-n", "k8s.io",
+                             "images", "ls", "-q"]).stdout.split()
+        assert BUSYBOX_IMAGE in listing
     with pytest.raises(cluster.ClusterError, match="no image archive"):
         cluster.import_image(real_cluster.state_dir, tmp_path / "missing.tar")
 
