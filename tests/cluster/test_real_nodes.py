@@ -141,6 +141,8 @@ def test_real_nodes_are_ready_with_spec_labels_and_resources(core: client.CoreV1
         assert node.status.allocatable["nvidia.com/gpu"] == "8"
         assert node.status.allocatable["rdma/rail0"] == "8"
         assert node.status.capacity["nvidia.com/gpu"] == "8"
+        assert [(t.key, t.value, t.effect) for t in node.spec.taints or []] == [
+            ("trainmaster.io/real-node", "true", "NoSchedule")]
     # The third node is still kwok's.
     assert nodes[KWOK].metadata.labels["type"] == "kwok"
     assert nodes[KWOK].status.node_info.kubelet_version == "fake"
@@ -163,6 +165,28 @@ def test_a_pod_really_runs_and_its_log_is_served(core: client.CoreV1Api, namespa
     log = core.read_namespaced_pod_log("hello", namespace)  # apiserver -> kubelet, x509 auth
     assert "hello from hello" in log
     assert "-n1/kubepods/besteffort/pod" in log  # in node-001's kubelet's pod cgroups
+
+
+def test_kube_scheduler_keeps_other_pods_off_real_nodes(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    # Scheduled by the stock kube-scheduler (on by default): an ordinary pod goes to the
+    # simulated node; one that selects and tolerates real nodes goes to one and really runs.
+    plain = _pod("plain", "", "true")
+    del plain["spec"]["nodeName"]
+    wanted = _pod("wanted", "", "echo on a real node")
+    del wanted["spec"]["nodeName"]
+    wanted["spec"]["nodeSelector"] = {"trainmaster.io/real-node": "true"}
+    wanted["spec"]["tolerations"] = [{"key": "trainmaster.io/real-node", "operator": "Exists",
+                                      "effect": "NoSchedule"}]
+    core.create_namespaced_pod(namespace, plain)
+    core.create_namespaced_pod(namespace, wanted)
+    pod = wait_for(lambda: _finished(core, namespace, "wanted"), "pod wanted to finish", 90)
+    assert pod.status.phase == "Succeeded" and pod.spec.node_name in REAL
+    assert "on a real node" in core.read_namespaced_pod_log("wanted", namespace)
+    plain_pod = wait_for(lambda: (p := core.read_namespaced_pod("plain", namespace)).spec.node_name
+                         and p, "pod plain scheduled", 60)
+    assert plain_pod.spec.node_name == KWOK
 
 
 def test_headless_service_resolves_from_a_pod_on_the_other_node(

@@ -40,6 +40,10 @@ Report = Callable[[str], None]
 
 CLUSTER_DOMAIN = "cluster.local"
 REAL_NODE_LABEL = "trainmaster.io/real-node"
+# Real nodes run only pods that ask for them: an image that exists only in a registry (a GPU
+# exporter's, say) would never start there, and `pulumi up` would wait on it. Pods meant for
+# real nodes select the label and tolerate this taint.
+REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
 
 
 def require_tools() -> None:
@@ -350,6 +354,8 @@ def start(
                 f"--hostname-override={node.name}",
                 f"--node-ip={node.net.gateway}",
                 "--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
+                "--register-with-taints="
+                f"{REAL_NODE_TAINT['key']}={REAL_NODE_TAINT['value']}:{REAL_NODE_TAINT['effect']}",
                 "--v=1",
             ],
             [port, healthz],
