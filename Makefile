@@ -12,7 +12,7 @@ UV := $(BIN)/uv
 # Use the Python that made .venv; never fetch an interpreter.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test lint lock tools image clean
+.PHONY: demo test lint lock tools image host-packages clean
 
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,12 +33,25 @@ tools: $(STAMP)
 image: $(STAMP)
 	$(BIN)/trainmaster image build
 
+## Debian packages real nodes need (runc, iptables, busybox-static), installed only if missing.
+REAL_NODE_BINARIES := runc iptables busybox
+REAL_NODE_PACKAGES := runc iptables busybox-static
+host-packages:
+	@missing=0; for b in $(REAL_NODE_BINARIES); do \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v $$b >/dev/null || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	    echo "real nodes need the Debian packages $(REAL_NODE_PACKAGES): install them as root" >&2; \
+	    exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(REAL_NODE_PACKAGES); \
+	fi
+
 ## The main job: a local cluster from the dev stack with the scheduler and operator on it.
 demo: $(STAMP)
 	$(BIN)/trainmaster demo --spec stacks/dev/cluster.yaml
 
 ## Lint, type-check and the whole test suite (integration tests start their own cluster).
-test: $(STAMP) tools lint
+test: $(STAMP) tools host-packages lint
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -56,7 +56,10 @@ def test_up_status_second_up_and_down(tmp_path: Path) -> None:
     assert "8 nodes Ready" in up.stderr and f"export KUBECONFIG={kubeconfig}" in up.stderr
     state_dir = tmp_path / "home" / "clusters" / "lifecycle"
     pids, ports = _pids_in(state_dir), _ports_in(state_dir)
-    assert len(pids) == 4 and all(_alive(p) for p in pids)
+    # The stock kube-scheduler runs by default, as on every real cluster.
+    names = [p["name"] for p in json.loads((state_dir / "cluster.json").read_text())["processes"]]
+    assert names == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+    assert len(pids) == 5 and all(_alive(p) for p in pids)
 
     again = tm("cluster", "up", "--spec", str(spec), "--kubeconfig", str(kubeconfig), env=home)
     assert again.returncode == 0 and "already running" in again.stderr
@@ -91,6 +94,15 @@ def test_invalid_spec_starts_nothing(tmp_path: Path) -> None:
               "--no-build", env={"TRAINMASTER_HOME": str(tmp_path)})
     assert proc.returncode == 1
     assert "networks.compute.lossless" in proc.stderr
+    assert not (tmp_path / "clusters").exists()
+
+
+def test_too_many_real_nodes_is_named_and_nothing_runs(tmp_path: Path) -> None:
+    proc = tm("cluster", "up", "--spec", str(write_spec(tmp_path / "s.yaml",
+                                                          small_spec_doc("many"))),
+              "--real-nodes", "9", "--no-build", env={"TRAINMASTER_HOME": str(tmp_path)})
+    assert proc.returncode == 1
+    assert "--real-nodes 9: choose 0 to 8" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "clusters").exists()
 
 

@@ -100,7 +100,9 @@ def cluster_cmd(
         os.environ["TRAINMASTER_HOME"] = home
         for run in range(runs):
             with _err.status(f"run {run + 1}/{runs}") as status:
-                result = cluster.up(spec, report=lambda step: status.update(step))
+                result = cluster.up(
+                    spec, kube_scheduler=False, report=lambda step: status.update(step)
+                )
                 cluster.down_state_dir(Path(result.record.state_dir))
             results.append(
                 {

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from trainmaster.cli._app import cluster_app
 from trainmaster.cli._tools import build_with_progress
-from trainmaster.toolchain import CLUSTER_FAMILIES
+from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
 
 _out = Console()
 _err = Console(stderr=True, soft_wrap=True)
@@ -40,15 +40,29 @@ def up_cmd(
         typer.Option("--apiserver-port", help="Port on 127.0.0.1 (default: a free one)."),
     ] = None,
     kube_scheduler: Annotated[
-        bool, typer.Option("--kube-scheduler", help="Also run the stock kube-scheduler.")
-    ] = False,
+        bool,
+        typer.Option(
+            "--kube-scheduler/--no-kube-scheduler",
+            help="Run the stock kube-scheduler for pods that are not trainmaster's "
+            "(as every real cluster does); benchmarks switch it off.",
+        ),
+    ] = True,
+    real_nodes: Annotated[
+        int,
+        typer.Option(
+            "--real-nodes",
+            min=0,
+            help="Run the first N spec nodes as real nodes (containerd + runc + kubelet on "
+            "this host, root needed); the rest stay simulated by kwok.",
+        ),
+    ] = 0,
     build: Annotated[bool, typer.Option(help="Build missing tools first.")] = True,
 ) -> None:
     """Start a local control plane with one simulated node per spec node."""
     from trainmaster import cluster  # heavy (Kubernetes clients): only when used
 
     if build:
-        build_with_progress(list(CLUSTER_FAMILIES))
+        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []))
     with _err.status("starting the local cluster") as status:
         result = cluster.up(
             spec,
@@ -56,6 +70,7 @@ def up_cmd(
             state_dir=state_dir,
             apiserver_port=apiserver_port,
             kube_scheduler=kube_scheduler,
+            real_nodes=real_nodes,
             report=lambda step: status.update(step),
         )
     rec = result.record
@@ -64,7 +79,7 @@ def up_cmd(
     else:
         _err.print(
             f"cluster [bold]{rec.name}[/] is up in {result.seconds:.1f}s: "
-            f"{rec.nodes} nodes Ready, API server https://127.0.0.1:{rec.apiserver_port}"
+            f"{rec.nodes} nodes Ready ({len(rec.real_nodes)} real), API server https://127.0.0.1:{rec.apiserver_port}"
         )
     if result.steps:
         _err.print("  " + ", ".join(f"{step} {secs:.1f}s" for step, secs in result.steps))
@@ -82,6 +97,19 @@ def down_cmd(kubeconfig: KubeconfigOpt = None, name: NameOpt = None) -> None:
     _err.print(
         f"stopped {', '.join(stopped) or 'nothing (no process was recorded)'}; state removed"
     )
+
+
+@cluster_app.command("import-image")
+def import_image_cmd(
+    archive: Annotated[Path, typer.Argument(help="OCI layout or docker-save tar.")],
+    kubeconfig: KubeconfigOpt = None,
+    name: NameOpt = None,
+) -> None:
+    """Load an image archive into every real node's containerd (no registry needed)."""
+    from trainmaster import cluster
+
+    nodes = cluster.import_image(cluster.resolve_state_dir(kubeconfig, name), archive)
+    _err.print(f"loaded {archive} into {', '.join(nodes)}")
 
 
 @cluster_app.command("status")

@@ -1,11 +1,13 @@
 """A real local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
-kwok) with one simulated GPU node per node of a spec."""
+kube-scheduler, kwok) with one simulated GPU node per node of a spec, or real nodes
+(kubelet + containerd + runc on this host) for the first N of them."""
 
 from trainmaster.cluster._control_plane import (
     UpResult,
     attach_process,
     down,
     down_state_dir,
+    import_image,
     resolve_state_dir,
     running_record,
     up,
@@ -26,6 +28,7 @@ __all__ = [
     "default_state_dir",
     "down",
     "down_state_dir",
+    "import_image",
     "known_clusters",
     "resolve_state_dir",
     "running_record",

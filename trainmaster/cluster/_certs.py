@@ -27,7 +27,7 @@ def _write_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, path: Path) 
 
 
 def write_pki(directory: Path) -> None:
-    """Write ca.crt, apiserver.crt/.key and sa.key/sa.pub into directory."""
+    """Write ca.crt, apiserver.crt/.key, kubelet-client.crt/.key and sa.key/sa.pub."""
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -82,6 +82,29 @@ def write_pki(directory: Path) -> None:
     (directory / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     (directory / "apiserver.crt").write_bytes(server.public_bytes(serialization.Encoding.PEM))
     _write_key(server_key, directory / "apiserver.key")
+    # The API server's client certificate towards kubelets (logs, exec) of real nodes, whose
+    # webhook authorizer lets system:masters through.
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name([
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver-kubelet-client"),
+            ])
+        )
+        .issuer_name(ca_name)
+        .public_key(client_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + _VALID)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    (directory / "kubelet-client.crt").write_bytes(client.public_bytes(serialization.Encoding.PEM))
+    _write_key(client_key, directory / "kubelet-client.key")
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_key(sa_key, directory / "sa.key")
     (directory / "sa.pub").write_bytes(

@@ -1,10 +1,12 @@
 """`cluster up / down / status`: a real control plane on loopback with simulated GPU nodes.
 
-up:   etcd -> kube-apiserver -> kube-controller-manager (+ kube-scheduler if asked) -> kwok
-      -> one Node per spec node -> wait until every node is Ready -> kubeconfig.
+up:   etcd -> kube-apiserver -> kube-controller-manager (+ kube-scheduler unless switched
+      off) -> kwok -> real nodes if asked (CoreDNS, containerd + kubelet each) -> one kwok
+      Node per other spec node -> wait until every node is Ready -> kubeconfig.
       Any failure stops what already started and removes the state folder, so a failed
       `up` leaves nothing running and nothing half-made behind.
-down: stop every recorded process (whole process groups) and remove the state folder.
+down: stop every recorded process (whole process groups), then what real nodes leave
+      (containers, shims, mounts, bridges, NAT rules, cgroups), and remove the state folder.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import yaml
 
 from trainmaster.cluster import _processes as procs
+from trainmaster.cluster import _real_nodes
 from trainmaster.cluster._certs import write_pki
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._register import register_nodes, wait_nodes_ready
@@ -151,11 +154,17 @@ def up(
     kubeconfig: Path | None = None,
     state_dir: Path | None = None,
     apiserver_port: int | None = None,
-    kube_scheduler: bool = False,
+    kube_scheduler: bool = True,
+    real_nodes: int = 0,
     report: Report = _silent,
 ) -> UpResult:
     start_time = time.monotonic()
     spec = load_spec(spec_path)
+    if not 0 <= real_nodes <= min(len(spec.nodes), 16):
+        raise ClusterError(
+            f"--real-nodes {real_nodes}: choose 0 to {min(len(spec.nodes), 16)} "
+            f"(the spec has {len(spec.nodes)} nodes; at most 16 real ones per cluster)"
+        )
     state_dir = (state_dir or default_state_dir(spec.metadata.name)).resolve()
     kubeconfig = (kubeconfig or state_dir / "kubeconfig").resolve()
     existing = running_record(state_dir)
@@ -164,6 +173,11 @@ def up(
     if ClusterRecord.load(state_dir) is not None:  # a stale record: processes died
         down_state_dir(state_dir)
     _require_tools()
+    if real_nodes:
+        from trainmaster.cluster._host import require_host
+
+        _real_nodes.require_tools()
+        require_host()
     if apiserver_port is not None and procs.port_in_use(apiserver_port):
         raise ClusterError(
             f"port {apiserver_port} on 127.0.0.1 is in use: stop what listens "
@@ -179,15 +193,19 @@ def up(
         apiserver_port=apiserver_port or procs.free_port(),
         etcd_port=procs.free_port(),
         nodes=len(spec.nodes),
+        real_nodes=[n.name for n in spec.nodes[:real_nodes]],
     )
     record.save()
     report = timer = _StepTimer(report)
+    simulated = [n for n in build_nodes(spec) if n["metadata"]["name"] not in record.real_nodes]
     try:
         _start_all(record, state_dir, kubeconfig, kube_scheduler, report)
-        report(f"registering {len(spec.nodes)} nodes")
-        register_nodes(kubeconfig, build_nodes(spec))
-        report(f"waiting for {len(spec.nodes)} nodes to become Ready")
-        wait_nodes_ready(kubeconfig, {n.name for n in spec.nodes}, timeout=120)
+        if record.real_nodes:
+            _start_real_nodes(record, spec_path, state_dir, kubeconfig, report)
+        report(f"registering {len(simulated)} simulated nodes")
+        register_nodes(kubeconfig, simulated)
+        report(f"waiting for {len(simulated)} nodes to become Ready")
+        wait_nodes_ready(kubeconfig, {n["metadata"]["name"] for n in simulated}, timeout=120)
     except BaseException:
         down_state_dir(state_dir)
         if kubeconfig.parent != state_dir:
@@ -206,24 +224,25 @@ def _start_all(
     record: ClusterRecord, state_dir: Path, kubeconfig: Path, kube_scheduler: bool, report: Report
 ) -> None:
     pki = state_dir / "pki"
-    logs = state_dir / "logs"
     report("writing certificates")
     write_pki(pki)
     tokens = {who: secrets.token_hex(16) for who in ("admin", "controller-manager", "scheduler")}
+    node_tokens = {node: secrets.token_hex(16) for node in record.real_nodes}
     (pki / "tokens.csv").write_text(
         f'{tokens["admin"]},admin,admin,"system:masters"\n'
         f"{tokens['controller-manager']},system:kube-controller-manager,kcm\n"
         f"{tokens['scheduler']},system:kube-scheduler,ksched\n"
+        # Kubelets authenticate as system:node:<name>; the Node authorizer scopes them.
+        + "".join(
+            f'{tok},system:node:{node},node-{node},"system:nodes"\n'
+            for node, tok in node_tokens.items()
+        )
     )
     ca = pki / "ca.crt"
     name, port = record.name, record.apiserver_port
 
     def launch(proc_name: str, argv: list[str], ports: list[int]) -> Any:
-        log = logs / f"{proc_name}.log"
-        proc = procs.start(proc_name, argv, log)
-        record.processes.append(ProcessRecord(proc_name, proc.pid, str(log), ports))
-        record.save()  # recorded before we wait on it, so a crash here still cleans up
-        return proc, log
+        return _launch(record, proc_name, argv, ports)
 
     report("starting etcd")
     etcd, etcd_log = launch(
@@ -257,7 +276,11 @@ def _start_all(
             f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={ca}",
             f"--token-auth-file={pki / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
+            "--authorization-mode=Node,RBAC",
+            f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+            # Real nodes' names are spec names, not host names: dial kubelets by node IP.
+            "--kubelet-preferred-address-types=InternalIP",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -323,6 +346,12 @@ def _start_all(
             [],
         )
 
+    for node, tok in node_tokens.items():
+        _write_yaml(
+            state_dir / "nodes" / node / "kubelet.kubeconfig",
+            _kubeconfig(name, port, ca, tok, f"system:node:{node}", None),
+        )
+
     report("starting kwok")
     kwok_port = procs.free_port()
     stages = sorted(p for p in tool_path("stages/node-initialize.yaml").parent.glob("*.yaml"))
@@ -344,6 +373,38 @@ def _start_all(
     )
 
 
+def _launch(record: ClusterRecord, name: str, argv: list[str], ports: list[int]) -> Any:
+    log = Path(record.state_dir) / "logs" / f"{name}.log"
+    proc = procs.start(name, argv, log)
+    record.processes.append(ProcessRecord(name, proc.pid, str(log), ports))
+    record.save()  # recorded before we wait on it, so a crash here still cleans up
+    return proc, log
+
+
+def _start_real_nodes(
+    record: ClusterRecord, spec_path: Path, state_dir: Path, kubeconfig: Path, report: Report
+) -> None:
+    from trainmaster.cluster._host import claim_slot
+
+    record.net_slot = claim_slot(state_dir)
+    record.save()
+    nodes = _real_nodes.layouts(state_dir, record.net_slot, record.real_nodes)
+    report(f"creating the pod network of {len(nodes)} real nodes")
+    _real_nodes.prepare_network(record.net_slot, nodes)
+    _real_nodes.start(
+        spec=load_spec(spec_path),
+        nodes=nodes,
+        state_dir=state_dir,
+        kubeconfig=kubeconfig,
+        node_kubeconfigs={
+            n: state_dir / "nodes" / n / "kubelet.kubeconfig" for n in record.real_nodes
+        },
+        apiserver_port=record.apiserver_port,
+        launch=lambda name, argv, ports: _launch(record, name, argv, ports),
+        report=report,
+    )
+
+
 def attach_process(state_dir: Path, name: str, argv: list[str]) -> ProcessRecord:
     """Start a process that belongs to a running cluster (e.g. the scheduler) and record
     it, so that `cluster down` stops it with the control plane."""
@@ -356,6 +417,20 @@ def attach_process(state_dir: Path, name: str, argv: list[str]) -> ProcessRecord
     record.processes.append(entry)
     record.save()
     return entry
+
+
+def import_image(state_dir: Path, archive: Path) -> list[str]:
+    """Load an image archive (OCI layout or docker-save tar) into every real node's
+    containerd; return the nodes it went to."""
+    record = ClusterRecord.load(state_dir)
+    if record is None:
+        raise ClusterError(f"no local cluster at {state_dir}")
+    if record.net_slot is None or not record.real_nodes:
+        raise ClusterError(
+            f"cluster {record.name} has no real nodes to load an image into: start it with "
+            "`trainmaster cluster up --real-nodes N`"
+        )
+    return _real_nodes.import_image(state_dir, record.net_slot, record.real_nodes, archive)
 
 
 def resolve_state_dir(kubeconfig: Path | None = None, name: str | None = None) -> Path:
@@ -390,6 +465,12 @@ def down_state_dir(state_dir: Path) -> list[str]:
         for proc in reversed(record.processes):
             procs.stop(proc.pid)
             stopped.append(proc.name)
+        if record.net_slot is not None:
+            left = _real_nodes.teardown(state_dir, record.net_slot, record.real_nodes)
+            if left:
+                raise ClusterError(
+                    f"cluster down stopped every process but could not remove: {', '.join(left)}"
+                )
         kubeconfig = Path(record.kubeconfig)
         if kubeconfig.parent != state_dir and state_dir_from_kubeconfig(kubeconfig) == state_dir:
             kubeconfig.unlink(missing_ok=True)

@@ -47,6 +47,10 @@ class ClusterRecord:
     etcd_port: int
     nodes: int
     processes: list[ProcessRecord] = field(default_factory=list)
+    real_nodes: list[str] = field(default_factory=list)
+    """Spec nodes run by a kubelet on this host (the rest are kwok's)."""
+    net_slot: int | None = None
+    """The host network slot of the real nodes (see cluster/_host.py)."""
 
     @property
     def path(self) -> Path:

@@ -9,10 +9,20 @@ from trainmaster.toolchain._build import (
     is_built,
     tool_path,
 )
-from trainmaster.toolchain._recipes import CLUSTER_FAMILIES, RECIPES, Recipe
+from trainmaster.toolchain._recipes import (
+    CLUSTER_FAMILIES,
+    CONTAINERD_VERSION,
+    K8S_VERSION,
+    NODE_FAMILIES,
+    RECIPES,
+    Recipe,
+)
 
 __all__ = [
     "CLUSTER_FAMILIES",
+    "CONTAINERD_VERSION",
+    "K8S_VERSION",
+    "NODE_FAMILIES",
     "RECIPES",
     "BuildResult",
     "Recipe",

@@ -19,6 +19,11 @@ PULUMI_VERSION = "v3.274.1"
 # its go.mod pins k8s.io/api v0.33.3), not the commit of v4.34.2 that the Python package has.
 PULUMI_KUBERNETES_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PULUMI_KUBERNETES_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
+# Real local nodes: containerd 2.x (kubelet 1.37 dropped containerd 1.x; Debian ships 1.6), the
+# CNI reference plugins (Debian ships 1.1.1) and CoreDNS. runc comes from Debian's package.
+CONTAINERD_VERSION = "v2.4.2"
+CNI_PLUGINS_VERSION = "v1.10.0"
+COREDNS_VERSION = "v1.14.7"
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,53 @@ RECIPES: dict[str, Recipe] = {
             f"-X k8s.io/component-base/version.gitMinor={_K8S_MINOR}",
         ),
     ),
+    # The node side of the same Kubernetes release, in a family of its own so that adding it
+    # never invalidates the cached control-plane build (the Go build cache shares the packages).
+    "kubelet": Recipe(
+        family="kubelet",
+        version=K8S_VERSION,
+        packages=("k8s.io/kubernetes/cmd/kubelet",),
+        binaries=("kubelet",),
+        tags=("selinux", "notest", "grpcnotrace"),
+        ldflags=(
+            f"-X k8s.io/component-base/version.gitVersion={K8S_VERSION}",
+            "-X k8s.io/component-base/version.gitMajor=1",
+            f"-X k8s.io/component-base/version.gitMinor={_K8S_MINOR}",
+        ),
+    ),
+    "containerd": Recipe(
+        family="containerd",
+        version=CONTAINERD_VERSION,
+        packages=(
+            "github.com/containerd/containerd/v2/cmd/containerd",
+            "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+            "github.com/containerd/containerd/v2/cmd/ctr",
+        ),
+        binaries=("containerd", "containerd-shim-runc-v2", "ctr"),
+        # CGO is off, so the btrfs snapshotter drops out on its own; overlayfs is what runs.
+        tags=("no_btrfs", "no_devmapper", "no_zfs"),
+        ldflags=(
+            f"-X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}",
+        ),
+    ),
+    "cni-plugins": Recipe(
+        family="cni-plugins",
+        version=CNI_PLUGINS_VERSION,
+        packages=tuple(
+            f"github.com/containernetworking/plugins/plugins/{p}"
+            for p in ("main/bridge", "ipam/host-local", "main/loopback", "meta/portmap")
+        ),
+        binaries=("bridge", "host-local", "loopback", "portmap"),
+    ),
+    "coredns": Recipe(
+        family="coredns",
+        version=COREDNS_VERSION,
+        # Our own main package (go/coredns/cmd/coredns): CoreDNS with its kubernetes plugin and
+        # the few plugins its Corefile uses, not the stock set with every cloud SDK.
+        packages=("./cmd/coredns",),
+        binaries=("coredns",),
+        ldflags=("-X github.com/coredns/coredns/coremain.GitCommit=" + COREDNS_VERSION,),
+    ),
     "etcd": Recipe(
         family="etcd",
         version=ETCD_VERSION,
@@ -118,4 +170,5 @@ RECIPES: dict[str, Recipe] = {
 }
 
 CLUSTER_FAMILIES = ("etcd", "k8s", "kwok")
+NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns")
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")

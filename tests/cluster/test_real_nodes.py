@@ -1,0 +1,297 @@
+"""Real nodes: kubelet + containerd + runc on this host, beside kwok's simulated nodes.
+
+One cluster for the module (2 real nodes, 1 simulated): pods really run, a headless Service
+resolves through the cluster DNS, pods reach the API server, and `cluster down` leaves no
+process, mount, network namespace, link, NAT rule or cgroup behind (the last test).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.helpers import small_spec_doc, write_spec
+from trainmaster.cluster import _host
+from trainmaster.cluster._node_images import BUSYBOX_IMAGE
+from trainmaster.kube import sync_client
+from trainmaster.toolchain import CONTAINERD_VERSION, K8S_VERSION, tool_path
+
+pytestmark = [pytest.mark.integration, pytest.mark.realnode]
+
+REAL = ["node-000", "node-001"]  # the first two nodes of the spec
+KWOK = "node-002"
+
+
+@dataclass
+class RealCluster:
+    kubeconfig: Path
+    state_dir: Path
+    slot: int
+    netns_before: set[int]
+    sysctls_before: dict[str, str]
+    dirs_before: dict[str, bool]
+
+
+def _sysctls() -> dict[str, str]:
+    return {k: Path(f"/proc/sys/{k}").read_text() for k in _host.KUBELET_SYSCTLS}
+
+
+def _netns_inodes() -> set[int]:
+    inodes = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                inodes.add((entry / "ns" / "net").stat().st_ino)
+            except OSError:
+                continue
+    return inodes
+
+
+@pytest.fixture(scope="module")
+def real_cluster(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[RealCluster]:
+    from trainmaster import cluster
+
+    spec = write_spec(tmp_path_factory.mktemp("realnode") / "cluster.yaml",
+                      small_spec_doc("realnode", leaves=1, nodes_per_leaf=3))
+    before = _netns_inodes()
+    sysctls = _sysctls()
+    dirs = {str(d): d.exists() for d in _host.KUBELET_HOST_DIRS}
+    result = cluster.up(spec, real_nodes=2)
+    state_dir = Path(result.record.state_dir)
+    assert result.record.net_slot is not None
+    try:
+        yield RealCluster(Path(result.record.kubeconfig), state_dir, result.record.net_slot,
+                          before, sysctls, dirs)
+    finally:
+        if (state_dir / "cluster.json").exists():
+            cluster.down_state_dir(state_dir)
+
+
+@pytest.fixture()
+def core(real_cluster: RealCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(sync_client(real_cluster.kubeconfig))
+
+
+@pytest.fixture()
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"rn-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: any(sa.metadata.name == "default"
+                         for sa in core.list_namespaced_service_account(name).items),
+             "default service account", 30)
+    yield name
+    core.delete_namespace(name)
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _pod(name: str, node: str, script: str, labels: dict[str, str] | None = None,
+         restart: str = "Never") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": restart,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                "command": ["sh", "-c", script],
+            }],
+        },
+    }
+
+
+def _finished(core: client.CoreV1Api, ns: str, name: str) -> Any:
+    pod = core.read_namespaced_pod(name, ns)
+    return pod if pod.status.phase in ("Succeeded", "Failed") else None
+
+
+def test_real_nodes_are_ready_with_spec_labels_and_resources(core: client.CoreV1Api) -> None:
+    nodes = {n.metadata.name: n for n in core.list_node().items}
+    assert set(nodes) == {*REAL, KWOK}
+    for name in REAL:
+        node = nodes[name]
+        assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+        info = node.status.node_info
+        assert info.kubelet_version == K8S_VERSION
+        assert info.container_runtime_version == f"containerd://{CONTAINERD_VERSION.removeprefix('v')}"
+        labels = node.metadata.labels
+        assert labels["topology.trainmaster.io/spine"] == "spine-0"
+        assert labels["topology.trainmaster.io/leaf"] == "leaf-0"
+        assert labels["trainmaster.io/real-node"] == "true"
+        assert "type" not in labels  # kwok's marker
+        assert "kwok.x-k8s.io/node" not in (node.metadata.annotations or {})
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        assert node.status.allocatable["rdma/rail0"] == "8"
+        assert node.status.capacity["nvidia.com/gpu"] == "8"
+        assert [(t.key, t.value, t.effect) for t in node.spec.taints or []] == [
+            ("trainmaster.io/real-node", "true", "NoSchedule")]
+    # The third node is still kwok's.
+    assert nodes[KWOK].metadata.labels["type"] == "kwok"
+    assert nodes[KWOK].status.node_info.kubelet_version == "fake"
+
+
+def test_extended_resources_survive_kubelet_status_updates(core: client.CoreV1Api) -> None:
+    # kubelet rewrites the Node status every few seconds; the patched capacity must stay.
+    time.sleep(12)
+    for name in REAL:
+        node = core.read_node(name)
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+
+
+def test_a_pod_really_runs_and_its_log_is_served(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, _pod(
+        "hello", REAL[1], "echo hello from $(hostname); cat /proc/self/cgroup | head -3"))
+    pod = wait_for(lambda: _finished(core, namespace, "hello"), "pod hello to finish", 90)
+    assert pod.status.phase == "Succeeded"
+    assert pod.status.pod_ip.startswith("10.244.")
+    log = core.read_namespaced_pod_log("hello", namespace)  # apiserver -> kubelet, x509 auth
+    assert "hello from hello" in log
+    assert "-n1/kubepods/besteffort/pod" in log  # in node-001's kubelet's pod cgroups
+
+
+def test_kube_scheduler_keeps_other_pods_off_real_nodes(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    # Scheduled by the stock kube-scheduler (on by default): an ordinary pod goes to the
+    # simulated node; one that selects and tolerates real nodes goes to one and really runs.
+    plain = _pod("plain", "", "true")
+    del plain["spec"]["nodeName"]
+    wanted = _pod("wanted", "", "echo on a real node")
+    del wanted["spec"]["nodeName"]
+    wanted["spec"]["nodeSelector"] = {"trainmaster.io/real-node": "true"}
+    wanted["spec"]["tolerations"] = [{"key": "trainmaster.io/real-node", "operator": "Exists",
+                                      "effect": "NoSchedule"}]
+    core.create_namespaced_pod(namespace, plain)
+    core.create_namespaced_pod(namespace, wanted)
+    pod = wait_for(lambda: _finished(core, namespace, "wanted"), "pod wanted to finish", 90)
+    assert pod.status.phase == "Succeeded" and pod.spec.node_name in REAL
+    assert "on a real node" in core.read_namespaced_pod_log("wanted", namespace)
+    plain_pod = wait_for(lambda: (p := core.read_namespaced_pod("plain", namespace)).spec.node_name
+                         and p, "pod plain scheduled", 60)
+    assert plain_pod.spec.node_name == KWOK
+
+
+def test_headless_service_resolves_from_a_pod_on_the_other_node(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    core.create_namespaced_pod(namespace, _pod(
+        "rank-0", REAL[0], "sleep 300", labels={"app": "gang"}, restart="Always"))
+    core.create_namespaced_service(namespace, {
+        "metadata": {"name": "gang"},
+        "spec": {"clusterIP": "None", "selector": {"app": "gang"},
+                 "ports": [{"name": "c", "port": 29500}]},
+    })
+    server = wait_for(lambda: (p := core.read_namespaced_pod("rank-0", namespace)).status.pod_ip
+                      and p.status.phase == "Running" and p, "rank-0 running", 90)
+    fqdn = f"gang.{namespace}.svc.cluster.local"
+    core.create_namespaced_pod(namespace, _pod(
+        "rank-1", REAL[1],
+        f"for i in $(seq 60); do nslookup {fqdn} && exit 0; sleep 1; done; "
+        "exit 1"))
+    pod = wait_for(lambda: _finished(core, namespace, "rank-1"), "rank-1 to finish", 120)
+    log = core.read_namespaced_pod_log("rank-1", namespace)
+    assert pod.status.phase == "Succeeded", log
+    assert server.status.pod_ip in log
+    assert fqdn in log
+
+
+def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, _pod(
+        "listener", REAL[0], "mkdir /www && echo pong > /www/index.html && "
+        "exec httpd -f -p 7000 -h /www"))
+    listener = wait_for(lambda: (p := core.read_namespaced_pod("listener", namespace)).status.pod_ip
+                        and p.status.phase == "Running" and p, "listener running", 90)
+    core.create_namespaced_pod(namespace, _pod(
+        "dialer", REAL[1],
+        f"for i in $(seq 20); do wget -q -O - http://{listener.status.pod_ip}:7000/ && break;"
+        " sleep 1; done; nc -w 3 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT -e true"
+        " && echo api-ok"))
+    pod = wait_for(lambda: _finished(core, namespace, "dialer"), "dialer to finish", 90)
+    log = core.read_namespaced_pod_log("dialer", namespace)
+    assert pod.status.phase == "Succeeded", log
+    assert "pong" in log
+    assert "api-ok" in log
+
+
+def test_import_image_loads_an_archive_into_every_real_node(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    from trainmaster import cluster
+    from trainmaster.cluster._node_images import write_archive
+
+    archive = tmp_path / "images.tar"
+    write_archive(_host.require_host()["busybox"], archive)
+    assert cluster.import_image(real_cluster.state_dir, archive) == REAL
+    for index in range(len(REAL)):
+        sock = _host.slot_run_dir(real_cluster.slot) / f"n{index}" / "containerd.sock"
+        listing = _host.run([str(tool_path("ctr")), "--address", str(sock), "-n", "k8s.io",
+                             "images", "ls", "-q"]).stdout.split()
+        assert BUSYBOX_IMAGE in listing
+    with pytest.raises(cluster.ClusterError, match="no image archive"):
+        cluster.import_image(real_cluster.state_dir, tmp_path / "missing.tar")
+
+
+def test_down_leaves_no_process_mount_netns_link_or_rule(
+    real_cluster: RealCluster, core: client.CoreV1Api
+) -> None:
+    from trainmaster import cluster
+
+    state_dir, slot = real_cluster.state_dir, real_cluster.slot
+    run_dir, data_dir = _host.slot_run_dir(slot), _host.slot_data_dir(slot)
+    # Running pods on both nodes when `down` comes: containers, shims, netns, veths, mounts.
+    core.create_namespace({"metadata": {"name": "leftovers"}})
+    wait_for(lambda: any(sa.metadata.name == "default"
+                         for sa in core.list_namespaced_service_account("leftovers").items),
+             "default service account", 30)
+    for node in REAL:
+        core.create_namespaced_pod("leftovers", _pod(f"on-{node}", node, "sleep 600"))
+    for node in REAL:
+        wait_for(lambda node=node: core.read_namespaced_pod(f"on-{node}", "leftovers")
+                 .status.phase == "Running", f"pod on {node} running", 90)
+    pod_netns = set()
+    for index in range(len(REAL)):
+        for pid in _host.cgroup_pids(f"tm-s{slot}-n{index}"):
+            pod_netns.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
+    pod_netns -= real_cluster.netns_before
+    assert pod_netns, "the pods should run in network namespaces of their own"
+    assert _host.mounts_under([run_dir, data_dir, state_dir / "nodes"])
+    assert _host.pids_mentioning([str(run_dir) + "/"])  # the shims
+
+    cluster.down_state_dir(state_dir)
+
+    assert _host.pids_mentioning([f"{d}/" for d in (state_dir, run_dir, data_dir)]) == []
+    assert _host.mounts_under([run_dir, data_dir, state_dir]) == []
+    assert _host.leftover_links(slot) == []
+    iptables = _host._which("iptables")
+    assert iptables is not None
+    assert _host.nat_rules(slot, iptables) == []
+    for index in range(len(REAL)):
+        assert _host.cgroup_dirs(f"tm-s{slot}-n{index}") == []
+    assert not run_dir.exists() and not data_dir.exists()
+    assert not state_dir.exists()
+    assert not (_host.RUN_ROOT / "slots" / str(slot)).exists()
+    # kubelet set kernel tunables host-wide and made its fixed folders; the last `down` put
+    # the host back as it was.
+    assert _sysctls() == real_cluster.sysctls_before
+    for folder in _host.KUBELET_HOST_DIRS:
+        assert folder.exists() == real_cluster.dirs_before[str(folder)]
+    # A network namespace lives while a process or a bind mount holds it: none is left.
+    assert not (pod_netns & _netns_inodes())
