@@ -21,7 +21,7 @@ from kubernetes import client
 from tests.helpers import small_spec_doc, write_spec
 from trainmaster.cluster import _host
 from trainmaster.cluster._node_images import BUSYBOX_IMAGE
-from trainmaster.kube import sync_client
+from trainmaster.kubeclient import generated_client as sync_client
 from trainmaster.toolchain import CONTAINERD_VERSION, K8S_VERSION, tool_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode]

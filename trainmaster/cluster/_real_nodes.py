@@ -389,38 +389,33 @@ def _advertise(
     """Wait for each kubelet to register its Node, then advertise the spec's extended resources
     with a status patch (the documented way for resources no device plugin reports); wait
     until every real node is Ready and shows them."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    from trainmaster.kube import sync_client
+    from trainmaster.kubeclient import ApiError, SyncKube, node_path
 
     by_name = {n.name: n for n in spec.nodes}
     wanted = {n.name: extended_resources(spec, by_name[n.name]) for n in nodes}
-    api = client.CoreV1Api(sync_client(kubeconfig))
     deadline = time.monotonic() + 180
     pending = {n.name for n in nodes}
-    while pending and time.monotonic() < deadline:
-        for name in sorted(pending):
-            try:
-                node = api.read_node(name)
-            except ApiException as exc:
-                if exc.status == 404:
-                    continue
-                raise
-            alloc = node.status.allocatable or {}
-            ready = any(
-                c.type == "Ready" and c.status == "True" for c in (node.status.conditions or [])
-            )
-            if any(alloc.get(k) != v for k, v in wanted[name].items()):
-                api.patch_node_status(
-                    name,
-                    {"status": {"capacity": wanted[name], "allocatable": wanted[name]}},
-                    _content_type="application/merge-patch+json",
-                )
-            elif ready:
-                pending.discard(name)
-        if pending:
-            time.sleep(0.5)
+    with SyncKube.connect(kubeconfig) as kube:
+        while pending and time.monotonic() < deadline:
+            for name in sorted(pending):
+                try:
+                    node = kube.get(node_path(name))
+                except ApiError as exc:
+                    if exc.not_found:
+                        continue
+                    raise
+                status = node.get("status") or {}
+                alloc = status.get("allocatable") or {}
+                ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                            for c in status.get("conditions") or [])
+                if any(alloc.get(k) != v for k, v in wanted[name].items()):
+                    kube.patch(node_path(name, "status"),
+                               {"status": {"capacity": wanted[name],
+                                           "allocatable": wanted[name]}})
+                elif ready:
+                    pending.discard(name)
+            if pending:
+                time.sleep(0.5)
     if pending:
         logs = "\n".join(
             f"  kubelet of {n}:\n{log_tail(state_dir / 'logs' / f'kubelet-{n}.log', 8)}"

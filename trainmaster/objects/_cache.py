@@ -14,7 +14,6 @@ from trainmaster.objects._rbac import service_account
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
 from trainmaster.spec import ClusterSpec, parse_quantity
 
-
 DATASET_LABEL = f"{DOMAIN}/dataset"
 """Label of a warm-up Job and its pods: the dataset it copies."""
 
