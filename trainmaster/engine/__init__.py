@@ -28,11 +28,11 @@ from trainmaster.engine._run import OperationResult, run_operation, workspace
 __all__ = [
     "DEFAULT_PASSPHRASE",
     "OPERATIONS",
+    "SHELL_FAMILIES",
     "EngineError",
     "Operation",
     "OperationName",
     "OperationResult",
-    "SHELL_FAMILIES",
     "engine_env",
     "find_project",
     "main",

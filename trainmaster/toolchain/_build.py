@@ -9,13 +9,15 @@ never leaves a half-filled cache entry.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +111,28 @@ def _run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None
     return proc.stdout
 
 
+@contextlib.contextmanager
+def _family_lock(family: str) -> Iterator[None]:
+    """Hold the family's build lock: two processes (a test and `tools build`, say) that
+    need the same family build it once; the second waits and then reuses the result."""
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{family}.lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _build_family(recipe: Recipe, progress: ProgressFn | None) -> BuildResult:
+    if is_built(recipe.family):
+        return BuildResult(recipe.family, family_dir(recipe.family), 0.0, cached=True)
+    with _family_lock(recipe.family):
+        return _build_family_locked(recipe, progress)
+
+
+def _build_family_locked(recipe: Recipe, progress: ProgressFn | None) -> BuildResult:
     go = _require_go()
     target = family_dir(recipe.family)
     start = time.monotonic()
