@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.kit import Cluster, Engine, WarmupFinisher, copy_project
+from trainmaster.engine import DEFAULT_PASSPHRASE
 from trainmaster.spec import ClusterSpec, load_spec
 
 
@@ -36,7 +37,8 @@ def _env(tmp: Path) -> dict[str, str]:
     env.update(
         TRAINMASTER_HOME=str(tmp / "home"),
         PULUMI_BACKEND_URL=(tmp / "state").as_uri(),
-        PULUMI_CONFIG_PASSPHRASE="trainmaster-test",
+        # The passphrase of the salts committed in stacks/Pulumi.*.yaml.
+        PULUMI_CONFIG_PASSPHRASE=DEFAULT_PASSPHRASE,
     )
     return env
 

@@ -28,8 +28,8 @@ RUN_TIMEOUT = 1500.0
 def copy_project(dest: Path) -> Path:
     """Pulumi.yaml, __main__.py and stacks/ of the repository, in `dest`.
 
-    The first operation on a stack writes `encryptionsalt` into stacks/Pulumi.<stack>.yaml
-    (the passphrase secrets provider keeps it there); the repository's files stay untouched.
+    The stack files carry the committed `encryptionsalt` of the default local passphrase:
+    with it, operations leave them as they are; with another passphrase they fail.
     """
     dest.mkdir(parents=True)
     for name in ("Pulumi.yaml", "__main__.py"):

@@ -22,6 +22,7 @@ import yaml
 from tests.conftest import LocalCluster
 from tests.engine.kit import Engine, copy_project, output
 from tests.helpers import ROOT, stack_doc, write_spec
+from trainmaster.engine import DEFAULT_PASSPHRASE
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
     env.update(
         TRAINMASTER_HOME=str(tmp / "home"),
         PULUMI_BACKEND_URL=(tmp / "state").as_uri(),
-        PULUMI_CONFIG_PASSPHRASE="trainmaster-test",
+        # The passphrase of the salts committed in stacks/Pulumi.*.yaml.
+        PULUMI_CONFIG_PASSPHRASE=DEFAULT_PASSPHRASE,
     )
     return Engine(copy_project(tmp / "project"), env)
 

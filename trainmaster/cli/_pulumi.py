@@ -24,7 +24,9 @@ def pulumi_cmd(ctx: typer.Context) -> None:
     from trainmaster.toolchain import is_built
     from trainmaster.toolchain._recipes import PULUMI_FAMILIES
 
-    missing = [family for family in PULUMI_FAMILIES if not is_built(family)]
-    if missing:  # a fresh clone: build once (minutes), then cached
-        build_with_progress(missing)
-    raise typer.Exit(engine.main(list(ctx.args)))
+    def ensure_tools() -> None:
+        missing = [family for family in PULUMI_FAMILIES if not is_built(family)]
+        if missing:  # a fresh clone: build once (minutes), then cached
+            build_with_progress(missing)
+
+    raise typer.Exit(engine.main(list(ctx.args), ensure_tools))

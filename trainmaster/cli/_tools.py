@@ -1,4 +1,4 @@
-"""`trainmaster tools build|path`."""
+"""`trainmaster tools build|path|env`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rich.progress import (
 )
 
 from trainmaster.cli._app import tools_app
-from trainmaster.toolchain import RECIPES, build, family_dir
+from trainmaster.toolchain import RECIPES, build, family_dir, is_built
 
 _err = Console(stderr=True)
 
@@ -59,3 +59,22 @@ def build_cmd(
 def path_cmd(family: str) -> None:
     """Print the cache folder of a tool family."""
     print(family_dir(family))
+
+
+@tools_app.command("env")
+def env_cmd() -> None:
+    """Print shell lines for plain `pulumi` in this project: eval "$(trainmaster tools env)".
+
+    They put the built Pulumi CLI, Kubernetes provider and Python language host first on
+    PATH, activate the project's virtualenv and set the same local backend, passphrase and
+    kubeconfig as `trainmaster pulumi`, so both share stacks. Missing tools are built first.
+    """
+    import os
+
+    from trainmaster.engine._env import SHELL_FAMILIES, find_project, shell_env, shell_exports
+
+    project_dir = find_project()
+    missing = [family for family in SHELL_FAMILIES if not is_built(family)]
+    if missing:  # progress on stderr: stdout is for eval
+        build_with_progress(missing)
+    print(shell_exports(shell_env(project_dir), os.environ), end="")

@@ -13,10 +13,14 @@ from trainmaster.engine._args import (
 )
 from trainmaster.engine._env import (
     DEFAULT_PASSPHRASE,
+    SHELL_FAMILIES,
     EngineError,
     engine_env,
     find_project,
+    project_virtualenv,
     pulumi_home,
+    shell_env,
+    shell_exports,
 )
 from trainmaster.engine._main import main, passthrough
 from trainmaster.engine._run import OperationResult, run_operation, workspace
@@ -24,6 +28,7 @@ from trainmaster.engine._run import OperationResult, run_operation, workspace
 __all__ = [
     "DEFAULT_PASSPHRASE",
     "OPERATIONS",
+    "SHELL_FAMILIES",
     "EngineError",
     "Operation",
     "OperationName",
@@ -34,7 +39,10 @@ __all__ = [
     "operation_name",
     "parse_operation",
     "passthrough",
+    "project_virtualenv",
     "pulumi_home",
     "run_operation",
+    "shell_env",
+    "shell_exports",
     "workspace",
 ]

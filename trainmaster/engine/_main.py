@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from trainmaster.engine._args import operation_name, parse_operation
-from trainmaster.engine._env import engine_env, find_project
+from trainmaster.engine._env import EngineError, engine_env, find_project
 from trainmaster.engine._run import run_operation
 
 __all__ = ["main", "passthrough"]
@@ -40,17 +41,31 @@ def _split_cwd(args: list[str]) -> tuple[Path | None, list[str]]:
     return cwd, rest
 
 
-def main(args: list[str]) -> int:
-    """The exit code; EngineError (exit 1, a message) when an operation fails."""
+def _nothing() -> None:
+    return None
+
+
+def main(args: list[str], ensure_tools: Callable[[], None] = _nothing) -> int:
+    """The exit code; EngineError (exit 1, a message) when an operation fails.
+
+    `ensure_tools` builds missing tools; it runs only once the command line is known to be
+    usable, so a usage error never waits for a build of many minutes.
+    """
     cwd, args = _split_cwd(args)
     project_dir = find_project(cwd)
-    env = engine_env()
     name = operation_name(args[0]) if args else None
     if name is None or "--help" in args or "-h" in args:
-        return passthrough(args, project_dir, env)
+        ensure_tools()
+        return passthrough(args, project_dir, engine_env())
     op = parse_operation(name, args[1:])
     confirm = _ask if sys.stdin.isatty() and sys.stdout.isatty() else None
-    result = run_operation(op, project_dir, env, confirm=confirm)
+    if not op.confirmed and confirm is None:
+        raise EngineError(
+            f"pulumi {op.name}: --yes or --skip-preview must be passed in to proceed "
+            "when running in non-interactive mode"
+        )
+    ensure_tools()
+    result = run_operation(op, project_dir, engine_env(), confirm=confirm)
     if not result.performed:
         print(f"confirmation declined, not proceeding with the {op.name}")
         return 1

@@ -1,9 +1,11 @@
 """preview / up / refresh / destroy of a stack, through the Automation API, program inline.
 
-Why inline: the Python language host (pulumi-language-python) cannot be built here, and the
-CLI needs it to start a Python program from Pulumi.yaml. With an inline program the Python
-SDK serves the language runtime itself, in this process, and hands its address to the built
-CLI (`pulumi up --client=ADDR`); the engine and the Kubernetes provider are the real ones.
+Why inline: the CLI starts a Python program from Pulumi.yaml through the Python language host
+(pulumi-language-python), whose current version cannot be built here; the old v3.79.0 one
+that can (toolchain family pulumi-language-python, for plain `pulumi`) also needs the
+project's virtualenv active. With an inline program the Python SDK serves the language
+runtime itself, in this process, and hands its address to the built CLI
+(`pulumi up --client=ADDR`); the engine and the Kubernetes provider are the real ones.
 The program is components.program.program, the very function __main__.py calls.
 """
 

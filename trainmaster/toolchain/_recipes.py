@@ -148,6 +148,26 @@ RECIPES: dict[str, Recipe] = {
         binaries=("pulumi",),
         ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={PULUMI_VERSION}",),
     ),
+    # Pulumi's Python language host, for plain `pulumi up` in the project folder (the CLI
+    # starts __main__.py through it; `trainmaster pulumi` runs the program inline and does
+    # not need it). Its own module is refused by the Go module proxy at every version; the
+    # sdk/v3 module holds the package up to v3.79.0, which works with the v3.274.1 CLI. The
+    # host runs programs through the `pulumi-language-python-exec` script next to it: the
+    # CLI's release (v3.274.1), as it was tried by hand with this CLI.
+    "pulumi-language-python": Recipe(
+        family="pulumi-language-python",
+        version="v3.79.0",
+        packages=("github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python",),
+        binaries=("pulumi-language-python",),
+        ldflags=("-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v3.79.0",),
+        module_files=(
+            (
+                f"github.com/pulumi/pulumi/sdk/v3@{PULUMI_VERSION}",
+                "python/cmd/pulumi-language-python-exec",
+                "pulumi-language-python-exec",
+            ),
+        ),
+    ),
     # A family of its own: the provider pins older pulumi/pkg and k8s.io modules than the CLI.
     "pulumi-kubernetes": Recipe(
         family="pulumi-kubernetes",
