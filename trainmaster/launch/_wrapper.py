@@ -181,6 +181,9 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
             reports.tick()
         for pump in pumps:
             pump.join(5)
+        # A checkpoint finished just before exit still counts: one look to note what is on
+        # disk (a busy node may not have looked since it was written), then the final one.
+        reports.tick()
         reports.tick(force=True)  # a checkpoint finished just before exit still counts
     finally:
         restore()
