@@ -123,6 +123,10 @@ def _ready(pod: Any) -> bool:
         c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
+def _ready_check(core: client.CoreV1Api, ns: str, deployment: str) -> Callable[[], bool]:
+    return lambda: _ready(_deployment_pod(core, ns, deployment))
+
+
 def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
     in_cluster: InCluster, core: client.CoreV1Api
 ) -> None:
@@ -130,8 +134,7 @@ def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
     for deployment, account in ((in_cluster.scheduler, in_cluster.scheduler),
                                 (in_cluster.operator, in_cluster.operator)):
         try:
-            wait_for(lambda d=deployment: _ready(_deployment_pod(core, ns, d)),
-                     f"{deployment} Running and Ready", 180)
+            wait_for(_ready_check(core, ns, deployment), f"{deployment} Running and Ready", 180)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{_describe(core, ns)}") from None
         pod = _deployment_pod(core, ns, deployment)
