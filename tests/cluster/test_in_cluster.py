@@ -30,7 +30,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_LABEL = "trainmaster.io/real-node"
-REAL_NODE = "node-000"  # the spec's first node
 PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 
 
@@ -41,6 +40,7 @@ class InCluster:
     system: str
     scheduler: str
     operator: str
+    real_node: str
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
@@ -96,11 +96,12 @@ def in_cluster(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
     result = cluster.up(spec_path, real_nodes=1)
     state_dir = Path(result.record.state_dir)
     try:
-        assert cluster.import_image(state_dir, image.archive) == [REAL_NODE]
+        real_node = spec.nodes[0].name  # --real-nodes N makes the spec's first N real
+        assert cluster.import_image(state_dir, image.archive) == [real_node]
         kubeconfig = Path(result.record.kubeconfig)
         apply_spec(kubeconfig, spec)
         yield InCluster(kubeconfig, spec.metadata.namespace, f"{spec.metadata.namespace}-system",
-                        spec.scheduler.name, f"{spec.metadata.name}-operator")
+                        spec.scheduler.name, f"{spec.metadata.name}-operator", real_node)
     finally:
         cluster.down_state_dir(state_dir)
 
@@ -138,7 +139,7 @@ def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{_describe(core, ns)}") from None
         pod = _deployment_pod(core, ns, deployment)
-        assert pod.spec.node_name == REAL_NODE
+        assert pod.spec.node_name == in_cluster.real_node
         assert pod.spec.service_account_name == account
         assert pod.status.pod_ip.startswith("10.244.")
     time.sleep(20)  # a controller that cannot reach or may not read the API crashes by now
@@ -180,7 +181,7 @@ def test_in_cluster_scheduler_binds_a_gang(in_cluster: InCluster, core: client.C
     except AssertionError as exc:
         raise AssertionError(
             f"{exc}\n{_describe(core, ns)}\n{_describe(core, in_cluster.system)}") from None
-    assert REAL_NODE not in nodes.values()
+    assert in_cluster.real_node not in nodes.values()
     for name in names:
         pod = core.read_namespaced_pod(name, ns)
         conditions = {c.type: c.status for c in pod.status.conditions}
