@@ -111,21 +111,26 @@ def core(in_cluster: InCluster) -> client.CoreV1Api:
     return client.CoreV1Api(sync_client(in_cluster.kubeconfig))
 
 
-def _deployment_pod(core: client.CoreV1Api, ns: str, deployment: str) -> Any:
+def _deployment_pods(core: client.CoreV1Api, ns: str, deployment: str) -> list[Any]:
+    """The Deployment's pods, once there are as many as its replicas (else empty)."""
     apps = client.AppsV1Api(core.api_client)
-    selector = apps.read_namespaced_deployment(deployment, ns).spec.selector.match_labels
+    dep = apps.read_namespaced_deployment(deployment, ns)
+    selector = dep.spec.selector.match_labels
     pods = core.list_namespaced_pod(
         ns, label_selector=",".join(f"{k}={v}" for k, v in selector.items())).items
-    return pods[0] if len(pods) == 1 else None
+    return list(pods) if len(pods) == dep.spec.replicas else []
 
 
 def _ready(pod: Any) -> bool:
-    return pod is not None and pod.status.phase == "Running" and any(
-        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+    return bool(pod.status.phase == "Running" and any(
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []))
 
 
 def _ready_check(core: client.CoreV1Api, ns: str, deployment: str) -> Callable[[], bool]:
-    return lambda: _ready(_deployment_pod(core, ns, deployment))
+    def check() -> bool:
+        pods = _deployment_pods(core, ns, deployment)
+        return bool(pods) and all(_ready(p) for p in pods)
+    return check
 
 
 def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
@@ -138,16 +143,17 @@ def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
             wait_for(_ready_check(core, ns, deployment), f"{deployment} Running and Ready", 180)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{_describe(core, ns)}") from None
-        pod = _deployment_pod(core, ns, deployment)
-        assert pod.spec.node_name == in_cluster.real_node
-        assert pod.spec.service_account_name == account
-        assert pod.status.pod_ip.startswith("10.244.")
+        for pod in _deployment_pods(core, ns, deployment):
+            assert pod.spec.node_name == in_cluster.real_node
+            assert pod.spec.service_account_name == account
+            assert pod.status.pod_ip.startswith("10.244.")
     time.sleep(20)  # a controller that cannot reach or may not read the API crashes by now
     for deployment in (in_cluster.scheduler, in_cluster.operator):
-        pod = _deployment_pod(core, ns, deployment)
-        assert _ready(pod), _describe(core, ns)
-        restarts = [s.restart_count for s in pod.status.container_statuses]
-        assert restarts == [0], _describe(core, ns)
+        pods = _deployment_pods(core, ns, deployment)
+        assert pods and all(_ready(p) for p in pods), _describe(core, ns)
+        for pod in pods:
+            restarts = [s.restart_count for s in pod.status.container_statuses]
+            assert restarts == [0], _describe(core, ns)
 
 
 def test_in_cluster_scheduler_binds_a_gang(in_cluster: InCluster, core: client.CoreV1Api
@@ -187,7 +193,8 @@ def test_in_cluster_scheduler_binds_a_gang(in_cluster: InCluster, core: client.C
         conditions = {c.type: c.status for c in pod.status.conditions}
         assert conditions["PodScheduled"] == "True"
 
-    scheduler_pod = _deployment_pod(core, in_cluster.system, in_cluster.scheduler)
+    scheduler_pods = {p.metadata.name for p in
+                      _deployment_pods(core, in_cluster.system, in_cluster.scheduler)}
 
     def scheduled_event() -> Any:
         events = core.list_namespaced_event(
@@ -197,6 +204,7 @@ def test_in_cluster_scheduler_binds_a_gang(in_cluster: InCluster, core: client.C
     event = wait_for(scheduled_event, f"a Scheduled event on PodGroup {group}", 30)
     assert event.involved_object.kind == "PodGroup"
     assert event.source.component == in_cluster.scheduler == "trainmaster-scheduler"
-    # The pod that bound it: the in-cluster Deployment's, no host process.
-    assert scheduler_pod.metadata.name in (event.reporting_instance or ""), (
-        event.reporting_instance, scheduler_pod.metadata.name)
+    # Who bound it: the leader among the in-cluster Deployment's pods (`<pod name>_<pid>`),
+    # no host process.
+    assert (event.reporting_instance or "").rsplit("_", 1)[0] in scheduler_pods, (
+        event.reporting_instance, scheduler_pods)
