@@ -7,7 +7,12 @@ from typing import Any
 
 from trainmaster.objects._labels import app_labels
 from trainmaster.objects._rbac import identity
-from trainmaster.objects._security import restricted_container, restricted_pod, system_namespace
+from trainmaster.objects._security import (
+    restricted_container,
+    restricted_pod,
+    system_namespace,
+    system_placement,
+)
 from trainmaster.spec import ClusterSpec
 
 SPEC_KEY = "cluster.yaml"
@@ -127,6 +132,7 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
                     "spec": {
                         "serviceAccountName": name,
                         "securityContext": restricted_pod(),
+                        **system_placement(spec),
                         "containers": [
                             {
                                 "name": "operator",

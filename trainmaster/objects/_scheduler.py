@@ -11,7 +11,12 @@ from trainmaster.objects._jobs import priority_class_name
 from trainmaster.objects._labels import app_labels
 from trainmaster.objects._netpol import allow_metrics
 from trainmaster.objects._rbac import identity, role, role_binding
-from trainmaster.objects._security import restricted_container, restricted_pod, system_namespace
+from trainmaster.objects._security import (
+    restricted_container,
+    restricted_pod,
+    system_namespace,
+    system_placement,
+)
 from trainmaster.spec import ClusterSpec
 
 SCHEDULER_RULES: list[dict[str, Any]] = [
@@ -112,6 +117,7 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
                         "serviceAccountName": name,
                         "securityContext": restricted_pod(),
                         "priorityClassName": "system-cluster-critical",
+                        **system_placement(spec),
                         "containers": [
                             {
                                 "name": "scheduler",

@@ -111,3 +111,17 @@ def confined_container(add: list[str] | None = None) -> dict[str, Any]:
         "capabilities": caps,
         "seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT),
     }
+
+
+def system_placement(spec: ClusterSpec) -> dict[str, Any]:
+    """The pod-spec fields that place the scheduler and the operator (`spec.system`):
+    nothing when the spec leaves them anywhere, so default renders stay unchanged."""
+    placement = spec.system
+    out: dict[str, Any] = {}
+    if placement.node_selector:
+        out["nodeSelector"] = dict(placement.node_selector)
+    if placement.tolerations:
+        out["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in placement.tolerations
+        ]
+    return out

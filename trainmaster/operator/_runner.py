@@ -22,8 +22,23 @@ from trainmaster.operator._runtime import OperatorConfig
 DOMAIN = "trainmaster.io"
 
 
-def kopf_settings(in_thread: bool = False) -> kopf.OperatorSettings:
+_PATTERN_CHARS = frozenset("*?[]!,")
+"""What makes a kopf namespace argument a pattern rather than one namespace's name."""
+
+
+def exact_namespaces(config: OperatorConfig) -> bool:
+    """Whether the operator serves named namespaces only (no glob, not cluster-wide)."""
+    return not config.clusterwide and not any(
+        _PATTERN_CHARS & set(ns) for ns in config.namespaces)
+
+
+def kopf_settings(in_thread: bool = False, scan: bool = True) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
+    # Scanning lists and watches Namespaces (to match globs) and CRDs. With named
+    # namespaces there is nothing to match, and the generated RBAC grants no Namespace
+    # access: kopf would retry a forbidden cluster-wide list 9 times (about a minute of
+    # ERROR lines) before serving. The CRDs are applied before the operator starts.
+    settings.scanning.disabled = not scan
     # We post our own Events (restarts, fencing); kopf's per-handler chatter would bury them.
     settings.posting.enabled = False
     # Keep kopf's bookkeeping in our annotations, out of the status that people read.
@@ -49,7 +64,7 @@ async def operate(
 ) -> None:
     await kopf.operator(
         registry=build_registry(config),
-        settings=kopf_settings(in_thread),
+        settings=kopf_settings(in_thread, scan=not exact_namespaces(config)),
         standalone=True,
         clusterwide=config.clusterwide,
         namespaces=list(config.namespaces),

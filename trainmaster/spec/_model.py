@@ -333,6 +333,31 @@ class ImageSpec(_Model):
         return f"{base}@{self.digest}" if self.digest else f"{base}:{self.tag}"
 
 
+# --- system placement --------------------------------------------------------------
+
+
+class Toleration(_Model):
+    """A Kubernetes toleration (core/v1 `Toleration`, without `tolerationSeconds`)."""
+
+    key: str | None = Field(None, min_length=1, max_length=316)
+    """Taint key; omit with `operator: Exists` to tolerate every taint."""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    """`Equal` matches `value`; `Exists` matches any value."""
+    value: str | None = Field(None, max_length=63)
+    """Taint value, for `operator: Equal`."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect; omit to tolerate every effect."""
+
+
+class SystemPlacement(_Model):
+    """Which nodes trainmaster's own controllers (the scheduler and the operator) run on."""
+
+    node_selector: dict[str, str] = {}
+    """Node labels their pods require (pod `nodeSelector`); empty: any node."""
+    tolerations: list[Toleration] = []
+    """Taints their pods tolerate, e.g. a dedicated system node pool's."""
+
+
 # --- jobs ----------------------------------------------------------------------------
 
 
@@ -443,6 +468,8 @@ class ClusterSpec(_Model):
     """GPU metrics, alerts and dashboards."""
     image: ImageSpec = ImageSpec()
     """The trainmaster image the platform's own pods run (not the jobs' images)."""
+    system: SystemPlacement = SystemPlacement()
+    """Where the scheduler and the operator run (node selector, tolerations)."""
     jobs: list[Job] = []
     """Training jobs."""
 
