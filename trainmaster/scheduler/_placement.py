@@ -398,22 +398,23 @@ def reservation_target(
     cols = snapshot.columns
     nodes = cols.nodes
     for rank in range(last + 1):
-        fitting: list[tuple[int, str, tuple[int, ...]]] = []
+        members: tuple[int, ...] | None = None
+        name = ""
         if rank == 0:
-            for i, cap in enumerate(cols.capacity):
-                if (
-                    cols.schedulable[i]
-                    and all(m[i] for m in masks)
-                    and len(nodes[i].topology) >= node_depth
-                    and all(cap.get(r, 0) >= q for r, q in search.total_items)
-                ):
-                    fitting.append((max(cols.free[i].get(primary, 0), 0), nodes[i].name, (i,)))
+            i = _best_node_target(snapshot, search, masks, node_depth)
+            if i is not None:
+                members, name = (i,), nodes[i].name
         else:
-            for dom in search.candidates(rank, static=True):
+            # The can-it-ever-fit pack reads capacity only, so trying candidates in the
+            # order of the answer (most free now, then name) and stopping at the first
+            # that packs gives the same domain as packing all of them.
+            doms = search.candidates(rank, static=True)
+            doms.sort(key=lambda d: (-d.free.get(primary, 0), d.name))
+            for dom in doms:
                 if search.pack(dom.nodes, cols.capacity, static=True) is not None:
-                    fitting.append((dom.free.get(primary, 0), dom.name, dom.nodes))
-        if fitting:
-            _, name, members = min(fitting, key=lambda f: (-f[0], f[1]))
+                    members, name = dom.nodes, dom.name
+                    break
+        if members is not None:
             blocked_set = set(blocked)
             return ReservationTarget(
                 snapshot.level_names[rank],
@@ -421,3 +422,53 @@ def reservation_target(
                 frozenset(nodes[i].name for i in members) - blocked_set,
             )
     return None
+
+
+def _best_node_target(
+    snapshot: ClusterSnapshot,
+    search: _Search,
+    masks: Sequence[bytes | bytearray],
+    node_depth: int,
+) -> int | None:
+    """The node rank of ``reservation_target``: among schedulable nodes allowed by every
+    mask, deep enough, whose capacity holds the whole gang, the one with the most free
+    primary resource now (negative counts as 0), ties by name. None if there is none.
+
+    Without a full node scan when it can: no node is large enough (``max_capacity``), or
+    for GPUs the free-GPU buckets (schedulable nodes by max(free GPUs, 0)) are walked
+    from the fullest down and the first bucket with a fitting node holds the answer."""
+    totals = search.total_items
+    biggest = snapshot.max_capacity
+    if any(biggest.get(r, 0) < q for r, q in totals):
+        return None  # no schedulable node could ever hold the gang
+    cols = snapshot.columns
+    nodes, capacity = cols.nodes, cols.capacity
+
+    def fits(i: int) -> bool:
+        cap = capacity[i]
+        return (
+            all(m[i] for m in masks)
+            and len(nodes[i].topology) >= node_depth
+            and all(cap.get(r, 0) >= q for r, q in totals)
+        )
+
+    if search.primary == GPU:
+        buckets = snapshot.gpu_buckets
+        for free_gpus in sorted(buckets, reverse=True):
+            best: tuple[str, int] | None = None
+            for i in buckets[free_gpus]:
+                if fits(i):
+                    key = (nodes[i].name, i)
+                    if best is None or key < best:
+                        best = key
+            if best is not None:
+                return best[1]
+        return None
+    primary = search.primary
+    found: tuple[int, str, int] | None = None
+    for i, free in enumerate(cols.free):
+        if cols.schedulable[i] and fits(i):
+            order = (-max(free.get(primary, 0), 0), nodes[i].name, i)
+            if found is None or order < found:
+                found = order
+    return None if found is None else found[2]
