@@ -25,6 +25,7 @@ views, no copies.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -444,31 +445,37 @@ def _best_node_target(
     cols = snapshot.columns
     nodes, capacity = cols.nodes, cols.capacity
 
-    def fits(i: int) -> bool:
-        cap = capacity[i]
-        return (
-            all(m[i] for m in masks)
-            and len(nodes[i].topology) >= node_depth
-            and all(cap.get(r, 0) >= q for r, q in totals)
-        )
-
     if search.primary == GPU:
         buckets = snapshot.gpu_buckets
         for free_gpus in sorted(buckets, reverse=True):
-            best: tuple[str, int] | None = None
-            for i in buckets[free_gpus]:
-                if fits(i):
-                    key = (nodes[i].name, i)
-                    if best is None or key < best:
-                        best = key
-            if best is not None:
-                return best[1]
+            # Masks first (cheap, and they drop the blocked nodes), then by name until
+            # the first node that is deep and large enough: a heap, not a full sort.
+            bucket = buckets[free_gpus]
+            if len(masks) == 1:
+                mask = masks[0]
+                order = [(nodes[i].name, i) for i in bucket if mask[i]]
+            else:
+                order = [(nodes[i].name, i) for i in bucket if all(m[i] for m in masks)]
+            heapq.heapify(order)
+            while order:
+                i = heapq.heappop(order)[1]
+                cap = capacity[i]
+                if len(nodes[i].topology) >= node_depth and all(
+                    cap.get(r, 0) >= q for r, q in totals
+                ):
+                    return i
         return None
     primary = search.primary
     found: tuple[int, str, int] | None = None
     for i, free in enumerate(cols.free):
-        if cols.schedulable[i] and fits(i):
-            order = (-max(free.get(primary, 0), 0), nodes[i].name, i)
-            if found is None or order < found:
-                found = order
+        cap = capacity[i]
+        if (
+            cols.schedulable[i]
+            and all(m[i] for m in masks)
+            and len(nodes[i].topology) >= node_depth
+            and all(cap.get(r, 0) >= q for r, q in totals)
+        ):
+            rank_key = (-max(free.get(primary, 0), 0), nodes[i].name, i)
+            if found is None or rank_key < found:
+                found = rank_key
     return None if found is None else found[2]
