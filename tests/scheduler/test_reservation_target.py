@@ -4,6 +4,7 @@ order above it) against the full scan it replaced, kept here as the reference.""
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,14 +13,15 @@ from trainmaster.scheduler import (
     GPU,
     ClusterSnapshot,
     Gang,
+    GangScheduler,
     ReservationTarget,
     TopologyMode,
     reservation_target,
 )
-from trainmaster.scheduler._placement import _last_rank, _min_depth, _Search
 from trainmaster.scheduler._framework import DEFAULT_FILTERS, DEFAULT_SCORER
+from trainmaster.scheduler._placement import _last_rank, _min_depth, _Search
 
-from .builders import GIB, make_gang, make_pod
+from .builders import GIB, LEVELS, make_gang, make_node, make_pod
 from .test_properties import SETTINGS, TOLERATE_ALL, clusters, gangs
 
 
@@ -105,8 +107,6 @@ def test_fast_target_equals_full_scan(
 
 def test_node_rank_ties_by_name_and_skips_blocked() -> None:
     """Two nodes with the same free GPUs: the name decides; blocked, the other wins."""
-    from .builders import make_node
-
     nodes = [make_node(n, gpus=8, topology=("spine-0", "leaf-0")) for n in ("b", "a", "c")]
     snap = ClusterSnapshot(nodes, ("spine", "leaf"))
     snap.add_bound(make_pod("busy", gpus=6, cpu=0), "c")
@@ -118,3 +118,33 @@ def test_node_rank_ties_by_name_and_skips_blocked() -> None:
     only_c = reservation_target(snap, gang, blocked={"a", "b"})
     assert only_c is not None and only_c.domain == "c" and only_c.nodes == {"c"}
     assert snap.columns.free[snap.indices(["c"])[0]][GPU] == 2
+
+
+def test_reservation_kept_until_a_node_change_makes_it_unusable() -> None:
+    """The scheduler re-checks a kept reservation's nodes only when a node changed
+    (``node_version``); a cordon inside it still moves the reservation."""
+    nodes = [
+        make_node(f"l{leaf}-n{n}", gpus=8, topology=("spine-0", f"leaf-{leaf}"))
+        for leaf in range(2)
+        for n in range(2)
+    ]
+    snap = ClusterSnapshot(nodes, LEVELS)
+    for node in nodes:  # leaf-0 nodes keep 4 free GPUs, leaf-1 nodes none
+        snap.add_bound(make_pod(f"busy-{node.name}", gpus=4 if "l0" in node.name else 8,
+                                cpu=0), node.name)
+    now = [0.0]
+    sched = GangScheduler(snap, clock=lambda: now[0], starvation_after=300.0)
+    sched.submit(make_gang("big", 2, gpus=8, level="leaf", mode="required"))
+    assert sched.run_cycle().reservations == ()
+    now[0] = 400.0
+    first = sched.run_cycle().reservations
+    assert [r.domain for r in first] == ["spine-0/leaf-0"]
+    version = snap.node_version
+    snap.add_bound(make_pod("late", gpus=1, cpu=0), "l1-n0")  # pods do not move it
+    snap.remove(make_pod("late", gpus=1, cpu=0).uid)
+    assert snap.node_version == version
+    assert sched.run_cycle().reservations[0] is first[0]
+    snap.set_node(replace(nodes[0], unschedulable=True))
+    assert snap.node_version != version
+    moved = sched.run_cycle().reservations
+    assert [r.domain for r in moved] == ["spine-0/leaf-1"]
