@@ -153,20 +153,14 @@ class _Search:
         nodes = cols.nodes
         if primary == GPU and not static and type(self.scorer) is BestFit:
             # Same answer as the scan below (least free GPUs, then name) via the buckets.
+            # Masks first, then by name through a heap (not a sort of the whole bucket).
             buckets = snap.gpu_buckets
-
-            def name(i: int) -> str:
-                return nodes[i].name
-
             for free_gpus in sorted(k for k in buckets if k >= need):
-                bucket = buckets[free_gpus]
-                first = min(bucket, key=name)
-                for i in (first,) if len(bucket) == 1 else (first, *sorted(bucket, key=name)):
-                    if (
-                        mask[i]
-                        and len(nodes[i].topology) >= min_depth
-                        and fit_count(totals, base[i]) >= 1
-                    ):
+                order = [(nodes[i].name, i) for i in buckets[free_gpus] if mask[i]]
+                heapq.heapify(order)
+                while order:
+                    i = heapq.heappop(order)[1]
+                    if len(nodes[i].topology) >= min_depth and fit_count(totals, base[i]) >= 1:
                         return i
             return None
         alloc = cols.allocatable
