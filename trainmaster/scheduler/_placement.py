@@ -25,6 +25,7 @@ views, no copies.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -152,20 +153,14 @@ class _Search:
         nodes = cols.nodes
         if primary == GPU and not static and type(self.scorer) is BestFit:
             # Same answer as the scan below (least free GPUs, then name) via the buckets.
+            # Masks first, then by name through a heap (not a sort of the whole bucket).
             buckets = snap.gpu_buckets
-
-            def name(i: int) -> str:
-                return nodes[i].name
-
             for free_gpus in sorted(k for k in buckets if k >= need):
-                bucket = buckets[free_gpus]
-                first = min(bucket, key=name)
-                for i in (first,) if len(bucket) == 1 else (first, *sorted(bucket, key=name)):
-                    if (
-                        mask[i]
-                        and len(nodes[i].topology) >= min_depth
-                        and fit_count(totals, base[i]) >= 1
-                    ):
+                order = [(nodes[i].name, i) for i in buckets[free_gpus] if mask[i]]
+                heapq.heapify(order)
+                while order:
+                    i = heapq.heappop(order)[1]
+                    if len(nodes[i].topology) >= min_depth and fit_count(totals, base[i]) >= 1:
                         return i
             return None
         alloc = cols.allocatable
@@ -398,22 +393,23 @@ def reservation_target(
     cols = snapshot.columns
     nodes = cols.nodes
     for rank in range(last + 1):
-        fitting: list[tuple[int, str, tuple[int, ...]]] = []
+        members: tuple[int, ...] | None = None
+        name = ""
         if rank == 0:
-            for i, cap in enumerate(cols.capacity):
-                if (
-                    cols.schedulable[i]
-                    and all(m[i] for m in masks)
-                    and len(nodes[i].topology) >= node_depth
-                    and all(cap.get(r, 0) >= q for r, q in search.total_items)
-                ):
-                    fitting.append((max(cols.free[i].get(primary, 0), 0), nodes[i].name, (i,)))
+            i = _best_node_target(snapshot, search, masks, node_depth)
+            if i is not None:
+                members, name = (i,), nodes[i].name
         else:
-            for dom in search.candidates(rank, static=True):
+            # The can-it-ever-fit pack reads capacity only, so trying candidates in the
+            # order of the answer (most free now, then name) and stopping at the first
+            # that packs gives the same domain as packing all of them.
+            doms = search.candidates(rank, static=True)
+            doms.sort(key=lambda d: (-d.free.get(primary, 0), d.name))
+            for dom in doms:
                 if search.pack(dom.nodes, cols.capacity, static=True) is not None:
-                    fitting.append((dom.free.get(primary, 0), dom.name, dom.nodes))
-        if fitting:
-            _, name, members = min(fitting, key=lambda f: (-f[0], f[1]))
+                    members, name = dom.nodes, dom.name
+                    break
+        if members is not None:
             blocked_set = set(blocked)
             return ReservationTarget(
                 snapshot.level_names[rank],
@@ -421,3 +417,59 @@ def reservation_target(
                 frozenset(nodes[i].name for i in members) - blocked_set,
             )
     return None
+
+
+def _best_node_target(
+    snapshot: ClusterSnapshot,
+    search: _Search,
+    masks: Sequence[bytes | bytearray],
+    node_depth: int,
+) -> int | None:
+    """The node rank of ``reservation_target``: among schedulable nodes allowed by every
+    mask, deep enough, whose capacity holds the whole gang, the one with the most free
+    primary resource now (negative counts as 0), ties by name. None if there is none.
+
+    Without a full node scan when it can: no node is large enough (``max_capacity``), or
+    for GPUs the free-GPU buckets (schedulable nodes by max(free GPUs, 0)) are walked
+    from the fullest down and the first bucket with a fitting node holds the answer."""
+    totals = search.total_items
+    biggest = snapshot.max_capacity
+    if any(biggest.get(r, 0) < q for r, q in totals):
+        return None  # no schedulable node could ever hold the gang
+    cols = snapshot.columns
+    nodes, capacity = cols.nodes, cols.capacity
+
+    if search.primary == GPU:
+        buckets = snapshot.gpu_buckets
+        for free_gpus in sorted(buckets, reverse=True):
+            # Masks first (cheap, and they drop the blocked nodes), then by name until
+            # the first node that is deep and large enough: a heap, not a full sort.
+            bucket = buckets[free_gpus]
+            if len(masks) == 1:
+                mask = masks[0]
+                order = [(nodes[i].name, i) for i in bucket if mask[i]]
+            else:
+                order = [(nodes[i].name, i) for i in bucket if all(m[i] for m in masks)]
+            heapq.heapify(order)
+            while order:
+                i = heapq.heappop(order)[1]
+                cap = capacity[i]
+                if len(nodes[i].topology) >= node_depth and all(
+                    cap.get(r, 0) >= q for r, q in totals
+                ):
+                    return i
+        return None
+    primary = search.primary
+    found: tuple[int, str, int] | None = None
+    for i, free in enumerate(cols.free):
+        cap = capacity[i]
+        if (
+            cols.schedulable[i]
+            and all(m[i] for m in masks)
+            and len(nodes[i].topology) >= node_depth
+            and all(cap.get(r, 0) >= q for r, q in totals)
+        ):
+            rank_key = (-max(free.get(primary, 0), 0), nodes[i].name, i)
+            if found is None or rank_key < found:
+                found = rank_key
+    return None if found is None else found[2]

@@ -125,6 +125,9 @@ class GangScheduler:
         self._starvation_after = starvation_after
         self._unschedulable_since: dict[str, float] = {}
         self._reservations: dict[str, Reservation] = {}
+        # gang -> (its reservation, snapshot.node_version) when all its nodes were
+        # usable: node usability changes only with node specs, not with pods.
+        self._usable_at: dict[str, tuple[Reservation, int]] = {}
 
     def submit(self, gang: Gang) -> None:
         """Queue a gang (or replace it, e.g. when more members arrived)."""
@@ -137,6 +140,7 @@ class GangScheduler:
         self.gangs.remove(key)
         self._unschedulable_since.pop(key, None)
         self._reservations.pop(key, None)
+        self._usable_at.pop(key, None)
 
     def waiting_since(self, key: str) -> float | None:
         return self._unschedulable_since.get(key)
@@ -154,11 +158,13 @@ class GangScheduler:
                 self.queue.remove(gang.key)
                 self._unschedulable_since.pop(gang.key, None)
                 self._reservations.pop(gang.key, None)
+                self._usable_at.pop(gang.key, None)
                 continue
             failed.append(outcome)
             if outcome.code in (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.WAIT, Code.ERROR):
                 self._unschedulable_since.pop(gang.key, None)
                 self._reservations.pop(gang.key, None)
+                self._usable_at.pop(gang.key, None)
                 continue
             since = self._unschedulable_since.setdefault(gang.key, now)
             if now - since >= self._starvation_after:
@@ -173,7 +179,7 @@ class GangScheduler:
         if (
             previous is not None
             and previous.nodes.isdisjoint(blocked)
-            and all(self._usable(n) for n in previous.nodes)
+            and self._all_usable(gang.key, previous)
         ):
             return previous
         target: ReservationTarget | None = reservation_target(
@@ -189,6 +195,16 @@ class GangScheduler:
         reservation = Reservation(gang.key, target.level, target.domain, target.nodes)
         self._reservations[gang.key] = reservation
         return reservation
+
+    def _all_usable(self, key: str, reservation: Reservation) -> bool:
+        version = self.snapshot.node_version
+        checked = self._usable_at.get(key)
+        if checked is not None and checked[0] is reservation and checked[1] == version:
+            return True
+        if all(self._usable(n) for n in reservation.nodes):
+            self._usable_at[key] = (reservation, version)
+            return True
+        return False
 
     def _usable(self, name: str) -> bool:
         try:

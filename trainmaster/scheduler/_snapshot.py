@@ -215,6 +215,7 @@ class ClusterSnapshot:
     # --- index ------------------------------------------------------------------------
 
     def _build(self, specs: list[NodeInfo]) -> None:
+        self._node_version = getattr(self, "_node_version", 0) + 1
         """Every index from ``specs`` (index order) and the tracked pods' node indices."""
         self._nodes: list[NodeInfo] = list(specs)
         self._by_name: tuple[NodeInfo, ...] | None = None
@@ -557,6 +558,12 @@ class ClusterSnapshot:
         return self._domains[rank]
 
     @property
+    def node_version(self) -> int:
+        """Changes whenever a node is added, removed or given a new spec (pods do not
+        change it): lets callers keep answers about node specs until it moves."""
+        return self._node_version
+
+    @property
     def max_capacity(self) -> Mapping[str, int]:
         """Per resource, the largest ``capacity`` of any schedulable node."""
         return self._max_capacity_view
@@ -759,6 +766,7 @@ class ClusterSnapshot:
         old = self._nodes[i]
         if old == node:
             return
+        self._node_version += 1
         self._account(i, -1)
         self._index_static(i, old, -1)
         if old.topology != node.topology:
@@ -784,6 +792,7 @@ class ClusterSnapshot:
         i = len(self._nodes)
         self._nodes.append(node)
         self._by_name = None
+        self._node_version += 1
         self._index[node.name] = i
         self._alloc.append(node.allocatable)
         self._requested.append(dict(node.requested))
@@ -818,6 +827,7 @@ class ClusterSnapshot:
             column.pop()
         self._all.discard(last)
         del self._index[name]
+        self._node_version += 1
         self._by_name = None
         for full_key, elig in self._eligibility.items():
             mask, reasons = elig.mask, elig.reasons

@@ -70,8 +70,10 @@ class Guard:
             new = set(blocked).difference(self._seen)
             self._seen.update(new)
             free = snapshot.columns.free
-            self._free_held.extend(max(free[i].get(GPU, 0), 0) for i in snapshot.indices(new))
-            self._held = {}
+            added = [max(free[i].get(GPU, 0), 0) for i in snapshot.indices(new)]
+            self._free_held.extend(added)
+            for size in self._held:  # only the new nodes' slots: O(new), not O(blocked)
+                self._held[size] += sum(f // size for f in added)
         held = self._held.get(per_pod)
         if held is None:
             held = self._held[per_pod] = sum(f // per_pod for f in self._free_held)
