@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client
 
 from trainmaster.kubeclient import generated_client as sync_client
+from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import load_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
@@ -44,13 +45,7 @@ class InCluster:
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, what, timeout, 0.5)
 
 
 def _dev_spec_on_real_node(path: Path) -> Path:
@@ -141,7 +136,7 @@ def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
                                 (in_cluster.operator, in_cluster.operator)):
         try:
             wait_for(_ready_check(core, ns, deployment), f"{deployment} Running and Ready", 180)
-        except AssertionError as exc:
+        except WaitTimeout as exc:
             raise AssertionError(f"{exc}\n{_describe(core, ns)}") from None
         for pod in _deployment_pods(core, ns, deployment):
             assert pod.spec.node_name == in_cluster.real_node
@@ -184,7 +179,7 @@ def test_in_cluster_scheduler_binds_a_gang(in_cluster: InCluster, core: client.C
 
     try:
         nodes = wait_for(bound, f"gang {group} bound by the in-cluster scheduler", 90)
-    except AssertionError as exc:
+    except WaitTimeout as exc:
         raise AssertionError(
             f"{exc}\n{_describe(core, ns)}\n{_describe(core, in_cluster.system)}") from None
     assert in_cluster.real_node not in nodes.values()

@@ -22,6 +22,7 @@ from tests.helpers import small_spec_doc, write_spec
 from trainmaster.cluster import _host
 from trainmaster.cluster._node_images import BUSYBOX_IMAGE
 from trainmaster.kubeclient import generated_client as sync_client
+from trainmaster.polling import wait_until
 from trainmaster.toolchain import CONTAINERD_VERSION, K8S_VERSION, tool_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode]
@@ -93,13 +94,7 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, what, timeout, 0.3)
 
 
 def _pod(name: str, node: str, script: str, labels: dict[str, str] | None = None,
