@@ -38,18 +38,21 @@ CORE: Mapping[str, tuple[int, str]] = {
     "_filters": (2, "filter plugins and their pure predicates"),
     "_score": (2, "the score plugin"),
     "_coscheduling": (2, "gang manager and the coscheduling plugin"),
+    "_quota": (1, "queue quotas, borrowing and the per-queue GPU ledger"),
     "_snapshot": (3, "cluster state, assume/forget/confirm, the read API"),
     "_framework": (4, "plugin registry and profiles"),
     "_placement": (5, "one gang into the smallest domain"),
     "_plan": (5, "joint leaf assignment for a burst of gangs"),
     "_fragmentation": (5, "how scattered free GPUs are"),
     "_queue": (6, "queue order, cycles, anti-starvation"),
+    "_preemption": (6, "which whole gangs to evict so a pending gang fits"),
 }
 
 # Named in failures so the reason is plain; the stdlib-only rule already covers them.
 RUNTIME = frozenset(
     {
         "_binder", "_loop", "_leader", "_metrics", "_service", "_events", "_report", "cli",
+        "_preempt",
     }
 )  # fmt: skip
 CLIENTS = frozenset(

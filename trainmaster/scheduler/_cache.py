@@ -24,7 +24,8 @@ from trainmaster.kubeclient import DELETED
 from ._config import SchedulerConfig
 from ._convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
 from ._gangs import gang_key_of
-from ._model import NodeInfo, PodRequest
+from ._model import GPU, NodeInfo, PodRequest
+from ._quota import QueueLedger
 from ._snapshot import ClusterSnapshot, PodState
 
 log = logging.getLogger("trainmaster.scheduler")
@@ -55,6 +56,12 @@ class ClusterCache:
         """Pods bound to nodes the snapshot does not know yet."""
         self._early: list[tuple[str, JSON]] = []
         self._node_updates: dict[str, NodeInfo] = {}
+        self.ledger = QueueLedger(config.queues, config.default_queue)
+        """GPUs in use per queue: bound pods and pods assumed by a cycle."""
+        self.started: dict[str, float] = {}
+        """uid -> when a bound pod started (its work since then may be lost)."""
+        self.ours: set[str] = set()
+        """Bound pods with our schedulerName: the only ones preemption may evict."""
 
     # --- snapshot ---------------------------------------------------------------------
 
@@ -191,7 +198,13 @@ class ClusterCache:
                 self.terminating.add(uid)
             if snap.pod_state(uid) is PodState.BOUND and snap.pod_node(uid) == node:
                 return  # the common update of a running pod (status, labels)
-            request = pod_info(obj).request
+            bound = pod_info(obj)
+            request = bound.request
+            self.started[uid] = bound.started
+            if bound.scheduler_name == self.config.scheduler_name:
+                self.ours.add(uid)
+            self.ledger.charge(uid, self.queue_of(request, bound.queue),
+                               request.requests.get(GPU, 0))
             try:
                 snap.add_bound(request, node)
             except KeyError:  # a node the snapshot does not have (yet)
@@ -237,6 +250,9 @@ class ClusterCache:
         self._drop_pending(uid)
         self._orphans.pop(uid, None)
         self.terminating.discard(uid)
+        self.ledger.release(uid)
+        self.started.pop(uid, None)
+        self.ours.discard(uid)
         snap = self._snapshot
         if snap is not None and snap.pod_state(uid) is not None:
             snap.remove(uid)
@@ -245,6 +261,8 @@ class ClusterCache:
     def note_forgotten(self, pod: PodRequest) -> None:
         """An assumed pod was given up (its bind failed): its place is free again and its
         gang goes back to the queue."""
+        self.ledger.release(pod.uid)
+        self.ours.discard(pod.uid)
         self._capacity()
         self.touch(gang_key_of(pod))
 
@@ -265,6 +283,13 @@ class ClusterCache:
         self.touch(info.key)
 
     # --- queries for the loop ---------------------------------------------------------
+
+    def queue_of(self, pod: PodRequest, label: str | None) -> str:
+        """The pod's queue: its own label, else its PodGroup's, else the default queue."""
+        if label:
+            return label
+        group = self.groups.get(pod.gang_key) if pod.gang_key else None
+        return self.ledger.resolve(group.queue if group is not None else None)
 
     def pending_members(self, key: str) -> list[PodInfo]:
         """Pending pods of the gang the snapshot does not track yet (not in flight)."""

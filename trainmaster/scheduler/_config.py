@@ -21,6 +21,7 @@ from trainmaster.spec import TopologyRule as TopologyRule  # the spec's rule, re
 from trainmaster.spec import default_topology_policy, rule_for_size
 
 from ._model import CLUSTER_LEVEL, NODE_LEVEL, TopologyConstraint, TopologyMode
+from ._quota import DEFAULT_QUEUE, QueueSpec, queue_specs
 
 
 class ConfigError(ValueError):
@@ -79,8 +80,13 @@ class SchedulerConfig:
     """Tries per pod on transient errors (timeouts, 429, 5xx) before the gang is undone."""
     report_interval: float = 5.0
     """Least seconds between two PodScheduled/Event updates for the same gang."""
-    preemption: bool = False
-    """Accepted for compatibility with the spec; this runtime does not preempt."""
+    preemption: bool = True
+    """Gangs whose pods' ``preemptionPolicy`` is ``PreemptLowerPriority`` (the default, as
+    in kube-scheduler) may evict whole lower-priority gangs; False: never preempt."""
+    queues: tuple[QueueSpec, ...] = ()
+    """Queue quotas (Kueue's names); empty: no quota is enforced."""
+    default_queue: str = DEFAULT_QUEUE
+    """The queue of gangs whose PodGroup and pods name none."""
 
     @property
     def burst(self) -> int:
@@ -104,7 +110,7 @@ class SchedulerConfig:
             "schedulerName", "namespace", "levels", "gangTimeoutSeconds", "preemption",
             "bindConcurrency", "clientQps", "clientBurst", "leaderElection", "topologyPolicy",
             "metricsAddress", "metricsPort", "backoffInitialSeconds", "backoffMaxSeconds",
-            "bindAttempts", "reportIntervalSeconds",
+            "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
         if unknown:
@@ -124,6 +130,7 @@ class SchedulerConfig:
             "backoffMaxSeconds": ("backoff_max", float),
             "bindAttempts": ("bind_attempts", int),
             "reportIntervalSeconds": ("report_interval", float),
+            "defaultQueue": ("default_queue", str),
         }
         for key, (attr, kind) in simple.items():
             if key in data:
@@ -139,6 +146,8 @@ class SchedulerConfig:
             out["leader_election"] = LeaderElection(lease_namespace=str(data["namespace"]))
         if "topologyPolicy" in data:
             out["topology_policy"] = tuple(_rule(r) for r in data["topologyPolicy"])
+        if "queues" in data:
+            out["queues"] = _queues(data["queues"])
         config = cls(**out)
         config.validate()
         return config
@@ -189,6 +198,30 @@ def _leader_election(raw: Any, doc: Mapping[str, Any]) -> LeaderElection:
         if key in raw:
             values[attr] = kind(raw[key])
     return LeaderElection(**values)
+
+
+def _queues(raw: Any) -> tuple[QueueSpec, ...]:
+    if not isinstance(raw, list) or not all(isinstance(q, Mapping) and "name" in q for q in raw):
+        raise ConfigError("queues must be a list of mappings with a name")
+    allowed = {"name", "nominalQuota", "gpuQuota", "borrowingLimit", "cohort", "preemption",
+               "priority"}
+    for q in raw:
+        unknown = sorted(set(q) - allowed)
+        if unknown:
+            raise ConfigError(f"queues[{q['name']}]: unknown keys {', '.join(unknown)}")
+    try:
+        specs = tuple(queue_specs(raw))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"queues: {err}") from None
+    names = [q.name for q in specs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"queues repeat a name: {names}")
+    for q in specs:
+        for what, value in (("nominalQuota", q.nominal_quota),
+                            ("borrowingLimit", q.borrowing_limit)):
+            if value is not None and value < 0:
+                raise ConfigError(f"queues[{q.name}].{what} must be >= 0, got {value}")
+    return specs
 
 
 def _rule(raw: Any) -> TopologyRule:

@@ -18,7 +18,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ._keys import (
+    CHECKPOINT_ANNOTATION,
     POD_GROUP_LABEL,
+    PREEMPT_LOWER,
+    QUEUE_LABEL,
     TOPOLOGY_DOMAIN_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
     topology_label,
@@ -155,6 +158,14 @@ class PodInfo:
     controlled: bool
     """Has a controller owner (Job, ReplicaSet ...) that recreates it if deleted."""
     unsupported: str | None = None
+    queue: str | None = None
+    """The pod's ``kueue.x-k8s.io/queue-name`` label."""
+    preempts: bool = True
+    """``spec.preemptionPolicy`` is PreemptLowerPriority (the API server's default)."""
+    started: float = 0.0
+    """``status.startTime`` (else creation time): when its work began."""
+    nominated_node: str = ""
+    """``status.nominatedNodeName``: a node freed for it by preemption."""
 
     @property
     def finished(self) -> bool:
@@ -252,6 +263,10 @@ def pod_info(obj: JSON) -> PodInfo:
         terminating=bool(meta.get("deletionTimestamp")),
         controlled=any(o.get("controller") for o in meta.get("ownerReferences") or ()),
         unsupported=unsupported,
+        queue=labels.get(QUEUE_LABEL) or None,
+        preempts=(spec.get("preemptionPolicy") or PREEMPT_LOWER) == PREEMPT_LOWER,
+        started=parse_time(status.get("startTime")) or request.creation_timestamp,
+        nominated_node=status.get("nominatedNodeName") or "",
     )
 
 
@@ -269,6 +284,10 @@ class PodGroupInfo:
     topology: TopologyConstraint | None
     """From the trainmaster.io/topology-* annotations; None: use the config's policy."""
     creation_timestamp: float
+    queue: str | None = None
+    """The PodGroup's ``kueue.x-k8s.io/queue-name`` label."""
+    last_checkpoint: float = 0.0
+    """``trainmaster.io/last-checkpoint-time``: 0 when its job never reported one."""
 
     @property
     def key(self) -> str:
@@ -294,4 +313,13 @@ def pod_group_info(obj: JSON) -> PodGroupInfo:
         min_member=max(0, int((obj.get("spec") or {}).get("minMember") or 0)),
         topology=topology,
         creation_timestamp=parse_time(meta.get("creationTimestamp")),
+        queue=(meta.get("labels") or {}).get(QUEUE_LABEL) or None,
+        last_checkpoint=_time_or_zero(annotations.get(CHECKPOINT_ANNOTATION)),
     )
+
+
+def _time_or_zero(stamp: str | None) -> float:
+    try:
+        return parse_time(stamp)
+    except ValueError:
+        return 0.0

@@ -13,6 +13,11 @@ TOPOLOGY_DOMAIN_ANNOTATION = "trainmaster.io/topology-domain"
 TOPOLOGY_MODE_ANNOTATION = "trainmaster.io/topology-mode"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The queue of a pod or PodGroup (Kueue's LocalQueue label)."""
+CHECKPOINT_ANNOTATION = "trainmaster.io/last-checkpoint-time"
+"""On a PodGroup: when its job last wrote a checkpoint (RFC 3339); preemption's work lost."""
+PREEMPT_LOWER = "PreemptLowerPriority"
 
 
 def topology_label(level: str) -> str:

@@ -39,6 +39,7 @@ from ._metrics import SchedulerMetrics
 from ._model import Gang
 from ._placement import Placement
 from ._plan import batch_of, plan_batch, plannable
+from ._preempt import Preemptor, QuotaAdmission, nominations
 from ._queue import CycleResult, GangScheduler, queue_key
 from ._report import Reporter
 from ._status import Code
@@ -79,6 +80,9 @@ class SchedulerRuntime:
         self.recorder = EventRecorder(api, self.writer, config.scheduler_name, self.identity)
         self.reporter = Reporter(self.recorder, config.report_interval, clock,
                                  is_pending=self._is_pending)
+        self.admission = QuotaAdmission(self.cache)
+        self.preemptor = Preemptor(api, self.cache, config, self.recorder, self.writer,
+                                   self.metrics, self.admission)
         self.reflectors = [
             Reflector(api, node_path(), self.cache.on_node, name="nodes"),
             Reflector(api, pod_path(), self.cache.on_pod, name="pods",
@@ -128,6 +132,7 @@ class SchedulerRuntime:
             self.cache.snapshot,
             clock=self._clock,
             starvation_after=self.config.gang_timeout_seconds,
+            admission=self.admission,
         )
         self._watches = [asyncio.create_task(r.run(), name=f"watch-{r.name}")
                          for r in self.reflectors]
@@ -211,12 +216,29 @@ class SchedulerRuntime:
         if len(self.scheduler.queue) and (submitted or capacity or (due is not None
                                                                      and due <= now)):
             result = await self._schedule(now, submitted)
+        self._queue_metrics()
         self.metrics.pending_gangs.set(len(self.scheduler.queue) + len(self._waiting))
         self.metrics.pending_pods.set(
             sum(len(g.members) for g in self._gangs.values())
             + sum(len(self.cache.members.get(k, ())) for k in self._waiting)
         )
         return result
+
+    def _queue_metrics(self) -> None:
+        ledger = self.cache.ledger
+        if not ledger.enabled:
+            return
+        pending: dict[str, int] = {name: 0 for name in ledger.queues}
+        for gang in self._gangs.values():
+            queue = self.admission.queue_of_gang(gang)
+            pending[queue] = pending.get(queue, 0) + 1
+        for usage in ledger.usage():
+            self.metrics.queue_in_use.labels(usage.name).set(usage.in_use)
+            self.metrics.queue_borrowed.labels(usage.name).set(usage.borrowed)
+            if usage.nominal_quota is not None:
+                self.metrics.queue_quota.labels(usage.name).set(usage.nominal_quota)
+        for queue, count in pending.items():
+            self.metrics.queue_pending.labels(queue).set(count)
 
     def _sync(self, key: str) -> bool:
         """Re-assemble one gang from the cache; True if the queue got a new version."""
@@ -260,6 +282,10 @@ class SchedulerRuntime:
         self._waiting.pop(key, None)
         self._gangs[key] = gang
         sched.submit(gang)
+        if key not in sched.nominated:  # nominated by preemption, maybe by a previous leader
+            nodes = nominations(self.cache, gang)
+            if nodes:
+                sched.nominated[key] = nodes
         return True
 
     def _next_retry(self) -> float | None:
@@ -360,9 +386,16 @@ class SchedulerRuntime:
             self._failures[key] = count
             self._retry_at[key] = now + self._backoff(count)
             waiting = self._gangs.get(key)
-            if waiting is not None:
-                self.reporter.unschedulable(key, waiting.members, failure.reason,
-                                            self.cache.groups.get(key))
+            if waiting is None:
+                continue
+            reason = failure.reason
+            if failure.code is Code.UNSCHEDULABLE:
+                found = self.preemptor.try_preempt(self.scheduler, waiting)
+                if found is not None:
+                    reason = (f"preempting {len(found.victims)} gangs "
+                              f"({', '.join(v.gang for v in found.victims)}); {reason}")
+            self.reporter.unschedulable(key, waiting.members, reason,
+                                        self.cache.groups.get(key))
         return result
 
     async def _bind(self, gang: Gang, placement: Placement, controlled: dict[str, bool]) -> None:

@@ -48,6 +48,26 @@ class SchedulerMetrics:
             registry=r,
         )
         self.leader = Gauge(f"{ns}_leader", "1 while this replica holds the lease.", registry=r)
+        self.queue_in_use = Gauge(
+            f"{ns}_queue_gpus_in_use", "GPUs held by a queue's bound and assumed pods.",
+            ["queue"], registry=r,
+        )  # fmt: skip
+        self.queue_quota = Gauge(
+            f"{ns}_queue_nominal_quota_gpus", "A queue's nominal GPU quota (queues with one).",
+            ["queue"], registry=r,
+        )  # fmt: skip
+        self.queue_borrowed = Gauge(
+            f"{ns}_queue_borrowed_gpus", "GPUs a queue uses beyond its nominal quota.",
+            ["queue"], registry=r,
+        )  # fmt: skip
+        self.queue_pending = Gauge(
+            f"{ns}_queue_pending_gangs", "Gangs of a queue waiting to be placed.",
+            ["queue"], registry=r,
+        )  # fmt: skip
+        self.preemptions = Counter(
+            f"{ns}_preemptions", "Gangs evicted by preemption, by the preemptor's queue.",
+            ["queue"], registry=r,
+        )  # fmt: skip
         self._server: Any = None
         self._thread: threading.Thread | None = None
 

@@ -41,6 +41,15 @@ from ._status import Code, Status
 Clock = Callable[[], float]
 
 
+class Admission(Protocol):
+    """Gang admission before placement (queue quotas): ``refusal`` says why a gang may
+    not start now (None: it may); ``admitted`` is told about every gang placed."""
+
+    def refusal(self, gang: Gang) -> str | None: ...
+
+    def admitted(self, gang: Gang, placement: Placement) -> None: ...
+
+
 class Placer(Protocol):
     """``place_gang``'s signature: the simulator plugs baseline policies in here."""
 
@@ -114,8 +123,12 @@ class GangScheduler:
         plugins: Sequence[str] = DEFAULT_PLUGINS,
         registry: Mapping[str, PluginFactory] = REGISTRY,
         placer: Placer = place_gang,
+        admission: Admission | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.admission = admission
+        self.nominated: dict[str, frozenset[str]] = {}
+        """gang -> nodes freed for it by preemption: no other gang may use them."""
         self._place = placer
         self.queue = GangQueue()
         self.gangs = GangManager(snapshot.placed_members)
@@ -141,6 +154,7 @@ class GangScheduler:
         self._unschedulable_since.pop(key, None)
         self._reservations.pop(key, None)
         self._usable_at.pop(key, None)
+        self.nominated.pop(key, None)
 
     def waiting_since(self, key: str) -> float | None:
         return self._unschedulable_since.get(key)
@@ -151,11 +165,19 @@ class GangScheduler:
         failed: list[Unschedulable] = []
         blocked: set[str] = set()
         held: list[Reservation] = []
+        nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
         for gang in self.queue.ordered():
-            outcome = self._schedule_one(gang, blocked)
+            if nominated:  # nodes freed by preemption are for their preemptor only
+                own = self.nominated.get(gang.key, frozenset())
+                outcome = self._schedule_one(gang, blocked | (nominated - own))
+            else:
+                outcome = self._schedule_one(gang, blocked)
             if isinstance(outcome, Placement):
                 placed.append(outcome)
                 self.queue.remove(gang.key)
+                if self.nominated.pop(gang.key, None) is not None:
+                    nominated = (frozenset().union(*self.nominated.values())
+                                 if self.nominated else None)
                 self._unschedulable_since.pop(gang.key, None)
                 self._reservations.pop(gang.key, None)
                 self._usable_at.pop(gang.key, None)
@@ -213,6 +235,10 @@ class GangScheduler:
             return False
 
     def _schedule_one(self, gang: Gang, blocked: set[str]) -> Placement | Unschedulable:
+        if self.admission is not None:
+            refused = self.admission.refusal(gang)
+            if refused is not None:
+                return Unschedulable(gang.key, refused, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
         if gang.members:
             for plugin in self.profile.pre_filters:
                 status = plugin.pre_filter(gang.members[0])
@@ -228,7 +254,11 @@ class GangScheduler:
         if isinstance(result, Unschedulable):
             return result
         failure = self._reserve_and_permit(result)
-        return result if failure is None else Unschedulable(gang.key, failure.message, failure.code)
+        if failure is not None:
+            return Unschedulable(gang.key, failure.message, failure.code)
+        if self.admission is not None:
+            self.admission.admitted(gang, result)
+        return result
 
     def _reserve_and_permit(self, placement: Placement) -> Status | None:
         """Assume all pods, run reserve then permit plugins; on any failure undo all."""
