@@ -101,7 +101,8 @@ def select_victims(
     blocked: Collection[str] = (),
 ) -> Preemption | None:
     """The cheapest minimal set of whole gangs whose eviction lets ``gang`` fit, with
-    the placement it would get; None when evicting every candidate would not do."""
+    the placement it would get; None when evicting every candidate would not do, or
+    when the gang fits without evicting anything."""
     ordered = sorted(candidates, key=victim_cost)
     if not ordered:
         return None
@@ -111,6 +112,8 @@ def select_victims(
         result = place_gang(sim, gang, filters=filters, scorer=scorer, blocked=blocked)
         return result if isinstance(result, Placement) else None
 
+    if fits() is not None:
+        return None  # it fits as things are: nothing to preempt
     chosen: list[Victim] = []
     placement: Placement | None = None
     for victim in ordered:

@@ -119,7 +119,7 @@ class QueueLedger:
         if used + need <= spec.nominal_quota:
             return None
         head = f"queue {queue}: {used}/{spec.nominal_quota} GPUs in use, gang needs {need}"
-        if not spec.can_borrow or spec.cohort is None:
+        if spec.cohort is None:
             return head
         limit = spec.borrowing_limit
         if limit is not None and used + need > spec.nominal_quota + limit:

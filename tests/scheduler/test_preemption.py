@@ -1,0 +1,108 @@
+"""Victim selection (``select_victims``): whole gangs, least cost, minimal sets."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainmaster.scheduler import ClusterSnapshot
+from trainmaster.scheduler._framework import DEFAULT_FILTERS, DEFAULT_SCORER
+from trainmaster.scheduler._placement import Placement, place_gang
+from trainmaster.scheduler._preemption import Preemption, Victim, select_victims, set_cost
+
+from .builders import LEVELS, fabric_nodes, make_gang, make_pod
+
+
+def _running(snap: ClusterSnapshot, name: str, nodes: list[str], *, gpus: int = 8,
+             priority: int = 0, work: float = 0.0, borrowed: bool = False) -> Victim:
+    pods = []
+    for i, node in enumerate(nodes):
+        pod = make_pod(f"{name}-{i}", gpus=gpus, gang=name, priority=priority)
+        snap.add_bound(pod, node)
+        pods.append((pod, node))
+    return Victim(f"default/{name}", priority, tuple(pods), work, borrowed)
+
+
+def _select(snap: ClusterSnapshot, gang_size: int, victims: list[Victim],
+            level: str = "leaf") -> Preemption | None:
+    gang = make_gang("big", gang_size, gpus=8, level=level, mode="required", priority=100)
+    return select_victims(snap, gang, victims, filters=DEFAULT_FILTERS, scorer=DEFAULT_SCORER)
+
+
+def test_evicts_whole_gangs_of_one_leaf_preferring_lowest_priority_and_least_work() -> None:
+    # 1 spine x 2 leaves x 2 nodes, full: leaf-0 holds low (prio 1), leaf-1 holds two gangs
+    # of prio 0 with much work since their checkpoints, and one cheap one.
+    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    low = _running(snap, "low", ["s0-l0-n0", "s0-l0-n1"], priority=1, work=10.0)
+    busy = _running(snap, "busy", ["s0-l1-n0"], priority=0, work=1e6)
+    cheap = _running(snap, "cheap", ["s0-l1-n1"], priority=0, work=5.0)
+    found = _select(snap, 2, [low, busy, cheap])
+    assert found is not None
+    # Lowest priority first: leaf-1's two priority-0 gangs, never part of a gang.
+    assert {v.gang for v in found.victims} == {"default/busy", "default/cheap"}
+    assert found.nodes == {"s0-l1-n0", "s0-l1-n1"}
+    # the live snapshot is untouched
+    assert snap.pod_state(busy.pods[0][0].uid) is not None
+
+
+def test_nothing_is_evicted_when_no_set_makes_the_gang_fit() -> None:
+    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    a = _running(snap, "a", ["s0-l0-n0"])
+    b = _running(snap, "b", ["s0-l1-n0"])
+    # 3 nodes in one leaf do not exist: required leaf can never fit
+    assert _select(snap, 3, [a, b]) is None
+
+
+def test_the_smaller_set_is_kept_when_one_gang_alone_frees_the_domain() -> None:
+    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    small1 = _running(snap, "s1", ["s0-l0-n0"], work=1.0)
+    small2 = _running(snap, "s2", ["s0-l0-n1"], work=1.0)
+    whole = _running(snap, "whole", ["s0-l1-n0", "s0-l1-n1"], work=3.0)
+    found = _select(snap, 2, [small1, small2, whole])
+    assert found is not None
+    assert {v.gang for v in found.victims} == {"default/s1", "default/s2"}
+    assert set_cost(found.victims) == (0, 2.0, 16)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 50)),
+                min_size=1, max_size=8),
+       st.integers(1, 4))
+def test_chosen_set_fits_is_minimal_and_has_the_least_possible_top_priority(
+    spec: list[tuple[int, int, int]], size: int
+) -> None:
+    """Gangs of one node each on a 1x2x4 fabric; each spec entry is (node, priority,
+    work). The preemptor needs ``size`` whole nodes in one leaf."""
+    snap = ClusterSnapshot(fabric_nodes(1, 2, 4), LEVELS)
+    names = [n.name for n in snap.nodes]
+    victims = []
+    used: set[str] = set()
+    for i, (slot, prio, work) in enumerate(spec):
+        node = names[(slot + i) % len(names)]
+        if node in used:
+            continue
+        used.add(node)
+        victims.append(_running(snap, f"v{i}", [node], priority=prio, work=float(work)))
+    found = _select(snap, size, victims)
+
+    def fits_without(evicted: list[Victim]) -> bool:
+        sim = snap.copy()
+        for v in evicted:
+            for pod, _ in v.pods:
+                sim.remove(pod.uid)
+        gang = make_gang("big", size, gpus=8, level="leaf", mode="required", priority=100)
+        return isinstance(place_gang(sim, gang), Placement)
+
+    if fits_without([]):
+        assert found is None
+        return
+    if found is None:
+        assert not fits_without(victims)
+        return
+    chosen = list(found.victims)
+    assert fits_without(chosen)
+    for v in chosen:  # minimal: keeping any one of them breaks the fit
+        assert not fits_without([c for c in chosen if c is not v])
+    top = max(v.priority for v in chosen)
+    # no set made only of lower-priority gangs would have done
+    assert not fits_without([v for v in victims if v.priority < top])
