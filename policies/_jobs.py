@@ -144,21 +144,27 @@ def queue_quota(spec: ClusterSpec | None, objects: Sequence[KubeObject]) -> Iter
     if spec is None:
         return
     for k, queue in enumerate(spec.scheduler.queues):
-        if queue.gpu_quota is None:
+        quota = queue.quota
+        if quota is None:
             continue
         jobs = [j for j in spec.jobs if j.queue == queue.name]
         demand = sum(j.nodes * j.gpus_per_pod for j in jobs)
-        if demand <= queue.gpu_quota:
+        if demand <= quota:
             continue
-        too_big = [j.name for j in jobs if j.nodes * j.gpus_per_pod > queue.gpu_quota]
+        # With a cohort it may borrow beyond its quota, up to its borrowing limit.
+        ceiling = (quota + queue.borrowing_limit if queue.borrowing_limit is not None
+                   else None) if queue.cohort is not None else quota
+        too_big = [j.name for j in jobs
+                   if ceiling is not None and j.nodes * j.gpus_per_pod > ceiling]
         parts = ", ".join(f"{j.name} {j.nodes * j.gpus_per_pod}" for j in jobs)
         message = (
             f"the queue's jobs ask for {demand} GPUs ({parts}), more than its quota of "
-            f"{queue.gpu_quota}: they will wait for each other"
+            f"{quota}: they will wait for each other"
         )
         if too_big:
             message += f", and {', '.join(too_big)} can never start under this quota"
         yield Violation(
-            f"scheduler.queues[{k}].gpuQuota",
+            f"scheduler.queues[{k}]." + ("gpuQuota" if queue.nominal_quota is None
+                                          else "nominalQuota"),
             f"{message}; raise the quota or move jobs to another queue",
         )

@@ -27,6 +27,7 @@ from trainmaster.objects._labels import (
     DOMAIN,
     GPU_RESOURCE,
     POD_GROUP_LABEL,
+    QUEUE_LABEL,
     app_labels,
 )
 from trainmaster.objects._netpol import allow_within_job
@@ -47,8 +48,15 @@ MASTER_PORT = 29500
 _TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
 
 
-def priority_class_name(spec: ClusterSpec, queue: str) -> str:
-    return f"{spec.metadata.name}-{queue}"
+def priority_class_name(spec: ClusterSpec, queue: str, priority: int | None = None) -> str:
+    """The queue's PriorityClass, or with ``priority`` the class of jobs of that queue
+    that set their own priority (``<cluster>-<queue>-p<priority>``)."""
+    base = f"{spec.metadata.name}-{queue}"
+    return base if priority is None else f"{base}-p{priority}"
+
+
+def job_priority_class(spec: ClusterSpec, job: Job) -> str:
+    return priority_class_name(spec, job.queue, job.priority)
 
 
 def gang_name(job: str, attempt: int) -> str:
@@ -260,7 +268,8 @@ def build_pod_group(
 ) -> dict[str, Any]:
     rule = job_domain_rule(spec, job)
     gang = gang_name(job.name, attempt)
-    meta = _meta(spec, job, gang, "gang", owner, {ATTEMPT_LABEL: str(attempt)})
+    meta = _meta(spec, job, gang, "gang", owner,
+                 {ATTEMPT_LABEL: str(attempt), QUEUE_LABEL: job.queue})
     meta["annotations"] = {
         TOPOLOGY_DOMAIN_ANNOTATION: rule.domain,
         TOPOLOGY_MODE_ANNOTATION: rule.mode,
@@ -330,6 +339,7 @@ def build_gang_job(
         JOB_LABEL: job.name,
         ATTEMPT_LABEL: str(attempt),
         POD_GROUP_LABEL: gang,
+        QUEUE_LABEL: job.queue,
     }
     mounts: list[dict[str, Any]] = [
         {"name": "launch", "mountPath": "/etc/trainmaster", "readOnly": True},
@@ -371,7 +381,7 @@ def build_gang_job(
                     "serviceAccountName": trainer_account(job),
                     "securityContext": {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)},
                     "schedulerName": spec.scheduler.name,
-                    "priorityClassName": priority_class_name(spec, job.queue),
+                    "priorityClassName": job_priority_class(spec, job),
                     "restartPolicy": "Never",
                     "subdomain": job.name,
                     "terminationGracePeriodSeconds": 30,

@@ -17,7 +17,7 @@ from trainmaster.objects._security import (
     system_namespace,
     system_placement,
 )
-from trainmaster.spec import ClusterSpec
+from trainmaster.spec import ClusterSpec, Queue
 
 SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
@@ -79,7 +79,50 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
         "topologyPolicy": [
             r.model_dump(by_alias=True, exclude_none=True) for r in sched.topology_policy
         ],
+        "defaultQueue": "default",
+        "queues": [
+            {
+                "name": q.name,
+                **({"nominalQuota": q.quota} if q.quota is not None else {}),
+                **({"cohort": q.cohort} if q.cohort is not None else {}),
+                **({"borrowingLimit": q.borrowing_limit} if q.borrowing_limit is not None
+                   else {}),
+                "preemption": q.preemption,
+            }
+            for q in sched.queues
+        ],
     }
+
+
+def _priority_class(spec: ClusterSpec, queue: Queue, value: int, name: str) -> dict[str, Any]:
+    preempts = spec.scheduler.preemption and queue.preemption
+    quota = queue.quota
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": name,
+            "labels": app_labels(queue.name, "queue", spec.metadata.name),
+        },
+        "value": value,
+        "preemptionPolicy": "PreemptLowerPriority" if preempts else "Never",
+        "globalDefault": False,
+        "description": f"trainmaster queue {queue.name}"
+        + (f" (quota {quota} GPUs)" if quota is not None else ""),
+    }
+
+
+def priority_classes(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """One PriorityClass per queue, and one per (queue, priority) its jobs set."""
+    queues = {q.name: q for q in spec.scheduler.queues}
+    out = [_priority_class(spec, q, q.priority, priority_class_name(spec, q.name))
+           for q in spec.scheduler.queues]
+    own = sorted({(j.queue, j.priority) for j in spec.jobs
+                  if j.priority is not None and j.queue in queues})
+    for queue, value in own:
+        out.append(_priority_class(spec, queues[queue], value,
+                                   priority_class_name(spec, queue, value)))
+    return out
 
 
 def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -145,22 +188,5 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
             },
         },
     ]
-    for queue in spec.scheduler.queues:
-        objs.append(
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {
-                    "name": priority_class_name(spec, queue.name),
-                    "labels": app_labels(queue.name, "queue", spec.metadata.name),
-                },
-                "value": queue.priority,
-                "preemptionPolicy": "PreemptLowerPriority"
-                if spec.scheduler.preemption
-                else "Never",
-                "globalDefault": False,
-                "description": f"trainmaster queue {queue.name}"
-                + (f" (quota {queue.gpu_quota} GPUs)" if queue.gpu_quota is not None else ""),
-            }
-        )
+    objs.extend(priority_classes(spec))
     return objs

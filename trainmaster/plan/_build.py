@@ -197,7 +197,7 @@ def _queues(base: ClusterSpec | None, head: ClusterSpec | None) -> tuple[QueueDe
         return out
 
     def quotas(spec: ClusterSpec | None) -> dict[str, int | None]:
-        return {q.name: q.gpu_quota for q in spec.scheduler.queues} if spec else {}
+        return {q.name: q.quota for q in spec.scheduler.queues} if spec else {}
 
     before, after = demand(base), demand(head)
     quota_before, quota_after = quotas(base), quotas(head)

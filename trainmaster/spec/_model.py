@@ -204,14 +204,31 @@ def default_topology_policy(levels: Sequence[str]) -> list[TopologyRule]:
 
 
 class Queue(_Model):
-    """A queue with a GPU quota and a priority."""
+    """A queue with a GPU quota (Kueue's ClusterQueue names), a priority and a preemption
+    switch. trainmaster-scheduler enforces the quota when it admits a gang."""
 
     name: Name
     """Queue name; also the name of its PriorityClass suffix."""
+    nominal_quota: int | None = Field(None, ge=0)
+    """GPUs the queue's jobs may hold at once without borrowing; unset is unlimited."""
     gpu_quota: int | None = Field(None, ge=0)
-    """GPUs the queue's jobs may hold at once; unset is unlimited."""
+    """Old name of `nominalQuota`, still accepted; set one of them."""
+    cohort: Name | None = None
+    """Queues of one cohort lend each other the part of their nominal quota they leave
+    idle, and take it back by preemption when they need it."""
+    borrowing_limit: int | None = Field(None, ge=0)
+    """GPUs beyond `nominalQuota` the queue may borrow from its cohort; unset is as much
+    as the cohort has idle. Needs `cohort`."""
     priority: int = Field(0, ge=0, le=1_000_000_000)
-    """Priority of the queue's PriorityClass."""
+    """Priority of the queue's PriorityClass (its jobs' priority unless they set one)."""
+    preemption: bool = True
+    """With `scheduler.preemption`, this queue's jobs may preempt lower-priority gangs;
+    false switches it off for this queue."""
+
+    @property
+    def quota(self) -> int | None:
+        """The nominal quota, whichever of its two names set it."""
+        return self.nominal_quota if self.nominal_quota is not None else self.gpu_quota
 
 
 class SchedulerSpec(_Model):
@@ -222,7 +239,8 @@ class SchedulerSpec(_Model):
     gang_timeout_seconds: int = Field(300, ge=1, le=86400)
     """How long a gang waits for all its members before it is retried."""
     preemption: bool = False
-    """Let higher-priority gangs evict lower ones."""
+    """Let higher-priority gangs evict whole lower-priority gangs (and lenders take back
+    their quota from borrowers); the queues' PriorityClasses get `PreemptLowerPriority`."""
     topology_policy: list[TopologyRule] = default_topology_policy(DEFAULT_LEVELS)
     """Rules by job size, first match wins."""
     queues: list[Queue] = [Queue(name="default")]
@@ -433,8 +451,8 @@ class Job(_Model):
     """Overrides `scheduler.topologyPolicy`."""
     queue: Name = "default"
     """Queue from `scheduler.queues`."""
-    priority: int = Field(0, ge=0, le=1_000_000_000)
-    """Order within the queue: higher goes first."""
+    priority: int | None = Field(None, ge=0, le=1_000_000_000)
+    """The job's priority (its pods' PriorityClass); unset: its queue's priority."""
 
 
 class Metadata(_Model):

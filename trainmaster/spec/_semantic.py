@@ -188,6 +188,17 @@ def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
     sched = spec.scheduler
     for name in sorted(_dupes([q.name for q in sched.queues])):
         yield SpecIssue("scheduler.queues", f"queue name {name!r} is used more than once")
+    for i, queue in enumerate(sched.queues):
+        path = f"scheduler.queues[{i}]"
+        if queue.nominal_quota is not None and queue.gpu_quota is not None:
+            yield SpecIssue(f"{path}.gpuQuota",
+                            "set nominalQuota only (gpuQuota is its old name)")
+        if queue.borrowing_limit is not None and queue.cohort is None:
+            yield SpecIssue(f"{path}.borrowingLimit",
+                            "borrowing needs a cohort: add `cohort: <name>` or drop it")
+        if queue.cohort is not None and queue.quota is None:
+            yield SpecIssue(f"{path}.cohort", "a queue in a cohort needs a nominalQuota "
+                            "(an unlimited queue has nothing to lend)")
     domains = _domains(spec)
     for i, rule in enumerate(sched.topology_policy):
         if rule.domain not in domains:
