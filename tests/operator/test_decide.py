@@ -155,3 +155,30 @@ def test_unhealthy_conditions_are_configurable() -> None:
     assert node_health(make_node(conditions={"GPUHealthy": "False"}), rules).problem is None
     with pytest.raises(ValueError, match="TYPE=STATUS"):
         HealthRules.parse(["GPUHealthy"])
+
+
+def _preempted(pod: dict[str, Any], by: str = "trainmaster-scheduler: preempted by ns/big-r0"
+               ) -> dict[str, Any]:
+    pod["status"].setdefault("conditions", []).append({
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": by})
+    return pod
+
+
+def test_a_preempted_gang_restarts_at_once_without_spending_a_restart() -> None:
+    # Even at maxRestarts, and even while the victims are already being deleted (and
+    # failed), a preemption is a new gang from the last checkpoint, not a failure.
+    state = running_state(restarts=3)
+    pods = [_preempted(make_pod(0, deleting=True)), make_pod(1, phase="Failed", exit_code=137)]
+    decision = decide(make_job(maxRestarts=3), state, _gang(*pods), {}, at(1))
+    assert decision.action is Action.RESTART
+    assert decision.fault is not None and decision.fault.cause is Cause.PREEMPTED
+    assert "preempted by ns/big-r0" in decision.fault.message
+    assert decision.counted is False and decision.backoff == 0
+    assert decision.fault.nodes == ()  # no node is blamed (nor fenced)
+
+
+def test_a_preemption_of_an_older_attempt_is_not_this_gangs_fault() -> None:
+    gang = gang_view(1, [_preempted(make_pod(0, attempt=0, deleting=True)),
+                         make_pod(0, attempt=1)], [make_gang_job(1)])
+    assert gang.preempted_by is None

@@ -54,6 +54,11 @@ class Announcer:
                              f"{what}: new gang {gang}, resuming from {resume}", now,
                              f"r{state.attempt}.specchanged")
             return
+        if entry.get("cause") == str(Cause.PREEMPTED):
+            await self._once(body, "Normal", "Preempted",
+                             f"{what}: new gang {gang}, resuming from {resume} (not counted "
+                             "against maxRestarts)", now, f"r{state.attempt}.preempted")
+            return
         restart_at = state.restart_at
         wait = (restart_at - now).total_seconds() if restart_at and restart_at > now else 0
         when = f" in {wait:.0f}s" if wait else ""

@@ -54,6 +54,10 @@ def decide(
                        f"{state.generation}")
         return Decision(Action.RESTART, change, counted=False)
     fault = find_fault(job, state, gang, health, now)
+    if fault is not None and fault.cause is Cause.PREEMPTED:
+        # Not the job's failure: a new gang from the last checkpoint, at once (it waits
+        # in the scheduler's queue), without spending a restart.
+        return Decision(Action.RESTART, fault, counted=False)
     if fault is not None:
         if not fault.retryable:
             return Decision(Action.FAIL, fault, reason=NON_RETRYABLE)

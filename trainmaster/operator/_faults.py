@@ -74,6 +74,10 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
+PREEMPTION_REASON = "PreemptionByScheduler"
+"""The DisruptionTarget reason trainmaster-scheduler (like kube-scheduler) sets on a victim."""
+
+
 def pod_view(pod: Mapping[str, Any]) -> PodView:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -89,10 +93,13 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
             exit_code = int(terminated["exitCode"])
             reason, message = terminated.get("reason"), terminated.get("message")
             break
-    unschedulable = None
+    unschedulable = preempted_by = None
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             unschedulable = cond.get("message") or cond.get("reason") or "not scheduled"
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True" \
+                and cond.get("reason") == PREEMPTION_REASON:
+            preempted_by = cond.get("message") or "the scheduler"
     return PodView(
         name=meta.get("name", ""),
         attempt=_int_or_none(labels.get(ATTEMPT_LABEL)),
@@ -104,6 +111,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         reason=status.get("reason") or reason,
         message=status.get("message") or message,
         unschedulable=unschedulable,
+        preempted_by=preempted_by,
     )
 
 
@@ -135,8 +143,11 @@ def gang_view(
         job_complete = _condition(job, "Complete") is not None
     current: list[PodView] = []
     stale: list[PodView] = []
+    preempted_by = None
     for pod in pods:
         view = pod_view(pod)
+        if view.preempted_by and view.attempt == attempt:
+            preempted_by = view.preempted_by  # seen even while it is being deleted
         if view.deleting:
             continue
         # A pod of this attempt that the current Job does not own was left behind by a
@@ -151,6 +162,7 @@ def gang_view(
         job_complete=job_complete,
         stale_jobs=tuple(sorted(stale_jobs)),
         stale_pods=tuple(stale),
+        preempted_by=preempted_by,
     )
 
 
@@ -189,8 +201,11 @@ def find_fault(
     health: Mapping[str, NodeHealth],
     now: datetime,
 ) -> Fault | None:
-    """The first reason the current gang cannot go on, most specific first: a sick node
-    explains its pods' failures, so it is blamed before them."""
+    """The first reason the current gang cannot go on, most specific first: a preemption
+    explains the failures of the pods it evicted; a sick node explains its pods' failures,
+    so it is blamed before them."""
+    if gang.preempted_by is not None:
+        return Fault(Cause.PREEMPTED, gang.preempted_by)  # no node is to blame
     sick = sorted({
         p.node for p in gang.pods
         if p.node and p.phase != "Succeeded" and not health.get(p.node, NodeHealth()).usable

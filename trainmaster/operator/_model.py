@@ -48,6 +48,9 @@ class Cause(enum.StrEnum):
     """The Job failed with no failed pod left to blame (a pod was deleted or evicted)."""
     SPEC_CHANGED = "SpecChanged"
     """The TrainingJob's spec changed: a new gang, not counted as a restart."""
+    PREEMPTED = "Preempted"
+    """The scheduler evicted the gang for a higher-priority one (or a lender's quota):
+    a new gang from the last checkpoint, not counted as a restart."""
 
 
 class Key(NamedTuple):
@@ -193,6 +196,8 @@ class PodView:
     message: str | None = None
     unschedulable: str | None = None
     """PodScheduled=False's message: why the pod waits."""
+    preempted_by: str | None = None
+    """The scheduler's DisruptionTarget condition (PreemptionByScheduler): by whom."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,8 @@ class GangView:
     stale_jobs: tuple[str, ...] = ()
     """Jobs of other attempts not yet being deleted."""
     stale_pods: tuple[PodView, ...] = ()
+    preempted_by: str | None = None
+    """A pod of this attempt (deleted or not) was preempted: the scheduler's message."""
     """Pods of other attempts not yet being deleted."""
 
     @property
