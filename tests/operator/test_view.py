@@ -71,6 +71,26 @@ def test_summarize_counts_gpus_per_switch_and_lists_jobs_fences_and_pending() ->
     json.dumps(view.to_json())
 
 
+def test_queues_show_gpus_in_use_quota_and_borrowed() -> None:
+    def labelled(node: str, gpus: int, queue: str, phase: str = "Running") -> dict[str, Any]:
+        pod = _pod(node, gpus, phase)
+        pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue
+        return pod
+
+    pods = [labelled("n0", 8, "research"), labelled("n1", 8, "research"),
+            labelled("n2", 8, "research", phase="Succeeded"), labelled("n3", 4, "adhoc"),
+            _pod("n4", 8)]
+    queues = [{"name": "research", "nominalQuota": 8, "cohort": "all"},
+              {"name": "prod", "nominalQuota": 32, "cohort": "all"}, {"name": "default"}]
+    view = summarize([], pods, [], at(1), queues)
+    assert [(q.name, q.in_use, q.nominal_quota, q.borrowed, q.cohort) for q in view.queues] == [
+        ("adhoc", 4, None, 0, None),
+        ("default", 0, None, 0, None),
+        ("prod", 0, 32, 0, "all"),
+        ("research", 16, 8, 8, "all"),
+    ]
+
+
 def test_levels_are_ordered_top_down_by_how_many_switches_they_have() -> None:
     nodes = [_node(f"n{i}", f"spine-{i // 4}", f"leaf-{i // 2}") for i in range(8)]
     assert topology_levels(nodes) == ["spine", "leaf"]

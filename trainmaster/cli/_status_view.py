@@ -35,6 +35,15 @@ def render_view(view: ResourceView) -> None:
                      str(s.gpus), str(s.used), str(s.free),
                      f"[red]{s.fenced}[/]" if s.fenced else "0")
     console.print(gpus)
+    if view.queues:
+        queues = Table(title="Queues (GPUs)")
+        for col in ("queue", "in use", "nominal quota", "borrowed", "cohort"):
+            queues.add_column(col, justify="left" if col in ("queue", "cohort") else "right")
+        for q in view.queues:
+            quota = "unlimited" if q.nominal_quota is None else str(q.nominal_quota)
+            borrowed = f"[yellow]{q.borrowed}[/]" if q.borrowed else "0"
+            queues.add_row(q.name, str(q.in_use), quota, borrowed, q.cohort or "-")
+        console.print(queues)
     jobs = Table(title="Training jobs")
     for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
         jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")

@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from trainmaster.kubeclient import (
     ApiError,
     Kube,
@@ -22,7 +24,7 @@ from trainmaster.kubeclient import (
     pod_path,
     trainingjob_path,
 )
-from trainmaster.objects import GPU_RESOURCE, TOPOLOGY_PREFIX, UNHEALTHY_TAINT
+from trainmaster.objects import GPU_RESOURCE, QUEUE_LABEL, TOPOLOGY_PREFIX, UNHEALTHY_TAINT
 from trainmaster.operator._fence import fenced_record, unfence
 from trainmaster.operator._model import PENDING, RESTARTING, parse_time, utcnow
 
@@ -72,9 +74,23 @@ class PendingGang:
 
 
 @dataclass
+class QueueRow:
+    """A queue's GPUs: in use by its bound pods (label ``kueue.x-k8s.io/queue-name``),
+    its nominal quota (from the scheduler's config; None: unlimited or unknown) and what
+    it borrows beyond it."""
+
+    name: str
+    in_use: int
+    nominal_quota: int | None
+    borrowed: int
+    cohort: str | None = None
+
+
+@dataclass
 class ResourceView:
     levels: list[str]
     switches: list[SwitchUsage] = field(default_factory=list)
+    queues: list[QueueRow] = field(default_factory=list)
     jobs: list[JobRow] = field(default_factory=list)
     fenced: list[FencedNode] = field(default_factory=list)
     pending: list[PendingGang] = field(default_factory=list)
@@ -120,11 +136,35 @@ def _usable(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
+def queue_rows(pods: list[dict[str, Any]], queues: list[dict[str, Any]]) -> list[QueueRow]:
+    """Per queue: GPUs of its bound, unfinished pods against its nominal quota.
+    ``queues`` are the scheduler config's entries (``name``, ``nominalQuota``, ``cohort``)."""
+    in_use: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        queue = ((pod.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+        if queue and (pod.get("spec") or {}).get("nodeName") \
+                and phase not in ("Succeeded", "Failed"):
+            in_use[queue] += _gpu_request(pod)
+    known = {str(q["name"]): q for q in queues if isinstance(q, dict) and q.get("name")}
+    rows = []
+    for name in sorted(set(known) | set(in_use)):
+        entry = known.get(name, {})
+        quota = entry.get("nominalQuota", entry.get("gpuQuota"))
+        quota = int(quota) if quota is not None else None
+        used = in_use.get(name, 0)
+        rows.append(QueueRow(name, used, quota,
+                             max(0, used - quota) if quota is not None else 0,
+                             entry.get("cohort")))
+    return rows
+
+
 def summarize(
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],
     trainingjobs: list[dict[str, Any]],
     now: datetime,
+    queues: list[dict[str, Any]] | None = None,
 ) -> ResourceView:
     levels = topology_levels(nodes)
     used: dict[str, int] = defaultdict(int)
@@ -134,6 +174,7 @@ def summarize(
         if node and phase not in ("Succeeded", "Failed"):
             used[node] += _gpu_request(pod)
     view = ResourceView(levels)
+    view.queues = queue_rows(pods, queues or [])
     switches: dict[tuple[str, str], SwitchUsage] = {}
     leaf = levels[-1] if levels else None
     for node in nodes:
@@ -238,7 +279,28 @@ async def read_view(kube: Kube, namespace: str | None = None) -> ResourceView:
         if not exc.not_found:  # no TrainingJob CRD installed: no jobs
             raise
         tjs = []
-    return summarize(nodes, pods, tjs, utcnow())
+    return summarize(nodes, pods, tjs, utcnow(), await _scheduler_queues(kube))
+
+
+async def _scheduler_queues(kube: Kube) -> list[dict[str, Any]]:
+    """The queues of every trainmaster-scheduler config in the cluster (their quotas);
+    none when it cannot be read (no rights, no scheduler)."""
+    selector = "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster"
+    try:
+        maps = await kube.list("/api/v1/configmaps", selector)
+    except ApiError:
+        return []
+    out: list[dict[str, Any]] = []
+    for cm in maps:
+        text = (cm.get("data") or {}).get("config.yaml")
+        if not text:
+            continue
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
+            continue
+        out.extend(q for q in doc.get("queues") or [] if isinstance(q, dict))
+    return out
 
 
 def collect_view(kubeconfig: Path | None, namespace: str | None = None) -> ResourceView:
