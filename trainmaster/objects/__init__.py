@@ -36,6 +36,7 @@ from trainmaster.objects._jobs import (
     trainer_account,
 )
 from trainmaster.objects._labels import (
+    CHECKPOINT_ANNOTATION,
     FIELD_MANAGER,
     GPU_MODEL,
     GPU_RESOURCE,
@@ -104,6 +105,7 @@ from trainmaster.objects._security import (
 
 __all__ = [
     "ATTEMPT_LABEL",
+    "CHECKPOINT_ANNOTATION",
     "COMPONENTS",
     "DATASET_LABEL",
     "FIELD_MANAGER",

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from trainmaster.kubeclient import Kube, is_status, job_path, pod_path, podgroup_path
-from trainmaster.objects import JOB_LABEL, build_gang, gang_name
+from trainmaster.objects import CHECKPOINT_ANNOTATION, JOB_LABEL, build_gang, gang_name
 from trainmaster.operator._faults import gang_view
-from trainmaster.operator._model import GangView, NodeHealth
+from trainmaster.operator._model import GangView, NodeHealth, format_time
 from trainmaster.spec import ClusterSpec, Job
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ class GangObjects:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._outdated: set[str] = set()
+        self._marked: dict[str, datetime] = {}
 
     async def observe(self, namespace: str, job: Job, attempt: int) -> GangView:
         selector = f"{JOB_LABEL}={job.name}"
@@ -69,6 +71,23 @@ class GangObjects:
                 self._outdated.add(name)
                 log.warning("Job %s keeps its pod template until the next attempt: %s",
                             name, getattr(exc, "reason", exc))
+
+    async def mark_checkpoint(self, namespace: str, job: Job, attempt: int,
+                              when: datetime) -> None:
+        """Annotate the gang's PodGroup with the job's last checkpoint time: the
+        scheduler's preemption weighs the work a victim would lose since then. Once per
+        checkpoint (remembered here; a restarted operator writes it once more)."""
+        name = gang_name(job.name, attempt)
+        key = f"{namespace}/{name}"
+        if self._marked.get(key) == when:
+            return
+        try:
+            await self.kube.patch(podgroup_path(namespace, name), {"metadata": {
+                "annotations": {CHECKPOINT_ANNOTATION: format_time(when)}}})
+        except Exception as exc:
+            if not is_status(exc, 404):  # no PodGroup (CRD missing): nothing to mark
+                raise
+        self._marked[key] = when
 
     async def clean(self, namespace: str, job: Job, gang: GangView, keep: int,
                     sick: Mapping[str, NodeHealth]) -> None:

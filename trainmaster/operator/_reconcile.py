@@ -140,6 +140,9 @@ class Reconciler:
             await self.gang.apply(spec, job, body, state.attempt, state.resume_from)
         if gang.stale_jobs or gang.stale_pods:
             await self.gang.clean(ns, job, gang, state.attempt, self.book.health())
+        checkpoint = state.last_checkpoint
+        if checkpoint is not None and checkpoint.time is not None and gang.job_exists:
+            await self.gang.mark_checkpoint(ns, job, state.attempt, checkpoint.time)
         patch = observe_patch(state, job, gang, now)
         if patch:
             await self._write(state, patch, guard=False)
