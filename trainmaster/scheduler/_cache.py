@@ -105,9 +105,19 @@ class ClusterCache:
 
     # --- nodes ------------------------------------------------------------------------
 
+    def _selected(self, obj: JSON) -> bool:
+        wanted = self.config.node_selector
+        if not wanted:
+            return True
+        labels = obj["metadata"].get("labels") or {}
+        return all(labels.get(k) == v for k, v in wanted.items())
+
     def on_node(self, kind: str, obj: JSON) -> None:
         name = obj["metadata"]["name"]
-        if kind == DELETED:
+        if not self._selected(obj):
+            if name not in self.nodes:
+                return  # not ours (config.node_selector): never seen
+            kind = DELETED  # it left our partition: as if deleted
             old = self.nodes.get(name)
             # The core has no node removal: a deleted node stays as an empty, cordoned one
             # until its pods are gone (the pod GC deletes them).
@@ -205,6 +215,8 @@ class ClusterCache:
                 self.ours.add(uid)
             self.ledger.charge(uid, self.queue_of(request, bound.queue),
                                request.requests.get(GPU, 0))
+            if self.config.node_selector and node not in self.nodes:
+                return  # a node outside our partition
             try:
                 snap.add_bound(request, node)
             except KeyError:  # a node the snapshot does not have (yet)

@@ -87,6 +87,10 @@ class SchedulerConfig:
     """Queue quotas (Kueue's names); empty: no quota is enforced."""
     default_queue: str = DEFAULT_QUEUE
     """The queue of gangs whose PodGroup and pods name none."""
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Only nodes with all these labels are this scheduler's (a partition of the cluster,
+    e.g. a second instance on its own nodes); others are not seen at all. Empty: every
+    node."""
 
     @property
     def burst(self) -> int:
@@ -110,7 +114,7 @@ class SchedulerConfig:
             "schedulerName", "namespace", "levels", "gangTimeoutSeconds", "preemption",
             "bindConcurrency", "clientQps", "clientBurst", "leaderElection", "topologyPolicy",
             "metricsAddress", "metricsPort", "backoffInitialSeconds", "backoffMaxSeconds",
-            "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue",
+            "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue", "nodeSelector",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
         if unknown:
@@ -148,6 +152,11 @@ class SchedulerConfig:
             out["topology_policy"] = tuple(_rule(r) for r in data["topologyPolicy"])
         if "queues" in data:
             out["queues"] = _queues(data["queues"])
+        if "nodeSelector" in data:
+            selector = data["nodeSelector"]
+            if not isinstance(selector, Mapping):
+                raise ConfigError("nodeSelector must be a mapping of label to value")
+            out["node_selector"] = {str(k): str(v) for k, v in selector.items()}
         config = cls(**out)
         config.validate()
         return config

@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--client-qps", type=float, help="client-side request rate limit")
     p.add_argument("--client-burst", type=int, help="client-side burst")
     p.add_argument("--gang-timeout", type=float, help="seconds before a gang is starving")
+    p.add_argument("--node-selector", help="only nodes with these labels: key=value,...")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
                    help="campaign for the Lease before scheduling (default: on)")
     p.add_argument("--lease-name")
@@ -75,6 +76,11 @@ def build_config(args: argparse.Namespace) -> SchedulerConfig:
         "gang_timeout_seconds": args.gang_timeout,
     }
     changes.update({k: v for k, v in plain.items() if v is not None})
+    if args.node_selector is not None:
+        pairs = [x.split("=", 1) for x in args.node_selector.split(",") if x]
+        if any(len(p) != 2 or not p[0] for p in pairs):
+            raise ConfigError(f"--node-selector {args.node_selector!r}: use key=value,...")
+        changes["node_selector"] = dict(pairs)
     if args.levels is not None:
         changes["levels"] = tuple(x for x in args.levels.split(",") if x)
     election = {
