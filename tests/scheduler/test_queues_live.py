@@ -170,3 +170,137 @@ def test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds(
         assert all(f"{scratch.namespace}/high" in e.message for e in events)
         metrics = procs[0].metrics()
         assert metrics['trainmaster_scheduler_preemptions_total{queue="default"}'] == 1
+
+
+def test_a_borrowing_queue_runs_on_idle_gpus_and_gives_them_back_to_the_lender(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    for leaf in ("leaf-a", "leaf-b"):
+        for i in range(2):
+            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    config = _config(tmp_path, [{"name": "prod", "nominalQuota": 16, "cohort": "shared"},
+                                {"name": "research", "nominalQuota": 16, "cohort": "shared"}])
+    with processes() as procs:
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one",
+                                      "--config", config))
+        own = _gang(scratch, "own", 2, queue="research")
+        wait_for(lambda: own <= set(scratch.bound()), "research within its quota")
+        lent = _gang(scratch, "lent", 2, queue="research")  # prod's 16 are idle: borrowed
+        wait_for(lambda: lent <= set(scratch.bound()), "research borrowing prod's quota")
+        metrics = wait_for(lambda: (m := procs[0].metrics()) and m, "metrics")
+        assert metrics['trainmaster_scheduler_queue_borrowed_gpus{queue="research"}'] == 16
+        # A third research gang would borrow beyond what the cohort has idle.
+        more = _gang(scratch, "more", 1, queue="research")
+        messages = wait_for(lambda: _unschedulable(scratch, more), "research at its limit")
+        assert "queue research: 32/16 GPUs in use, gang needs 8" in next(iter(messages.values()))
+        before = scratch.bound()
+
+        prod = _gang(scratch, "prod", 2, queue="prod")  # the lender wants its quota back
+        after = wait_for(lambda: (b := scratch.bound()) and prod <= set(b) and b, "prod bound",
+                         120)
+        # The borrowed gang went, whole (the cheapest: it lost the least work), and prod
+        # took its leaf; research's own gang was not touched.
+        assert not lent & set(after)
+        assert {after[n] for n in prod} == {before[n] for n in lent}
+        assert {n: after[n] for n in own} == {n: before[n] for n in own}
+        events = _events(scratch, "Preempted")
+        assert [e.involved_object.name for e in events] == ["lent"]
+        assert "reclaiming its queue's quota" in events[0].message
+        assert not more & set(after)  # research is at its quota again, no longer borrowing
+
+
+def test_two_preemptors_never_pick_the_same_victims(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    for leaf in ("leaf-a", "leaf-b"):
+        for i in range(2):
+            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    config = _config(tmp_path, [])
+    with priority_classes(scratch, {"low": 10, "high": 1000}) as pc, processes() as procs:
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one",
+                                      "--config", config))
+        lows: set[str] = set()
+        for i in range(4):
+            lows |= _gang(scratch, f"low-{i}", 1, priority_class=pc["low"])
+        wait_for(lambda: lows <= set(scratch.bound()), "four low gangs bound")
+        highs = _gang(scratch, "high-a", 2, priority_class=pc["high"]) | \
+            _gang(scratch, "high-b", 2, priority_class=pc["high"])
+        after = wait_for(lambda: (b := scratch.bound()) and highs <= set(b) and b,
+                         "both high gangs bound", 120)
+        leaves = {g: {scratch.leaf_of(after[f"{g}-{i}"]) for i in range(2)}
+                  for g in ("high-a", "high-b")}
+        assert all(len(v) == 1 for v in leaves.values()) and leaves["high-a"] != leaves["high-b"]
+        events = _events(scratch, "Preempted")
+        victims = [e.involved_object.name for e in events]
+        assert sorted(victims) == [f"low-{i}" for i in range(4)]  # each evicted once
+        metrics = procs[0].metrics()
+        assert metrics['trainmaster_scheduler_preemptions_total{queue="default"}'] == 4
+
+
+HOLD = "trainmaster.io/test-hold"
+
+
+def test_a_scheduler_restart_mid_preemption_keeps_the_reservation_and_evicts_nothing_twice(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    for leaf in ("leaf-a", "leaf-b"):
+        for i in range(2):
+            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    config = _config(tmp_path, [])
+    lows: set[str] = set()
+    with priority_classes(scratch, {"low": 10, "high": 1000}) as pc, processes() as procs:
+        try:
+            first = SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "first",
+                                     "--config", config)
+            procs.append(first)
+            for i in range(4):
+                lows |= _gang(scratch, f"low-{i}", 1, priority_class=pc["low"])
+            bound = wait_for(lambda: (b := scratch.bound()) and lows <= set(b) and b,
+                             "four low gangs bound")
+            for name in lows:  # victims stay terminating until the test lets them go
+                scratch.core.patch_namespaced_pod(name, scratch.namespace,
+                                                  {"metadata": {"finalizers": [HOLD]}})
+            high = _gang(scratch, "high", 2, priority_class=pc["high"])
+
+            def nominated() -> dict[str, str]:
+                out = {p.metadata.name: p.status.nominated_node_name for p in scratch.pods()
+                       if p.metadata.name in high and p.status.nominated_node_name}
+                return out if set(out) == high else {}
+
+            nodes = wait_for(nominated, "the preemptor's nominated nodes")
+            victims = {p.metadata.name for p in scratch.pods()
+                       if p.metadata.deletion_timestamp is not None}
+            assert victims and {bound[v] for v in victims} == set(nodes.values())
+            first.kill()
+
+            second = SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "second",
+                                      "--config", config)
+            procs.append(second)
+            # A gang as low as the victims arrives: without the reservation it would take
+            # the freed nodes before the preemptor.
+            sneaky = _gang(scratch, "sneaky", 2, priority_class=pc["low"])
+            wait_for(lambda: (m := second.metrics()) and m.get(
+                "trainmaster_scheduler_leader") == 1 and m, "the second scheduler leading")
+            time.sleep(3)  # a second eviction would have been sent by now
+            terminating = {p.metadata.name for p in scratch.pods()
+                           if p.metadata.deletion_timestamp is not None}
+            assert terminating == victims  # nothing evicted twice, nothing more
+
+            for name in victims:
+                scratch.core.patch_namespaced_pod(name, scratch.namespace,
+                                                  {"metadata": {"finalizers": None}})
+            after = wait_for(lambda: (b := scratch.bound()) and high <= set(b) and b,
+                             "the preemptor bound", 120)
+            assert {after[n] for n in high} == set(nodes.values())
+            assert not sneaky & set(after)
+            metrics = second.metrics()
+            assert metrics.get(
+                'trainmaster_scheduler_preemptions_total{queue="default"}', 0) == 0
+        finally:
+            for name in lows:
+                with contextlib.suppress(client.ApiException):
+                    scratch.core.patch_namespaced_pod(name, scratch.namespace,
+                                                      {"metadata": {"finalizers": None}})
