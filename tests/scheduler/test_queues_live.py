@@ -279,9 +279,10 @@ def test_a_scheduler_restart_mid_preemption_keeps_the_reservation_and_evicts_not
             second = SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "second",
                                       "--config", config)
             procs.append(second)
-            # A gang as low as the victims arrives: without the reservation it would take
-            # the freed nodes before the preemptor.
-            sneaky = _gang(scratch, "sneaky", 2, priority_class=pc["low"])
+            # A one-pod gang as low as the victims arrives: without the reservation it
+            # would backfill the first freed node while the preemptor still waits for the
+            # second.
+            sneaky = _gang(scratch, "sneaky", 1, priority_class=pc["low"])
             wait_for(lambda: (m := second.metrics()) and m.get(
                 "trainmaster_scheduler_leader") == 1 and m, "the second scheduler leading")
             time.sleep(3)  # a second eviction would have been sent by now
@@ -289,7 +290,14 @@ def test_a_scheduler_restart_mid_preemption_keeps_the_reservation_and_evicts_not
                            if p.metadata.deletion_timestamp is not None}
             assert terminating == victims  # nothing evicted twice, nothing more
 
-            for name in victims:
+            first_out, *rest = sorted(victims)
+            scratch.core.patch_namespaced_pod(first_out, scratch.namespace,
+                                              {"metadata": {"finalizers": None}})
+            wait_for(lambda: first_out not in {p.metadata.name for p in scratch.pods()},
+                     "the first victim gone")
+            time.sleep(3)  # the scheduler has seen the free node by now
+            assert not sneaky & set(scratch.bound())  # held for the preemptor
+            for name in rest:
                 scratch.core.patch_namespaced_pod(name, scratch.namespace,
                                                   {"metadata": {"finalizers": None}})
             after = wait_for(lambda: (b := scratch.bound()) and high <= set(b) and b,
