@@ -40,3 +40,16 @@ def test_problems_name_the_trainingjob_fields() -> None:
     assert str(bad).startswith("spec.nodes: 5 nodes do not fit in one leaf")
     bad = check_job(spec, "other", raw)
     assert str(bad) == "spec.name 'gpt-small' must equal metadata.name 'other'"
+
+
+def test_a_job_priority_needs_the_priority_class_the_cluster_spec_renders() -> None:
+    doc = stack_doc("dev")
+    doc["jobs"][0]["priority"] = 500
+    spec = validate_data(doc, "dev.yaml")
+    raw = doc["jobs"][0]
+    assert isinstance(check_job(spec, raw["name"], raw), Job)  # rendered for this job
+    other = {**raw, "priority": 7}
+    bad = check_job(spec, raw["name"], other)
+    assert isinstance(bad, InvalidJob)
+    assert str(bad).startswith("spec.priority: no PriorityClass for priority 7 in queue "
+                               f"{raw['queue']}")

@@ -112,9 +112,18 @@ def check_job(spec: ClusterSpec, name: str, raw: dict[str, Any]) -> Job | Invali
     if raw.get("name") != name:
         return InvalidJob(f"spec.name {raw.get('name')!r} must equal metadata.name {name!r}")
     try:
-        return validate_job(spec, raw, f"trainingjob {name}", path="spec")
+        job = validate_job(spec, raw, f"trainingjob {name}", path="spec")
     except SpecError as exc:
         issues = getattr(exc, "issues", None)
         if issues:
             return InvalidJob("; ".join(f"{i.path}: {i.message}" for i in issues))
         return InvalidJob(str(exc))
+    if job.priority is not None and (job.queue, job.priority) not in {
+            (j.queue, j.priority) for j in spec.jobs}:
+        # Its PriorityClass is rendered from the cluster spec's jobs only: without it the
+        # API server refuses the gang's pods.
+        return InvalidJob(
+            f"spec.priority: no PriorityClass for priority {job.priority} in queue "
+            f"{job.queue}: give a job of the cluster spec this queue and priority, or "
+            "unset priority to use the queue's")
+    return job
