@@ -222,8 +222,13 @@ def test_two_preemptors_never_pick_the_same_victims(
         procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one",
                                       "--config", config))
         lows: set[str] = set()
-        for i in range(4):
+        for i in range(2):
             lows |= _gang(scratch, f"low-{i}", 1, priority_class=pc["low"])
+        for i in range(2, 4):  # plain pods (gangs of one) behave the same
+            body = scratch.pod(f"low-{i}", gpus=8)
+            body["spec"]["priorityClassName"] = pc["low"]
+            scratch.create_pods([body])
+            lows.add(f"low-{i}")
         wait_for(lambda: lows <= set(scratch.bound()), "four low gangs bound")
         highs = _gang(scratch, "high-a", 2, priority_class=pc["high"]) | \
             _gang(scratch, "high-b", 2, priority_class=pc["high"])
@@ -235,6 +240,7 @@ def test_two_preemptors_never_pick_the_same_victims(
         events = _events(scratch, "Preempted")
         victims = [e.involved_object.name for e in events]
         assert sorted(victims) == [f"low-{i}" for i in range(4)]  # each evicted once
+        assert {e.involved_object.kind for e in events} == {"PodGroup", "Pod"}
         metrics = procs[0].metrics()
         assert metrics['trainmaster_scheduler_preemptions_total{queue="default"}'] == 4
 
