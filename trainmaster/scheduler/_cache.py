@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterable
 
 from trainmaster.kubeclient import DELETED
@@ -60,8 +61,10 @@ class ClusterCache:
         """GPUs in use per queue: bound pods and pods assumed by a cycle."""
         self.started: dict[str, float] = {}
         """uid -> when a bound pod started (its work since then may be lost)."""
-        self.ours: set[str] = set()
-        """Bound pods with our schedulerName: the only ones preemption may evict."""
+        self.ours: dict[str, int] = {}
+        """Placed pods with our schedulerName (uid -> priority): the only ones preemption
+        may evict."""
+        self._our_priorities: Counter[int] = Counter()
 
     # --- snapshot ---------------------------------------------------------------------
 
@@ -212,7 +215,7 @@ class ClusterCache:
             request = bound.request
             self.started[uid] = bound.started
             if bound.scheduler_name == self.config.scheduler_name:
-                self.ours.add(uid)
+                self.own(uid, bound.request.priority)
             self.ledger.charge(uid, self.queue_of(request, bound.queue),
                                request.requests.get(GPU, 0))
             if self.config.node_selector and node not in self.nodes:
@@ -264,7 +267,7 @@ class ClusterCache:
         self.terminating.discard(uid)
         self.ledger.release(uid)
         self.started.pop(uid, None)
-        self.ours.discard(uid)
+        self.disown(uid)
         snap = self._snapshot
         if snap is not None and snap.pod_state(uid) is not None:
             snap.remove(uid)
@@ -274,7 +277,7 @@ class ClusterCache:
         """An assumed pod was given up (its bind failed): its place is free again and its
         gang goes back to the queue."""
         self.ledger.release(pod.uid)
-        self.ours.discard(pod.uid)
+        self.disown(pod.uid)
         self._capacity()
         self.touch(gang_key_of(pod))
 
@@ -293,6 +296,23 @@ class ClusterCache:
         else:
             self.groups[info.key] = info
         self.touch(info.key)
+
+    def own(self, uid: str, priority: int) -> None:
+        if uid not in self.ours:
+            self.ours[uid] = priority
+            self._our_priorities[priority] += 1
+
+    def disown(self, uid: str) -> None:
+        priority = self.ours.pop(uid, None)
+        if priority is not None:
+            self._our_priorities[priority] -= 1
+            if not self._our_priorities[priority]:
+                del self._our_priorities[priority]
+
+    def lowest_priority(self) -> int | None:
+        """The lowest priority of a pod we placed (None: none): a gang at or below it has
+        nobody to preempt, known without looking at any pod."""
+        return min(self._our_priorities, default=None)
 
     # --- queries for the loop ---------------------------------------------------------
 

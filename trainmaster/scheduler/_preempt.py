@@ -78,7 +78,7 @@ class QuotaAdmission:
         cache = self.cache
         now = time.time()
         for binding in placement.bindings:
-            cache.ours.add(binding.pod.uid)
+            cache.own(binding.pod.uid, binding.pod.priority)
             cache.started.setdefault(binding.pod.uid, now)
         if not cache.ledger.enabled:
             return
@@ -134,16 +134,20 @@ class Preemptor:
             del self.evicting[gang.key]
         return True
 
-    def candidates(self, gang: Gang) -> list[Victim]:
-        cache, ledger = self.cache, self.cache.ledger
+    def reclaim_from(self, gang: Gang) -> set[str]:
+        """Queues whose gangs ``gang`` may evict whatever their priority: those that
+        borrow from its cohort, while its own queue stays within its nominal quota."""
+        ledger = self.cache.ledger
         queue = self.admission.queue_of_gang(gang)
         spec = ledger.queues.get(queue)
-        reclaim_from: set[str] = set()
-        if spec is not None and spec.cohort is not None and spec.nominal_quota is not None \
-                and ledger.used(queue) + gang_gpus(gang) <= spec.nominal_quota:
-            reclaim_from = {q.name for q in ledger.queues.values()
-                            if q.cohort == spec.cohort and q.name != queue
-                            and ledger.borrowed(q.name) > 0}
+        if spec is None or spec.cohort is None or spec.nominal_quota is None \
+                or ledger.used(queue) + gang_gpus(gang) > spec.nominal_quota:
+            return set()
+        return {q.name for q in ledger.queues.values()
+                if q.cohort == spec.cohort and q.name != queue and ledger.borrowed(q.name) > 0}
+
+    def candidates(self, gang: Gang, reclaim_from: set[str]) -> list[Victim]:
+        cache, ledger = self.cache, self.cache.ledger
         members: dict[str, list[tuple[PodRequest, str]]] = {}
         unfit: set[str] = set()
         for pod, node, state in cache.snapshot.pods():
@@ -174,9 +178,15 @@ class Preemptor:
         return out
 
     def try_preempt(self, sched: GangScheduler, gang: Gang) -> Preemption | None:
+        if not self.config.preemption:
+            return None
+        reclaim = self.reclaim_from(gang)
+        lowest = self.cache.lowest_priority()
+        if not reclaim and (lowest is None or lowest >= gang.priority):
+            return None  # nobody below it (the common case: one priority): no pod scan
         if not self.may_preempt(gang, sched.nominated.get(gang.key, frozenset())):
             return None
-        candidates = self.candidates(gang)
+        candidates = self.candidates(gang, reclaim)
         if not candidates:
             return None
         others = set().union(*(n for k, n in sched.nominated.items() if k != gang.key))
