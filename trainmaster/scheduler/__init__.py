@@ -85,7 +85,18 @@ from ._placement import (
     place_gang,
     reservation_target,
 )
-from ._queue import Clock, CycleResult, GangQueue, GangScheduler, Placer, Reservation, queue_key
+from ._preemption import Preemption, Victim, select_victims, set_cost, victim_cost
+from ._queue import (
+    Admission,
+    Clock,
+    CycleResult,
+    GangQueue,
+    GangScheduler,
+    Placer,
+    Reservation,
+    queue_key,
+)
+from ._quota import DEFAULT_QUEUE, QueueLedger, QueueSpec, QueueUsage, gang_gpus
 from ._score import BestFit, best_fit_score, primary_resource
 from ._snapshot import (
     ClusterSnapshot,
@@ -169,6 +180,7 @@ __all__ = [
     "CPU",
     "DEFAULT_FILTERS",
     "DEFAULT_PLUGINS",
+    "DEFAULT_QUEUE",
     "DEFAULT_SCORER",
     "GPU",
     "MEMORY",
@@ -178,6 +190,7 @@ __all__ = [
     "REGISTRY",
     "TOPOLOGY_DOMAIN_ANNOTATION",
     "TOPOLOGY_MODE_ANNOTATION",
+    "Admission",
     "BestFit",
     "BindResult",
     "Binder",
@@ -221,7 +234,11 @@ __all__ = [
     "PodRequest",
     "PodState",
     "PreFilterPlugin",
+    "Preemption",
     "Profile",
+    "QueueLedger",
+    "QueueSpec",
+    "QueueUsage",
     "Registry",
     "Renewal",
     "Reservation",
@@ -243,11 +260,13 @@ __all__ = [
     "TopologyMode",
     "TopologyRule",
     "Unschedulable",
+    "Victim",
     "best_fit_score",
     "contract_errors",
     "filter_key",
     "fit_count",
     "fragmentation_report",
+    "gang_gpus",
     "insufficient_resource",
     "matches_affinity",
     "matches_node_selector",
@@ -261,7 +280,10 @@ __all__ = [
     "queue_key",
     "reservation_target",
     "resource_map",
+    "select_victims",
     "serve",
+    "set_cost",
     "topology_label",
     "untolerated_taint",
+    "victim_cost",
 ]
