@@ -2,8 +2,10 @@
 
 The file is what ``trainmaster.objects._scheduler.scheduler_config(spec)`` writes (camelCase
 keys: schedulerName, namespace, levels, gangTimeoutSeconds, bindConcurrency, clientQps,
-leaderElection {leaseName, leaseNamespace}, topologyPolicy). Keys the runtime does not
-know are an error rather than silently ignored, so a typo never means a default.
+leaderElection {leaseName, leaseNamespace}, topologyPolicy, preemption, queues
+[{name, nominalQuota, cohort, borrowingLimit, preemption}], defaultQueue; by hand also
+nodeSelector). Keys the runtime does not know are an error rather than silently ignored,
+so a typo never means a default.
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ class Queue(_Model):
     """Old name of `nominalQuota`, still accepted; set one of them."""
     cohort: Name | None = None
     """Queues of one cohort lend each other the part of their nominal quota they leave
-    idle, and take it back by preemption when they need it."""
+    idle, and (with `scheduler.preemption`) take it back by preemption when they need it."""
     borrowing_limit: int | None = Field(None, ge=0)
     """GPUs beyond `nominalQuota` the queue may borrow from its cohort; unset is as much
     as the cohort has idle. Needs `cohort`."""
