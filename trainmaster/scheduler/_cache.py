@@ -278,6 +278,7 @@ class ClusterCache:
         gang goes back to the queue."""
         self.ledger.release(pod.uid)
         self.disown(pod.uid)
+        self.started.pop(pod.uid, None)
         self._capacity()
         self.touch(gang_key_of(pod))
 

@@ -251,6 +251,8 @@ class SchedulerRuntime:
             self._waiting.pop(key, None)
             self._failures.pop(key, None)
             self._retry_at.pop(key, None)
+            self.admission.refused.pop(key, None)
+            self.preemptor.evicting.pop(key, None)
             if not self.cache.members.get(key):  # none in flight either
                 self._first_seen.pop(key, None)
             self.reporter.forget(key)
