@@ -64,6 +64,13 @@ def operator_run(
         str | None, typer.Option("--liveness", help="Liveness endpoint, e.g. "
                                  "http://0.0.0.0:8080/healthz.")
     ] = None,
+    metrics_address: Annotated[
+        str, typer.Option("--metrics-address", help="Listen address of /metrics: loopback "
+                          "on a host; the pod's IP in a cluster.")
+    ] = "127.0.0.1",
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="Port of /metrics (0: off).")
+    ] = 0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the operator in the foreground until SIGINT/SIGTERM."""
@@ -84,7 +91,8 @@ def operator_run(
     ref = SpecRef(namespace=cm_namespace, configmap=spec_configmap, file=spec)
     run_operator(
         OperatorConfig(spec=ref, namespaces=namespaces, clusterwide=clusterwide,
-                       kubeconfig=kubeconfig, health=rules, liveness=liveness),
+                       kubeconfig=kubeconfig, health=rules, liveness=liveness,
+                       metrics_address=metrics_address, metrics_port=metrics_port),
         verbose=verbose,
     )
 

@@ -17,6 +17,7 @@ from trainmaster.operator._announce import fenced
 from trainmaster.operator._datasets import label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health
 from trainmaster.operator._fence import fence
+from trainmaster.operator._metrics import OperatorMetrics
 from trainmaster.operator._model import Key, utcnow
 from trainmaster.operator._nodes import NodeBook
 from trainmaster.operator._reconcile import Reconciler
@@ -42,6 +43,10 @@ class OperatorConfig:
     """Every job is looked at this often even when no event arrives."""
     liveness: str | None = None
     """kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz."""
+    metrics_address: str = "127.0.0.1"
+    """Where /metrics listens: loopback on a host; the pod's IP in a cluster."""
+    metrics_port: int = 0
+    """0: no /metrics server."""
 
 
 def owner_of(body: dict[str, Any]) -> str | None:
@@ -61,13 +66,19 @@ class Runtime:
         self.book = NodeBook()
         self.reconciler = Reconciler(kube, self.specs, self.book)
         self.supervisor = Supervisor(self.reconciler, config.resync_seconds)
+        self.metrics = OperatorMetrics()
 
     @classmethod
     async def open(cls, config: OperatorConfig) -> Runtime:
-        return cls(config, await Kube.connect(config.kubeconfig, pool=32,
-                                             user_agent="trainmaster-operator"))
+        runtime = cls(config, await Kube.connect(config.kubeconfig, pool=32,
+                                                user_agent="trainmaster-operator"))
+        if config.metrics_port:
+            port = runtime.metrics.serve(config.metrics_address, config.metrics_port)
+            log.info("metrics on http://%s:%d/metrics", config.metrics_address, port)
+        return runtime
 
     async def close(self) -> None:
+        self.metrics.stop()
         await self.supervisor.close()
         await self.kube.close()
 
@@ -106,9 +117,11 @@ class Runtime:
         name = (body.get("metadata") or {}).get("name", "")
         if event_type == "DELETED":
             self.book.forget(name)
+            self.metrics.forget_node(name)
             changed = True
         else:
             health = node_health(body, self.config.health)
+            self.metrics.observe_node(body, health)
             changed = self.book.update(name, health)
             if health.problem and not health.fenced:
                 await self._fence(name, health.problem)
@@ -133,6 +146,7 @@ class Runtime:
         try:
             if await fence(self.kube, name, problem, now):
                 log.warning("fenced node %s: %s", name, problem)
+                self.metrics.fences.inc()
                 await fenced(self.kube, name, problem, now)
         except Exception as exc:
             if not is_status(exc, 404):

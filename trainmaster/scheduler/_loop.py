@@ -33,6 +33,7 @@ from ._binder import Binder, GangOutcome
 from ._cache import ClusterCache
 from ._config import SchedulerConfig
 from ._events import ApiWriter, EventRecorder, ObjectRef, default_identity
+from ._fragmentation import fragmentation_report
 from ._gangs import LONE_PREFIX, Waiting, assemble, lone_gang, pinned_gang
 from ._keys import PODGROUP_API_VERSION
 from ._metrics import SchedulerMetrics
@@ -50,6 +51,10 @@ _POD_FIELDS = "status.phase!=Succeeded,status.phase!=Failed"
 _SETTLE = 0.01
 _CHUNK = 8
 """Planned gangs placed per cycle before their binds are let out."""
+
+
+_FRAGMENTATION_EVERY = 5.0
+"""Seconds between two refreshes of the fragmentation gauges."""
 
 
 class SchedulerRuntime:
@@ -98,6 +103,7 @@ class SchedulerRuntime:
         self._binds: set[asyncio.Task[None]] = set()
         self._watches: list[asyncio.Task[None]] = []
         self.cycles = 0
+        self._fragmentation_at = float("-inf")
         self.outcomes: deque[GangOutcome] = deque(maxlen=100)
         """Gangs undone because too few members could be bound (for inspection)."""
 
@@ -216,6 +222,10 @@ class SchedulerRuntime:
             sum(len(g.members) for g in self._gangs.values())
             + sum(len(self.cache.members.get(k, ())) for k in self._waiting)
         )
+        if self.cache.ready and now - self._fragmentation_at >= _FRAGMENTATION_EVERY:
+            # One pass over every node: often enough for a dashboard, rare enough for 10k nodes.
+            self._fragmentation_at = now
+            self.metrics.observe_fragmentation(fragmentation_report(self.cache.snapshot))
         return result
 
     def _sync(self, key: str) -> bool:
