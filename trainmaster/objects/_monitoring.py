@@ -43,13 +43,14 @@ def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     rules.append(
         {
             "alert": "TrainingNoProgress",
-            "expr": "time() - max by (namespace, job) "
+            # The launcher labels its series `trainingjob` (Prometheus owns `job`).
+            "expr": "time() - max by (namespace, trainingjob) "
             "(trainmaster_job_last_heartbeat_timestamp_seconds) > "
             f"{alerts.no_progress_minutes * 60}",
             "for": "0m",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "job {{ $labels.job }} made no progress for "
+                "summary": "job {{ $labels.trainingjob }} made no progress for "
                 f"{alerts.no_progress_minutes} minutes"
             },
         }
@@ -83,7 +84,8 @@ def _dashboard(spec: ClusterSpec) -> dict[str, Any]:
         }
 
     queries = [
-        ("Training step", "max by (job) (trainmaster_job_checkpoint_step)"),
+        ("Training step", "max by (trainingjob) (trainmaster_job_step)"),
+        ("Checkpoint step", "max by (trainingjob) (trainmaster_job_checkpoint_step)"),
         ("Free GPUs", "max(trainmaster_scheduler_free_gpus)"),
         ("GPU fragmentation", "max(trainmaster_scheduler_gpu_fragmentation_ratio)"),
         ("Unhealthy nodes", "count(trainmaster_operator_node_healthy == 0) or vector(0)"),
