@@ -13,7 +13,7 @@ from typing import Any
 
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
-from trainmaster.objects import all_objects, object_key
+from trainmaster.objects import THIRD_PARTY_CRD_NAMES, all_objects, foreign_manager, object_key
 from trainmaster.polling import WaitTimeout, wait_until_async
 from trainmaster.spec import ClusterSpec
 
@@ -59,6 +59,18 @@ async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
         ) from None
 
 
+async def crd_owner(kube: Kube, name: str) -> str | None:
+    """Who owns the existing CRD `name` if it is not trainmaster's stub; None if it is
+    absent or ours (so applying our stub is safe)."""
+    try:
+        existing = await kube.get(crd_path(name))
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise ApplyError(f"reading CRD {name} failed: {exc.status} {exc.reason}") from None
+    return foreign_manager(existing)
+
+
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
                      report: Callable[[str], None]) -> list[str]:
     applied = []
@@ -70,6 +82,12 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
             await _wait_established(kube, crds, 60)
             kube.rediscover()  # discover the new kinds
             done_crds = True
+        name = obj["metadata"]["name"]
+        if obj["kind"] == "CustomResourceDefinition" and name in THIRD_PARTY_CRD_NAMES:
+            owner = await crd_owner(kube, name)
+            if owner is not None:
+                report(f"kept CustomResourceDefinition/{name}: it belongs to {owner}")
+                continue
         await _apply_one(kube, obj)
         applied.append(object_key(obj))
         report(f"applied {obj['kind']}/{obj['metadata']['name']}")
@@ -84,6 +102,22 @@ def apply_objects(
     """Apply each object (server-side, the trainmaster field manager); return their keys."""
     with SyncKube.connect(kubeconfig) as kube:
         return kube.run(_apply_all(kube.kube, objs, report))
+
+
+def foreign_crds(kubeconfig: Path | None) -> dict[str, str]:
+    """Third-party CRDs the cluster already has from someone else: name -> owner. The
+    Pulumi program leaves these out, as `trainmaster apply` does."""
+
+    async def scan(kube: Kube) -> dict[str, str]:
+        owners = {}
+        for name in sorted(THIRD_PARTY_CRD_NAMES):
+            owner = await crd_owner(kube, name)
+            if owner is not None:
+                owners[name] = owner
+        return owners
+
+    with SyncKube.connect(kubeconfig) as kube:
+        return kube.run(scan(kube.kube))
 
 
 def apply_spec(

@@ -470,6 +470,11 @@ class ClusterSpec(_Model):
     """The trainmaster image the platform's own pods run (not the jobs' images)."""
     system: SystemPlacement = SystemPlacement()
     """Where the scheduler and the operator run (node selector, tolerations)."""
+    third_party_crds: Literal["IfAbsent", "Never"] = "IfAbsent"
+    """Stub CRDs for Multus (NetworkAttachmentDefinition) and the Prometheus operator
+    (ServiceMonitor, PodMonitor, PrometheusRule): `IfAbsent` installs each only where the
+    cluster lacks it, and never touches one that another manager installed; `Never` leaves
+    them to their own operators (which must then be installed first)."""
     jobs: list[Job] = []
     """Training jobs."""
 
