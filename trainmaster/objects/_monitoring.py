@@ -8,6 +8,7 @@ from typing import Any
 
 from trainmaster.objects._labels import app_labels
 from trainmaster.objects._netpol import allow_metrics
+from trainmaster.objects._nodeagent import build_nic_agent
 from trainmaster.spec import ClusterSpec
 
 
@@ -110,7 +111,7 @@ def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
     labels = app_labels("gpu-exporter", "monitoring", cluster)
     selector = {"app.kubernetes.io/name": "gpu-exporter", "app.kubernetes.io/instance": cluster}
     interval = f"{mon.scrape_interval_seconds}s"
-    objs: list[dict[str, Any]] = []
+    objs: list[dict[str, Any]] = [*build_nic_agent(spec)]
     if mon.gpu_exporter.enabled:
         objs += [
             {

@@ -289,11 +289,23 @@ class GpuExporter(_Model):
     """Exporter image."""
 
 
+class NicAgent(_Model):
+    """The NIC health agent DaemonSet: reads each GPU node's InfiniBand/RoCE ports from
+    sysfs and sets the node condition `NICHealthy`, on which the operator fences."""
+
+    enabled: bool = True
+    """Run the agent on every GPU node."""
+    interval_seconds: int = Field(30, ge=1, le=3600)
+    """Seconds between two looks at the ports."""
+
+
 class MonitoringSpec(_Model):
     """GPU metrics, alerts and dashboards (Prometheus operator objects)."""
 
     gpu_exporter: GpuExporter = GpuExporter()
     """The GPU metrics exporter."""
+    nic_agent: NicAgent = NicAgent()
+    """The NIC health agent (node condition `NICHealthy`)."""
     scrape_interval_seconds: int = Field(15, ge=1, le=3600)
     """Prometheus scrape interval."""
     alerts: Alerts = Alerts()
