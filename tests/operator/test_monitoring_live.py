@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,78 @@ def test_apply_leaves_a_third_party_crd_of_another_manager_untouched(
                 | {"metadata": {"name": name}},
                 params={"fieldManager": "helm", "force": "true"},
                 content_type="application/apply-patch+yaml"))
+
+
+def _topology_spec(env: OperatorEnv, base: Path, path: Path) -> Path:
+    import yaml
+
+    doc = yaml.safe_load(base.read_text())
+    doc["metadata"]["namespace"] = env.namespace
+    doc["topology"]["nodeLabels"] = {"spine": "example.com/pod", "leaf": "example.com/block"}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _gpu_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    alloc = {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        # Nothing of the session's may land here.
+        "spec": {"taints": [{"key": "trainmaster.io/test-topology", "effect": "NoSchedule"}]},
+        "status": {"capacity": alloc, "allocatable": alloc},
+    }
+
+
+def test_the_operator_labels_topology_from_the_tree_and_cluster_labels_and_reports_the_rest(
+    cluster: LocalCluster, idle_env: OperatorEnv, tmp_path: Path
+) -> None:
+    from trainmaster.operator import SpecRef
+
+    env = idle_env
+    tag = env.namespace[-8:]
+    mapped, stranger = f"tmtopo-{tag}-mapped", f"tmtopo-{tag}-stranger"
+    # A node of the spec's tree (a kwok node of the bench topology) that lost its leaf label.
+    named = _healthy_gpu_node(env)
+    leaf_label = "topology.trainmaster.io/leaf"
+    leaf = env.kube.get(node_path(named))["metadata"]["labels"][leaf_label]
+    spec_file = _topology_spec(env, cluster.spec, tmp_path / "cluster.yaml")
+    port = free_port()
+    config = dataclasses.replace(env.config, spec=SpecRef(file=spec_file), metrics_port=port)
+    known = "trainmaster_operator_node_topology_known"
+    try:
+        env.kube.post(node_path(), _gpu_node(mapped, {"example.com/pod": "pod-2",
+                                                      "example.com/block": "block-7"}))
+        env.kube.post(node_path(), _gpu_node(stranger, {}))
+        env.kube.patch(node_path(named), {"metadata": {"labels": {leaf_label: None}}})
+        with OperatorThread(config):
+            def labels_of(node: str) -> dict[str, str]:
+                return dict(env.kube.get(node_path(node))["metadata"].get("labels") or {})
+
+            wait_for(lambda: labels_of(named).get(leaf_label) == leaf,
+                     f"{named} labelled {leaf_label}={leaf} from the tree")
+            def mapped_labels() -> dict[str, str] | None:
+                labels = labels_of(mapped)
+                return labels if labels.get(leaf_label) else None
+
+            got = wait_for(mapped_labels, f"{mapped} labelled from example.com/*")
+            assert got["topology.trainmaster.io/spine"] == "pod-2"
+            assert got[leaf_label] == "block-7"
+
+            def reported() -> list[dict[str, Any]]:
+                return [e for e in env.kube.list("/api/v1/namespaces/default/events")
+                        if e.get("reason") == "TopologyUnknown"
+                        and (e.get("involvedObject") or {}).get("name") == stranger]
+
+            (event,) = wait_for(reported, f"a TopologyUnknown Event for {stranger}")
+            assert "topology.trainmaster.io/spine" in str(event["message"])
+            assert leaf_label not in labels_of(stranger)
+            metrics = wait_for(lambda: _scrape_when(port, f'{known}{{node="{stranger}"}}', 0),
+                               f"{known} of {stranger} == 0")
+            assert metrics[f'{known}{{node="{mapped}"}}'] == 1
+    finally:
+        env.kube.patch(node_path(named), {"metadata": {"labels": {leaf_label: leaf}}})
+        for node in (mapped, stranger):
+            with contextlib.suppress(ApiError):
+                env.kube.delete(node_path(node))

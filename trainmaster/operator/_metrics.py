@@ -54,6 +54,10 @@ class OperatorMetrics:
         self.node_gpus = Gauge(
             f"{ns}_node_gpus", "Allocatable GPUs of the node.", ["node"], registry=r
         )
+        self.node_topology_known = Gauge(
+            f"{ns}_node_topology_known", "1 if the GPU node has a topology.trainmaster.io "
+            "label for every level, 0 if some level is unknown.", ["node"], registry=r,
+        )  # fmt: skip
         self.fences = Counter(f"{ns}_fences", "Nodes fenced by the operator.", registry=r)
         self._server: Any = None
         self._thread: Any = None
@@ -66,7 +70,8 @@ class OperatorMetrics:
         self.node_gpus.labels(name).set(_gpus(node))
 
     def forget_node(self, name: str) -> None:
-        for gauge in (self.node_ready, self.node_healthy, self.node_fenced, self.node_gpus):
+        for gauge in (self.node_ready, self.node_healthy, self.node_fenced, self.node_gpus,
+                      self.node_topology_known):
             with contextlib.suppress(KeyError):  # never seen
                 gauge.remove(name)
 

@@ -21,6 +21,11 @@ from trainmaster.spec._quantity import QUANTITY_PATTERN, parse_quantity
 API_VERSION = "trainmaster.io/v1alpha1"
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+LabelKey = Annotated[
+    str,
+    Field(pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+          max_length=317),
+]
 JobName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, examples=["512Gi", "15Ti"])]
 Cidr = Annotated[
@@ -115,6 +120,13 @@ class Topology(_Model):
     """A regular tree; give this or `switches`."""
     switches: list[Switch] | None = Field(None, min_length=1)
     """An explicit tree; give this or `generate`."""
+    node_labels: dict[Name, LabelKey] = {}
+    """Real clusters: level -> a node label the cluster already has for that level (e.g.
+    `leaf: network.topology.kubernetes.io/block` as Kueue's topology-aware scheduling uses,
+    or the labels of Volcano HyperNodes). The operator copies its value into
+    `topology.trainmaster.io/<level>` on nodes the switch tree does not name. Nodes the
+    tree names are labelled from the tree; GPU nodes with neither get a `TopologyUnknown`
+    Event."""
 
 
 # --- networks ------------------------------------------------------------------------
