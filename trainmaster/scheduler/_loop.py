@@ -104,6 +104,8 @@ class SchedulerRuntime:
         self._watches: list[asyncio.Task[None]] = []
         self.cycles = 0
         self._fragmentation_at = float("-inf")
+        self._fragmentation_stale = False
+        """A change came while the gauges were fresh: refresh them when they may be."""
         self.outcomes: deque[GangOutcome] = deque(maxlen=100)
         """Gangs undone because too few members could be bound (for inspection)."""
 
@@ -130,6 +132,7 @@ class SchedulerRuntime:
         await asyncio.gather(*(r.relist() for r in self.reflectors),
                              self.api.warm(self.config.bind_concurrency))
         self.cache.build_snapshot()
+        self._refresh_fragmentation(self._clock())
         self._scheduler = GangScheduler(
             self.cache.snapshot,
             clock=self._clock,
@@ -159,6 +162,9 @@ class SchedulerRuntime:
         if not changed.is_set():
             waiter = asyncio.create_task(changed.wait())
             due = self._next_retry()
+            if self._fragmentation_stale:  # a refresh was skipped: come back for it
+                refresh = self._fragmentation_at + _FRAGMENTATION_EVERY
+                due = refresh if due is None else min(due, refresh)
             timeout = None if due is None else max(0.0, due - self._clock())
             try:
                 await asyncio.wait({waiter, stopper}, timeout=timeout,
@@ -222,11 +228,18 @@ class SchedulerRuntime:
             sum(len(g.members) for g in self._gangs.values())
             + sum(len(self.cache.members.get(k, ())) for k in self._waiting)
         )
-        if self.cache.ready and now - self._fragmentation_at >= _FRAGMENTATION_EVERY:
-            # One pass over every node: often enough for a dashboard, rare enough for 10k nodes.
-            self._fragmentation_at = now
-            self.metrics.observe_fragmentation(fragmentation_report(self.cache.snapshot))
+        self._fragmentation_stale = True
+        self._refresh_fragmentation(now)
         return result
+
+    def _refresh_fragmentation(self, now: float) -> None:
+        """The fragmentation gauges, at most every few seconds: one pass over every node,
+        often enough for a dashboard, rare enough for 10k nodes."""
+        if not self.cache.ready or now - self._fragmentation_at < _FRAGMENTATION_EVERY:
+            return
+        self._fragmentation_at = now
+        self._fragmentation_stale = False
+        self.metrics.observe_fragmentation(fragmentation_report(self.cache.snapshot))
 
     def _sync(self, key: str) -> bool:
         """Re-assemble one gang from the cache; True if the queue got a new version."""
