@@ -41,6 +41,13 @@ async def _wait_established(kube: Kube, names: list[str], timeout: float) -> Non
             f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}") from None
 
 
+_OPERATOR_OF = {
+    "monitoring.coreos.com": "the Prometheus operator",
+    "k8s.cni.cncf.io": "Multus",
+}
+"""API groups of the third-party kinds trainmaster renders, and the project that serves them."""
+
+
 async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
     kind = (obj["apiVersion"], obj["kind"])
     try:
@@ -49,8 +56,11 @@ async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
     except ApiError as exc:
         if not exc.not_found:
             raise ApplyError(f"discovering {kind[0]} {kind[1]} failed: {exc}") from None
-        raise ApplyError(f"the API server does not serve {kind[0]} {kind[1]} "
-                         "(is its CRD installed?)") from None
+        owner = _OPERATOR_OF.get(kind[0].split("/")[0])
+        hint = (f"install {owner} first (docs/real-cluster.md), or set thirdPartyCrds: "
+                "IfAbsent in the spec to install trainmaster's stand-in CRD"
+                if owner else "is its CRD installed?")
+        raise ApplyError(f"the API server does not serve {kind[0]} {kind[1]}: {hint}") from None
     try:
         await kube.apply(obj)
     except ApiError as exc:
