@@ -45,18 +45,26 @@ def program(project_dir: Path) -> None:
 
 
 def _foreign_crds(spec: ClusterSpec, kubeconfig: str | None) -> dict[str, str]:
-    """Third-party CRDs that another manager installed, to leave alone (name -> owner)."""
-    if spec.third_party_crds == "Never":
-        return {}
-    from trainmaster.apply import foreign_crds
+    """Third-party CRDs that another manager installed, to leave alone (name -> owner).
+    With `thirdPartyCrds: Never`, stop early, naming each operator the cluster lacks."""
+    from trainmaster.apply import foreign_crds, missing_operators_of
+    from trainmaster.objects import all_objects
 
     path = Path(kubeconfig) if kubeconfig and Path(kubeconfig).is_file() else None
     try:
+        if spec.third_party_crds == "Never":
+            missing = missing_operators_of(path, all_objects(spec))
+            if missing:
+                raise pulumi.RunError(
+                    "the cluster lacks operators the spec needs (docs/real-cluster.md); "
+                    "install them, or set thirdPartyCrds: IfAbsent:\n  " + "\n  ".join(missing))
+            return {}
         owners = foreign_crds(path)
+    except pulumi.RunError:
+        raise
     except Exception as exc:  # no reachable cluster, no credentials: say how to go on
         raise pulumi.RunError(
-            f"cannot check the cluster for existing Multus/Prometheus-operator CRDs ({exc}); "
-            "set thirdPartyCrds: Never in the spec to skip the stubs without checking"
+            f"cannot check the cluster for Multus/Prometheus-operator CRDs ({exc})"
         ) from None
     for name, owner in owners.items():
         pulumi.log.info(f"kept CustomResourceDefinition/{name}: it belongs to {owner}")

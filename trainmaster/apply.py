@@ -13,7 +13,13 @@ from typing import Any
 
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
-from trainmaster.objects import THIRD_PARTY_CRD_NAMES, all_objects, foreign_manager, object_key
+from trainmaster.objects import (
+    THIRD_PARTY_CRD_NAMES,
+    all_objects,
+    foreign_manager,
+    object_key,
+    third_party_crds,
+)
 from trainmaster.polling import WaitTimeout, wait_until_async
 from trainmaster.spec import ClusterSpec
 
@@ -81,8 +87,39 @@ async def crd_owner(kube: Kube, name: str) -> str | None:
     return foreign_manager(existing)
 
 
+def _third_party_crd_of(obj: dict[str, Any]) -> str | None:
+    group = obj["apiVersion"].split("/")[0]
+    for crd in third_party_crds():
+        if crd["spec"]["group"] == group and crd["spec"]["names"]["kind"] == obj["kind"]:
+            return str(crd["metadata"]["name"])
+    return None
+
+
+async def missing_operators(kube: Kube, objs: list[dict[str, Any]]) -> list[str]:
+    """Third-party kinds among `objs` whose CRD the cluster lacks and `objs` do not bring
+    (thirdPartyCrds: Never): one line each, naming what to install."""
+    bringing = {o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"}
+    needed = {name for o in objs if (name := _third_party_crd_of(o)) and name not in bringing}
+    missing = []
+    for name in sorted(needed):
+        try:
+            await kube.get(crd_path(name))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise ApplyError(f"reading CRD {name} failed: {exc.status} {exc.reason}"
+                                 ) from None
+            group = name.split(".", 1)[1]
+            missing.append(f"CRD {name} is missing: install {_OPERATOR_OF.get(group, group)}")
+    return missing
+
+
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
                      report: Callable[[str], None]) -> list[str]:
+    missing = await missing_operators(kube, objs)
+    if missing:  # before anything is applied: never half a stack
+        raise ApplyError("the cluster lacks operators the spec needs (docs/real-cluster.md); "
+                         "install them, or set thirdPartyCrds: IfAbsent in the spec:\n  "
+                         + "\n  ".join(missing))
     applied = []
     crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
     done_crds = False
@@ -128,6 +165,12 @@ def foreign_crds(kubeconfig: Path | None) -> dict[str, str]:
 
     with SyncKube.connect(kubeconfig) as kube:
         return kube.run(scan(kube.kube))
+
+
+def missing_operators_of(kubeconfig: Path | None, objs: list[dict[str, Any]]) -> list[str]:
+    """`missing_operators`, for callers without an event loop (the Pulumi program)."""
+    with SyncKube.connect(kubeconfig) as kube:
+        return kube.run(missing_operators(kube.kube, objs))
 
 
 def apply_spec(

@@ -243,3 +243,41 @@ def test_the_operator_labels_topology_from_the_tree_and_cluster_labels_and_repor
         for node in (mapped, stranger):
             with contextlib.suppress(ApiError):
                 env.kube.delete(node_path(node))
+
+
+def test_apply_with_third_party_crds_never_names_the_missing_operator_and_applies_nothing(
+    cluster: LocalCluster, idle_env: OperatorEnv
+) -> None:
+    from trainmaster.apply import ApplyError
+    from trainmaster.kubeclient import namespace_path
+    from trainmaster.objects import all_objects, third_party_crds
+
+    kube = idle_env.kube
+    name = "network-attachment-definitions.k8s.cni.cncf.io"
+    doc = stack_doc("dev")
+    doc["thirdPartyCrds"] = "Never"
+    doc["metadata"]["namespace"] = f"{idle_env.namespace}-never"
+    doc["jobs"] = []
+    spec = validate_data(doc, "test")
+    objects = all_objects(spec)
+    assert not any(o["metadata"]["name"] == name for o in objects)
+    kube.delete(crd_path(name))
+    try:
+        wait_for(lambda: _absent(kube, crd_path(name)), f"CRD {name} gone")
+        with pytest.raises(ApplyError, match=f"CRD {name} is missing: install Multus"):
+            apply_objects(cluster.kubeconfig, objects)
+        assert _absent(kube, namespace_path(spec.metadata.namespace)), "applied halfway"
+    finally:
+        with contextlib.suppress(ApiError):
+            kube.post(crd_path(), next(c for c in third_party_crds()
+                                       if c["metadata"]["name"] == name))
+
+
+def _absent(kube: Any, path: str) -> bool:
+    try:
+        kube.get(path)
+    except ApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return False
