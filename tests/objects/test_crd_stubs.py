@@ -49,6 +49,10 @@ def _existing(managers: list[str], stub: bool, labels: dict[str, str] | None = N
 def test_our_stub_is_ours() -> None:
     assert foreign_manager(_existing(["trainmaster", "kube-apiserver"], stub=True)) is None
     assert foreign_manager(_existing(["pulumi-kubernetes"], stub=True)) is None
+    # Pulumi's provider applies each resource as pulumi-kubernetes-<suffix>.
+    assert foreign_manager(_existing(["pulumi-kubernetes-4407419b", "kube-apiserver"],
+                                     stub=True)) is None
+    assert foreign_manager(_existing(["pulumi-kubernetesx"], stub=True)) == "pulumi-kubernetesx"
 
 
 def test_another_manager_owns_it() -> None:

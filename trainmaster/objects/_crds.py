@@ -23,9 +23,16 @@ PODGROUP_PLURAL = "podgroups"
 STUB_ANNOTATION = "trainmaster.io/stub-crd"
 """On the third-party CRDs trainmaster installs: a stand-in, not the project's own CRD."""
 
-_OWN_MANAGERS = frozenset({"trainmaster", "pulumi-kubernetes", "kube-apiserver"})
-"""Field managers of a CRD that trainmaster applied: ours (apply, Pulumi) and the API
-server's own status writes (Established, NamesAccepted)."""
+_OWN_MANAGERS = frozenset({"trainmaster", "kube-apiserver"})
+"""Field managers of a CRD that trainmaster applied: ours (apply) and the API server's own
+status writes (Established, NamesAccepted)."""
+_PULUMI_MANAGER = "pulumi-kubernetes"
+"""Pulumi's Kubernetes provider applies as `pulumi-kubernetes-<random suffix>` per resource."""
+
+
+def _ours(manager: str) -> bool:
+    return manager in _OWN_MANAGERS or manager == _PULUMI_MANAGER \
+        or manager.startswith(f"{_PULUMI_MANAGER}-")
 
 _OPEN: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
@@ -247,7 +254,7 @@ def foreign_manager(existing: dict[str, Any]) -> str | None:
     first field manager that is not ours, or `unknown`; None when it is our stub."""
     meta = existing.get("metadata") or {}
     managers = [m.get("manager") or "" for m in meta.get("managedFields") or []]
-    others = [m for m in managers if m not in _OWN_MANAGERS]
+    others = [m for m in managers if not _ours(m)]
     if others:
         return others[0]
     if (meta.get("annotations") or {}).get(STUB_ANNOTATION) != "true":
