@@ -170,12 +170,17 @@ def test_apply_leaves_a_third_party_crd_of_another_manager_untouched(
                 content_type="application/apply-patch+yaml"))
 
 
-def _topology_spec(env: OperatorEnv, base: Path, path: Path) -> Path:
+def _topology_spec(env: OperatorEnv, base: Path, path: Path, named: str, tag: str) -> Path:
+    """The session's spec with an explicit tree that names `named`, and nodeLabels."""
     import yaml
 
     doc = yaml.safe_load(base.read_text())
     doc["metadata"]["namespace"] = env.namespace
+    doc["topology"].pop("generate", None)
+    doc["topology"]["switches"] = [{"name": f"sp-{tag}", "switches": [
+        {"name": f"lf-{tag}", "nodes": [{"name": named}]}]}]
     doc["topology"]["nodeLabels"] = {"spine": "example.com/pod", "leaf": "example.com/block"}
+    doc["jobs"] = []
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -199,12 +204,11 @@ def test_the_operator_labels_topology_from_the_tree_and_cluster_labels_and_repor
 
     env = idle_env
     tag = env.namespace[-8:]
+    named = f"tmtopo-{tag}-named"
     mapped, stranger = f"tmtopo-{tag}-mapped", f"tmtopo-{tag}-stranger"
-    # A node of the spec's tree (a kwok node of the bench topology) that lost its leaf label.
-    named = _healthy_gpu_node(env)
     leaf_label = "topology.trainmaster.io/leaf"
-    leaf = env.kube.get(node_path(named))["metadata"]["labels"][leaf_label]
-    spec_file = _topology_spec(env, cluster.spec, tmp_path / "cluster.yaml")
+    leaf = f"lf-{tag}"
+    spec_file = _topology_spec(env, cluster.spec, tmp_path / "cluster.yaml", named, tag)
     port = free_port()
     config = dataclasses.replace(env.config, spec=SpecRef(file=spec_file), metrics_port=port)
     known = "trainmaster_operator_node_topology_known"
@@ -212,13 +216,14 @@ def test_the_operator_labels_topology_from_the_tree_and_cluster_labels_and_repor
         env.kube.post(node_path(), _gpu_node(mapped, {"example.com/pod": "pod-2",
                                                       "example.com/block": "block-7"}))
         env.kube.post(node_path(), _gpu_node(stranger, {}))
-        env.kube.patch(node_path(named), {"metadata": {"labels": {leaf_label: None}}})
+        env.kube.post(node_path(), _gpu_node(named, {}))
         with OperatorThread(config):
             def labels_of(node: str) -> dict[str, str]:
                 return dict(env.kube.get(node_path(node))["metadata"].get("labels") or {})
 
             wait_for(lambda: labels_of(named).get(leaf_label) == leaf,
                      f"{named} labelled {leaf_label}={leaf} from the tree")
+            assert labels_of(named)["topology.trainmaster.io/spine"] == f"sp-{tag}"
             def mapped_labels() -> dict[str, str] | None:
                 labels = labels_of(mapped)
                 return labels if labels.get(leaf_label) else None
@@ -239,8 +244,7 @@ def test_the_operator_labels_topology_from_the_tree_and_cluster_labels_and_repor
                                f"{known} of {stranger} == 0")
             assert metrics[f'{known}{{node="{mapped}"}}'] == 1
     finally:
-        env.kube.patch(node_path(named), {"metadata": {"labels": {leaf_label: leaf}}})
-        for node in (mapped, stranger):
+        for node in (named, mapped, stranger):
             with contextlib.suppress(ApiError):
                 env.kube.delete(node_path(node))
 

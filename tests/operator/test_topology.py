@@ -9,8 +9,15 @@ from trainmaster.operator._topology import TopologyBook, has_gpus, judge_topolog
 from trainmaster.spec import ClusterSpec, validate_data
 
 
-def _spec(node_labels: dict[str, str] | None = None) -> ClusterSpec:
+def _spec(node_labels: dict[str, str] | None = None, named: bool = False) -> ClusterSpec:
     doc = small_spec_doc("topo")
+    if named:
+        doc["topology"].pop("generate", None)
+        doc["topology"]["switches"] = [{"name": "sp-a", "switches": [
+            {"name": "lf-a", "nodes": [{"name": "gpu-a1"}, {"name": "gpu-a2"}]},
+            {"name": "lf-b", "nodes": 2},
+        ]}]
+        doc["jobs"] = []
     if node_labels:
         doc["topology"]["nodeLabels"] = node_labels
     return validate_data(doc, "test")
@@ -22,17 +29,29 @@ def _node(name: str, labels: dict[str, str] | None = None, gpus: int = 8) -> dic
 
 
 def test_a_node_the_tree_names_gets_its_switches() -> None:
-    spec = _spec()
+    spec = _spec(named=True)
     tree = TopologyBook().tree("v1", spec)
-    named = spec.nodes[0]
-    verdict = judge_topology(_node(named.name), spec, tree)
+    assert tree == {"gpu-a1": ("sp-a", "lf-a"), "gpu-a2": ("sp-a", "lf-a")}
+    verdict = judge_topology(_node("gpu-a2"), spec, tree)
     assert verdict.source == "tree" and verdict.unknown == ()
-    assert verdict.patch == {f"topology.trainmaster.io/{lv}": sw
-                             for lv, sw in zip(spec.topology.levels, named.switches,
-                                               strict=True)}
+    assert verdict.patch == {"topology.trainmaster.io/spine": "sp-a",
+                             "topology.trainmaster.io/leaf": "lf-a"}
     # Already labelled: nothing to patch.
-    again = judge_topology(_node(named.name, verdict.patch), spec, tree)
+    again = judge_topology(_node("gpu-a2", verdict.patch), spec, tree)
     assert again.patch == {} and again.unknown == ()
+
+
+def test_generated_node_names_are_never_matched() -> None:
+    """`nodes: 2` or `generate:` names nodes for the simulator (node-000, ...): a real node
+    that happens to share such a name is not labelled from them."""
+    spec = _spec(named=True)
+    generated = [n.name for n in spec.nodes if n.switches[-1] == "lf-b"]
+    assert len(generated) == 2
+    tree = TopologyBook().tree("v1", spec)
+    verdict = judge_topology(_node(generated[0]), spec, tree)
+    assert verdict.source == "none" and verdict.patch == {}
+    plain = _spec()
+    assert TopologyBook().tree("v1", plain) == {}
 
 
 def test_levels_map_onto_labels_the_cluster_has() -> None:

@@ -2,7 +2,9 @@
 `topology.trainmaster.io/<level>` labels, which the scheduler places gangs by.
 
 Where a level's value comes from, first match wins:
-1. the spec's switch tree, when it names the node (its switches at each level);
+1. the spec's switch tree, when it names the node in an explicit node list
+   (`topology.switches[..].nodes: [{name: ...}]`; generated names such as `node-000` are the
+   simulator's, never matched against a real cluster's nodes);
 2. `topology.nodeLabels[level]`: a label the cluster already has (Kueue TAS, Volcano
    HyperNode, a cloud's placement labels), copied over;
 3. a `topology.trainmaster.io/<level>` label someone already set: kept as it is.
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmaster.objects import GPU_RESOURCE, topology_label
-from trainmaster.spec import ClusterSpec
+from trainmaster.spec import ClusterSpec, Switch
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,22 @@ class TopologyBook:
 
     def tree(self, version: str, spec: ClusterSpec) -> Mapping[str, tuple[str, ...]]:
         if version != self._version:
-            self._tree = {n.name: n.switches for n in spec.nodes}
+            self._tree = named_nodes(spec.topology.switches or [])
             self._version = version
         return self._tree
+
+
+def named_nodes(switches: list[Switch], path: tuple[str, ...] = ()
+                ) -> dict[str, tuple[str, ...]]:
+    """Node name -> its switches top down, for the nodes the tree names explicitly."""
+    out: dict[str, tuple[str, ...]] = {}
+    for switch in switches:
+        here = (*path, switch.name)
+        if switch.switches:
+            out.update(named_nodes(switch.switches, here))
+        elif isinstance(switch.nodes, list):
+            out.update((node.name, here) for node in switch.nodes)
+    return out
 
 
 def has_gpus(node: Mapping[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from trainmaster.spec._model import (
     ImageSpec,
     Job,
     ResolvedNode,
+    Switch,
     TopologyRule,
     default_topology_policy,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "SpecInvalidError",
     "SpecIssue",
     "SpecReadError",
+    "Switch",
     "TopologyRule",
     "TrainmasterError",
     "default_topology_policy",
