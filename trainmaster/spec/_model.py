@@ -261,6 +261,10 @@ class CacheSpec(_Model):
     """Cache size per node; must fit the node's local disk."""
     warmup: bool = True
     """Fill the cache before a job that uses the dataset starts."""
+    wait_for_warmup: bool = True
+    """With `warmup`: the operator holds a job that names datasets until each is warm on at
+    least as many schedulable nodes as the job has pods; `false` starts it at once
+    (warm-up optional: the job reads whatever the cache holds)."""
     datasets: list[Dataset] = []
     """Datasets jobs may name."""
 
