@@ -84,6 +84,9 @@ def test_a_job_waits_for_its_dataset_unless_warmup_is_optional(
 
     env.core.patch_node(second, label)
     wait_for(lambda: env.jobs("reader"), "the gang once two nodes are warm")
-    ready = wait_for(lambda: (c := _condition(env.status("reader"), "DatasetsReady"))
-                     and c["status"] == "True" and c, "DatasetsReady=True")
-    assert ready["reason"] == "Warm"
+
+    def ready() -> dict[str, object] | None:
+        cond = _condition(env.status("reader"), "DatasetsReady")
+        return cond if cond is not None and cond["status"] == "True" else None
+
+    assert wait_for(ready, "DatasetsReady=True")["reason"] == "Warm"
