@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+ACCOUNT = Path(os.environ.get("TRAINMASTER_SERVICE_ACCOUNT_DIR")
+               or "/var/run/secrets/kubernetes.io/serviceaccount")
+"""The pod's service-account mount (token, ca.crt); the variable is for tests."""
 TRAININGJOBS = "/apis/trainmaster.io/v1alpha1/namespaces/{ns}/trainingjobs/{name}/status"
 
 
