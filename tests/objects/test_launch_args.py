@@ -121,3 +121,32 @@ def test_the_launch_script_reads_the_quoted_args_back(tmp_path: Path, launcher: 
     out = subprocess.run(["bash", "-c", script], env={"TRAINMASTER_RESUME_ARGS": quoted},
                          capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == expect
+
+
+def test_the_gang_brings_the_launcher_and_serves_metrics() -> None:
+    """Any training image gets the launcher: an init container in the trainmaster image
+    writes the bundle into an emptyDir the trainer mounts; the trainer has a `metrics`
+    port and the rendered resume arguments."""
+    import yaml
+
+    from trainmaster.launch import METRICS_PORT
+    from trainmaster.objects import build_gang_job, render_launch_script
+
+    spec = load_spec_text(yaml.safe_dump(stack_doc("dev")), "dev.yaml")
+    job = spec.job("gpt-small")
+    pod = build_gang_job(spec, job, 2, "/checkpoints/gpt-small/step-1000")["spec"]["template"]
+    init = pod["spec"]["initContainers"][0]
+    assert init["image"] == spec.image.reference
+    assert init["command"] == ["trainmaster", "launch-bundle", "/opt/trainmaster-launch"]
+    trainer = pod["spec"]["containers"][0]
+    assert trainer["image"] == job.image
+    assert {"name": "launcher", "mountPath": "/opt/trainmaster-launch", "readOnly": True} in \
+        trainer["volumeMounts"]
+    assert {"name": "launcher", "emptyDir": {"sizeLimit": "64Mi"}} in pod["spec"]["volumes"]
+    assert trainer["ports"] == [{"name": "metrics", "containerPort": METRICS_PORT}]
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["TRAINMASTER_RESUME_ARGS"] == "--resume-from /checkpoints/gpt-small/step-1000"
+    assert env["TRAINMASTER_METRICS_PORT"] == str(METRICS_PORT)
+    script = render_launch_script(job)
+    assert "/opt/trainmaster-launch/trainmaster-launch.pyz" in script
+    assert "--learning-rate=0.0003" in script and "--resume-from" not in script
