@@ -45,6 +45,8 @@ def _commands(objs: list[dict[str, Any]]) -> Iterator[tuple[str, list[str]]]:
                 words = [*c.get("command", []), *c.get("args", [])]
                 if words and Path(words[0]).name == "trainmaster":
                     yield f"{where} {c['name']}", words[1:]
+                elif words and Path(words[0]).name == "trainmaster-scheduler":
+                    yield f"{where} {c['name']}", ["<scheduler>", *words[1:]]
         if obj.get("kind") == "ConfigMap":  # scripts: the launch script calls the CLI too
             for key, text in (obj.get("data") or {}).items():
                 if key.endswith(".sh"):
@@ -57,6 +59,14 @@ def _commands(objs: list[dict[str, Any]]) -> Iterator[tuple[str, list[str]]]:
 def _resolve(words: list[str]) -> str | None:
     """The command path `words` names, or None if a word names no command. Groups are
     told by shape (`commands`): typer may bring its own copy of click's classes."""
+    if words[:1] == ["<scheduler>"]:  # the scheduler's own argparse command line
+        from trainmaster.scheduler.cli import _parser
+
+        try:
+            _parser().parse_args(words[1:])
+        except SystemExit:
+            return None
+        return "trainmaster-scheduler"
     command: Any = typer.main.get_command(app)
     path = ["trainmaster"]
     for word in words:
@@ -89,6 +99,7 @@ def test_every_rendered_command_exists(stack: Path, tmp_path: Path) -> None:
     missing = [(where, words) for where, words in found if _resolve(words) is None]
     assert missing == []
     named = {_resolve(words) for _, words in found}
+    assert "trainmaster-scheduler" in named and "trainmaster operator run" in named
     if spec.jobs:
         assert "trainmaster launch-bundle" in named and "trainmaster launch" in named
     if spec.cache is not None and spec.cache.warmup and spec.cache.datasets:
