@@ -45,6 +45,9 @@ JOB_LABEL = f"{DOMAIN}/job"
 ATTEMPT_LABEL = f"{DOMAIN}/attempt"
 TOPOLOGY_DOMAIN_ANNOTATION = f"{DOMAIN}/topology-domain"
 TOPOLOGY_MODE_ANNOTATION = f"{DOMAIN}/topology-mode"
+DATASETS_ANNOTATION = f"{DOMAIN}/datasets"
+"""On gang pods: the datasets the job reads, comma separated; trainmaster-scheduler's
+DatasetLocality score prefers nodes labelled as holding them."""
 MASTER_PORT = 29500
 LAUNCHER_DIR = "/opt/trainmaster-launch"
 """Where the init container puts the launcher bundle (an emptyDir shared with the trainer)."""
@@ -387,7 +390,11 @@ def build_gang_job(
             "template": {
                 "metadata": {
                     "labels": pod_labels,
-                    "annotations": {NETWORKS_ANNOTATION: pod_network_annotation(spec)},
+                    "annotations": {
+                        NETWORKS_ANNOTATION: pod_network_annotation(spec),
+                        **({DATASETS_ANNOTATION: ",".join(job.datasets)}
+                           if job.datasets else {}),
+                    },
                 },
                 "spec": {
                     "serviceAccountName": trainer_account(job),
