@@ -74,6 +74,12 @@ class Announcer:
                              f"{cond.get('reason')}: {cond.get('message')}", now,
                              f"r{state.attempt}.failed")
 
+    async def waiting_for_datasets(self, body: dict[str, Any], state: JobState, reason: str,
+                                   now: datetime) -> None:
+        await self._once(body, "Normal", "WaitingForDatasets",
+                         f"held until its datasets are warm: {reason}", now,
+                         f"g{state.generation}.waitingfordatasets")
+
     async def invalid_spec(self, body: dict[str, Any], state: JobState, message: str,
                            now: datetime) -> None:
         await self._once(body, "Warning", "InvalidSpec", message, now,

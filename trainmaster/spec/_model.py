@@ -7,12 +7,13 @@ docstrings become the schema's descriptions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from trainmaster import __version__
@@ -272,6 +273,10 @@ class CacheSpec(_Model):
     """Cache size per node; must fit the node's local disk."""
     warmup: bool = True
     """Fill the cache before a job that uses the dataset starts."""
+    wait_for_warmup: bool = True
+    """With `warmup`: the operator holds a job that names datasets until each is warm on at
+    least as many schedulable nodes as the job has pods; `false` starts it at once
+    (warm-up optional: the job reads whatever the cache holds)."""
     datasets: list[Dataset] = []
     """Datasets jobs may name."""
 
@@ -420,6 +425,42 @@ class JobTopology(_Model):
     """`required` (wait for one domain) or `preferred` (spread if it must)."""
 
 
+class LaunchArguments(_Model):
+    """How hyper-parameters and the resume checkpoint become arguments of the command;
+    an unset field takes the launcher's default (docs/spec.md, "Launch arguments")."""
+
+    hyper_parameter: str | None = Field(None, max_length=200)
+    """Template of one hyper-parameter argument, split on spaces: `{name}` (kebab-case),
+    `{key}` (as written), `{snake}` (snake_case), `{value}`; `""` passes hyper-parameters
+    only as `TM_HP_<NAME>` env."""
+    resume: list[str] | None = None
+    """Arguments added on a restart: `{path}` (the checkpoint), `{root}` (the checkpoint
+    root: the directory holding DeepSpeed's `latest` or Megatron's
+    `latest_checkpointed_iteration.txt`), `{tag}` (the checkpoint's name), `{step}`. A word
+    whose placeholder is empty is dropped with the flag before it; `[]` adds none (the
+    program reads `TRAINMASTER_RESUME_FROM`)."""
+
+    @field_validator("hyper_parameter")
+    @classmethod
+    def _known_hyper_parameter_placeholders(cls, value: str | None) -> str | None:
+        _check_placeholders(value or "", {"name", "key", "snake", "value"})
+        return value
+
+    @field_validator("resume")
+    @classmethod
+    def _known_resume_placeholders(cls, value: list[str] | None) -> list[str] | None:
+        for word in value or []:
+            _check_placeholders(word, {"path", "root", "tag", "step"})
+        return value
+
+
+def _check_placeholders(text: str, known: set[str]) -> None:
+    for name in re.findall(r"\{([^{}]*)\}", text):
+        if name not in known:
+            raise ValueError(f"unknown placeholder {{{name}}}; use one of "
+                             + ", ".join(f"{{{k}}}" for k in sorted(known)))
+
+
 class Job(_Model):
     """A training job: a gang of pods, one per node."""
 
@@ -444,7 +485,11 @@ class Job(_Model):
     args: list[str] = []
     """Arguments after the command."""
     hyper_parameters: dict[str, str | int | float | bool] = {}
-    """Basic hyper-parameters, passed as `TM_HP_<NAME>` env and launcher flags."""
+    """Basic hyper-parameters, passed as `TM_HP_<NAME>` env and as arguments
+    (`arguments.hyperParameter`)."""
+    arguments: LaunchArguments = LaunchArguments()
+    """Templates of the arguments trainmaster adds to the command (hyper-parameters, resume
+    checkpoint); the defaults depend on the launcher."""
     env: dict[str, str] = {}
     """Extra environment; NCCL and rendezvous variables are derived."""
     datasets: list[Name] = []
