@@ -28,11 +28,20 @@ PART_TOKENS = {
 class TrainingClusterArgs:
     """Arguments of TrainingCluster."""
 
-    def __init__(self, *, spec: ClusterSpec, kubeconfig: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        spec: ClusterSpec,
+        kubeconfig: str | None = None,
+        keep_crds: frozenset[str] = frozenset(),
+    ) -> None:
         self.spec = spec
         """The validated cluster spec (trainmaster.spec.load_spec)."""
         self.kubeconfig = kubeconfig
         """Kubeconfig file contents or path for an explicit provider; None: the ambient one."""
+        self.keep_crds = keep_crds
+        """Third-party CRDs the cluster already has from another manager: not registered,
+        so Pulumi never overwrites (nor, on destroy, deletes) them."""
 
 
 class TrainingCluster(pulumi.ComponentResource):
@@ -55,6 +64,9 @@ class TrainingCluster(pulumi.ComponentResource):
                 f"{name}-k8s", kubeconfig=args.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
             )
         objects = build_all(spec)
+        objects["crds"] = [
+            crd for crd in objects["crds"] if crd["metadata"]["name"] not in args.keep_crds
+        ]
         self.parts = {}
         # CRDs and the namespace first: every other object needs one of them to exist.
         foundation: list[pulumi.Resource] = []

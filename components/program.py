@@ -14,7 +14,7 @@ from pathlib import Path
 import pulumi
 
 from components.cluster import TrainingCluster, TrainingClusterArgs
-from trainmaster.spec import SpecError, load_spec
+from trainmaster.spec import ClusterSpec, SpecError, load_spec
 
 __all__ = ["program"]
 
@@ -33,9 +33,39 @@ def program(project_dir: Path) -> None:
         # Stop before any resource is registered, with the validation errors as the message.
         raise pulumi.RunError(str(exc)) from None
 
+    kubeconfig = config.get("kubeconfig")
+    keep = _foreign_crds(spec, kubeconfig)
     cluster = TrainingCluster(
-        spec.metadata.name, TrainingClusterArgs(spec=spec, kubeconfig=config.get("kubeconfig"))
+        spec.metadata.name,
+        TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig, keep_crds=frozenset(keep)),
     )
     pulumi.export("namespace", cluster.namespace)
     pulumi.export("schedulerName", cluster.scheduler_name)
     pulumi.export("jobs", cluster.job_names)
+
+
+def _foreign_crds(spec: ClusterSpec, kubeconfig: str | None) -> dict[str, str]:
+    """Third-party CRDs that another manager installed, to leave alone (name -> owner).
+    With `thirdPartyCrds: Never`, stop early, naming each operator the cluster lacks."""
+    from trainmaster.apply import foreign_crds, missing_operators_of
+    from trainmaster.objects import all_objects
+
+    path = Path(kubeconfig) if kubeconfig and Path(kubeconfig).is_file() else None
+    try:
+        if spec.third_party_crds == "Never":
+            missing = missing_operators_of(path, all_objects(spec))
+            if missing:
+                raise pulumi.RunError(
+                    "the cluster lacks operators the spec needs (docs/real-cluster.md); "
+                    "install them, or set thirdPartyCrds: IfAbsent:\n  " + "\n  ".join(missing))
+            return {}
+        owners = foreign_crds(path)
+    except pulumi.RunError:
+        raise
+    except Exception as exc:  # no reachable cluster, no credentials: say how to go on
+        raise pulumi.RunError(
+            f"cannot check the cluster for Multus/Prometheus-operator CRDs ({exc})"
+        ) from None
+    for name, owner in owners.items():
+        pulumi.log.info(f"kept CustomResourceDefinition/{name}: it belongs to {owner}")
+    return owners

@@ -13,7 +13,13 @@ from typing import Any
 
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
-from trainmaster.objects import all_objects, object_key
+from trainmaster.objects import (
+    THIRD_PARTY_CRD_NAMES,
+    all_objects,
+    foreign_manager,
+    object_key,
+    third_party_crds,
+)
 from trainmaster.polling import WaitTimeout, wait_until_async
 from trainmaster.spec import ClusterSpec
 
@@ -41,6 +47,13 @@ async def _wait_established(kube: Kube, names: list[str], timeout: float) -> Non
             f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}") from None
 
 
+_OPERATOR_OF = {
+    "monitoring.coreos.com": "the Prometheus operator",
+    "k8s.cni.cncf.io": "Multus",
+}
+"""API groups of the third-party kinds trainmaster renders, and the project that serves them."""
+
+
 async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
     kind = (obj["apiVersion"], obj["kind"])
     try:
@@ -49,8 +62,11 @@ async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
     except ApiError as exc:
         if not exc.not_found:
             raise ApplyError(f"discovering {kind[0]} {kind[1]} failed: {exc}") from None
-        raise ApplyError(f"the API server does not serve {kind[0]} {kind[1]} "
-                         "(is its CRD installed?)") from None
+        owner = _OPERATOR_OF.get(kind[0].split("/")[0])
+        hint = (f"install {owner} first (docs/real-cluster.md), or set thirdPartyCrds: "
+                "IfAbsent in the spec to install trainmaster's stand-in CRD"
+                if owner else "is its CRD installed?")
+        raise ApplyError(f"the API server does not serve {kind[0]} {kind[1]}: {hint}") from None
     try:
         await kube.apply(obj)
     except ApiError as exc:
@@ -59,8 +75,51 @@ async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
         ) from None
 
 
+async def crd_owner(kube: Kube, name: str) -> str | None:
+    """Who owns the existing CRD `name` if it is not trainmaster's stub; None if it is
+    absent or ours (so applying our stub is safe)."""
+    try:
+        existing = await kube.get(crd_path(name))
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise ApplyError(f"reading CRD {name} failed: {exc.status} {exc.reason}") from None
+    return foreign_manager(existing)
+
+
+def _third_party_crd_of(obj: dict[str, Any]) -> str | None:
+    group = obj["apiVersion"].split("/")[0]
+    for crd in third_party_crds():
+        if crd["spec"]["group"] == group and crd["spec"]["names"]["kind"] == obj["kind"]:
+            return str(crd["metadata"]["name"])
+    return None
+
+
+async def missing_operators(kube: Kube, objs: list[dict[str, Any]]) -> list[str]:
+    """Third-party kinds among `objs` whose CRD the cluster lacks and `objs` do not bring
+    (thirdPartyCrds: Never): one line each, naming what to install."""
+    bringing = {o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"}
+    needed = {name for o in objs if (name := _third_party_crd_of(o)) and name not in bringing}
+    missing = []
+    for name in sorted(needed):
+        try:
+            await kube.get(crd_path(name))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise ApplyError(f"reading CRD {name} failed: {exc.status} {exc.reason}"
+                                 ) from None
+            group = name.split(".", 1)[1]
+            missing.append(f"CRD {name} is missing: install {_OPERATOR_OF.get(group, group)}")
+    return missing
+
+
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
                      report: Callable[[str], None]) -> list[str]:
+    missing = await missing_operators(kube, objs)
+    if missing:  # before anything is applied: never half a stack
+        raise ApplyError("the cluster lacks operators the spec needs (docs/real-cluster.md); "
+                         "install them, or set thirdPartyCrds: IfAbsent in the spec:\n  "
+                         + "\n  ".join(missing))
     applied = []
     crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
     done_crds = False
@@ -70,6 +129,12 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
             await _wait_established(kube, crds, 60)
             kube.rediscover()  # discover the new kinds
             done_crds = True
+        name = obj["metadata"]["name"]
+        if obj["kind"] == "CustomResourceDefinition" and name in THIRD_PARTY_CRD_NAMES:
+            owner = await crd_owner(kube, name)
+            if owner is not None:
+                report(f"kept CustomResourceDefinition/{name}: it belongs to {owner}")
+                continue
         await _apply_one(kube, obj)
         applied.append(object_key(obj))
         report(f"applied {obj['kind']}/{obj['metadata']['name']}")
@@ -84,6 +149,28 @@ def apply_objects(
     """Apply each object (server-side, the trainmaster field manager); return their keys."""
     with SyncKube.connect(kubeconfig) as kube:
         return kube.run(_apply_all(kube.kube, objs, report))
+
+
+def foreign_crds(kubeconfig: Path | None) -> dict[str, str]:
+    """Third-party CRDs the cluster already has from someone else: name -> owner. The
+    Pulumi program leaves these out, as `trainmaster apply` does."""
+
+    async def scan(kube: Kube) -> dict[str, str]:
+        owners = {}
+        for name in sorted(THIRD_PARTY_CRD_NAMES):
+            owner = await crd_owner(kube, name)
+            if owner is not None:
+                owners[name] = owner
+        return owners
+
+    with SyncKube.connect(kubeconfig) as kube:
+        return kube.run(scan(kube.kube))
+
+
+def missing_operators_of(kubeconfig: Path | None, objs: list[dict[str, Any]]) -> list[str]:
+    """`missing_operators`, for callers without an event loop (the Pulumi program)."""
+    with SyncKube.connect(kubeconfig) as kube:
+        return kube.run(missing_operators(kube.kube, objs))
 
 
 def apply_spec(

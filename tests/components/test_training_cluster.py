@@ -24,7 +24,9 @@ class Recorder(pulumi.runtime.Mocks):
         return {}, []
 
 
-def _register(stack: str, kubeconfig: str | None = None) -> Recorder:
+def _register(
+    stack: str, kubeconfig: str | None = None, keep_crds: frozenset[str] = frozenset()
+) -> Recorder:
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, preview=False)
     from components import TrainingCluster, TrainingClusterArgs
@@ -34,7 +36,8 @@ def _register(stack: str, kubeconfig: str | None = None) -> Recorder:
     @pulumi.runtime.test
     def build() -> pulumi.Output[Any]:
         cluster = TrainingCluster(
-            spec.metadata.name, TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig)
+            spec.metadata.name,
+            TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig, keep_crds=keep_crds),
         )
         return pulumi.Output.all(cluster.namespace, cluster.job_names)
 
@@ -84,6 +87,18 @@ def test_crds_present(dev: Recorder) -> None:
         "network-attachment-definitions.k8s.cni.cncf.io",
         "prometheusrules.monitoring.coreos.com",
     } <= crds
+
+
+def test_crds_of_other_managers_are_not_registered() -> None:
+    keep = frozenset({"servicemonitors.monitoring.coreos.com",
+                      "network-attachment-definitions.k8s.cni.cncf.io"})
+    rec = _register("dev", keep_crds=keep)
+    crds = {
+        r.inputs["metadata"]["name"]
+        for r in _of(rec, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+    }
+    assert not crds & keep
+    assert {"trainingjobs.trainmaster.io", "podmonitors.monitoring.coreos.com"} <= crds
 
 
 def test_one_attachment_per_rail_and_storage(dev: Recorder) -> None:

@@ -156,3 +156,61 @@ def test_the_wrapper_reports_to_the_trainingjob(trainingjob: OperatorEnv, tmp_pa
     assert status["lastCheckpoint"]["step"] == 200
     beat = datetime.fromisoformat(status["lastHeartbeat"])
     assert beat.timestamp() >= started - 1
+
+
+@pytest.mark.integration
+def test_the_bundle_reports_through_the_service_account(trainingjob: OperatorEnv,
+                                                        tmp_path: Path) -> None:
+    """The bundle as it runs in a gang pod: a bare Python, the job's own ServiceAccount
+    token and the cluster CA, urllib to the real API server; the Role of the job's
+    identity lets it patch its TrainingJob's status."""
+    import base64
+    import shutil
+    from urllib.parse import urlsplit
+
+    import yaml
+
+    from trainmaster.kubeclient import api_path
+    from trainmaster.launch import write_bundle
+    from trainmaster.objects import build_job_identity, trainer_account
+    from trainmaster.spec import Job
+
+    env = trainingjob
+    job = Job.model_validate(job_doc("gpt", nodes=1))
+    for obj in build_job_identity(env.spec, job):
+        env.kube.apply(obj)
+    account = trainer_account(job)
+    token = env.kube.post(api_path("v1", "serviceaccounts", env.namespace, account, "token"),
+                          {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                           "spec": {"expirationSeconds": 600}})["status"]["token"]
+    config = yaml.safe_load(env.kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    mount = tmp_path / "serviceaccount"
+    mount.mkdir()
+    (mount / "token").write_text(token)
+    if "certificate-authority-data" in cluster:
+        (mount / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    else:
+        shutil.copy(cluster["certificate-authority"], mount / "ca.crt")
+    server = urlsplit(cluster["server"])
+    bundle = write_bundle(tmp_path / "launcher")
+    bare = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER)
+    result = subprocess.run(
+        [bare, "-I", str(bundle), "--heartbeat-seconds", "0.2", "--settle-seconds", "0.5",
+         "--", bare, str(script), "0", "2"],
+        env={"PATH": "/usr/bin:/bin", "KUBERNETES_SERVICE_HOST": server.hostname or "",
+             "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+             "TRAINMASTER_SERVICE_ACCOUNT_DIR": str(mount), "TRAINMASTER_JOB": "gpt",
+             "TRAINMASTER_NAMESPACE": env.namespace, "TRAINMASTER_CHECKPOINT_DIR": str(ckpt),
+             "JOB_COMPLETION_INDEX": "0"},
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "could not report" not in result.stderr, result.stderr
+    status = wait_for(lambda: (s := env.status("gpt")).get("lastCheckpoint") and s,
+                      "the reports")
+    assert status["lastCheckpoint"]["path"] == str(ckpt / "checkpoint-200")
+    assert status["lastCheckpoint"]["step"] == 200

@@ -37,6 +37,7 @@ CORE: Mapping[str, tuple[int, str]] = {
     "_contracts": (1, "extension-point protocols"),
     "_filters": (2, "filter plugins and their pure predicates"),
     "_score": (2, "the score plugin"),
+    "_dataset_locality": (3, "the default score plugin: best fit plus dataset locality"),
     "_coscheduling": (2, "gang manager and the coscheduling plugin"),
     "_quota": (1, "queue quotas, borrowing and the per-queue GPU ledger"),
     "_snapshot": (3, "cluster state, assume/forget/confirm, the read API"),

@@ -341,7 +341,7 @@ def test_profile_build_default() -> None:
         "NodeAffinity",
         "TaintToleration",
     ]
-    assert profile.scorer.NAME == "BestFit"
+    assert profile.scorer.NAME == "DatasetLocality"  # best fit plus dataset locality
     assert [p.NAME for p in profile.permits] == ["Coscheduling"]
     assert [p.NAME for p in profile.pre_filters] == ["Coscheduling"]
     assert set(REGISTRY) >= set(DEFAULT_PLUGINS)

@@ -64,6 +64,13 @@ def operator_run(
         str | None, typer.Option("--liveness", help="Liveness endpoint, e.g. "
                                  "http://0.0.0.0:8080/healthz.")
     ] = None,
+    metrics_address: Annotated[
+        str, typer.Option("--metrics-address", help="Listen address of /metrics: loopback "
+                          "on a host; the pod's IP in a cluster.")
+    ] = "127.0.0.1",
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="Port of /metrics (0: off).")
+    ] = 0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the operator in the foreground until SIGINT/SIGTERM."""
@@ -84,7 +91,8 @@ def operator_run(
     ref = SpecRef(namespace=cm_namespace, configmap=spec_configmap, file=spec)
     run_operator(
         OperatorConfig(spec=ref, namespaces=namespaces, clusterwide=clusterwide,
-                       kubeconfig=kubeconfig, health=rules, liveness=liveness),
+                       kubeconfig=kubeconfig, health=rules, liveness=liveness,
+                       metrics_address=metrics_address, metrics_port=metrics_port),
         verbose=verbose,
     )
 
@@ -122,11 +130,25 @@ def launch(
     all_ranks: Annotated[
         bool, typer.Option("--all-ranks", help="Report from every rank, not only rank 0.")
     ] = False,
+    step_pattern: Annotated[
+        str | None, typer.Option("--step-pattern", help="Regular expression whose first "
+                                 "group is the training step, matched on each output line "
+                                 "(default: $TRAINMASTER_STEP_PATTERN, else step/iteration "
+                                 "N); '' reads no steps from the output.")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Serve Prometheus metrics on this "
+                                 "port (default: $TRAINMASTER_METRICS_PORT; none if unset).")
+    ] = None,
+    metrics_address: Annotated[
+        str | None, typer.Option("--metrics-address", help="Address for the metrics "
+                                 "(default: $TRAINMASTER_METRICS_ADDRESS, else 127.0.0.1).")
+    ] = None,
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
-    """Run a training command (after --) and report its heartbeats and checkpoints to its
-    TrainingJob. Exits with the command's exit code."""
-    from trainmaster.launch import LaunchConfig, run_launch
+    """Run a training command (after --) and report its progress (training steps) and
+    checkpoints to its TrainingJob. Exits with the command's exit code."""
+    from trainmaster.launch import LaunchConfig, compile_step_pattern, run_launch
 
     command = list(ctx.args)
     if command and command[0] == "--":
@@ -138,10 +160,30 @@ def launch(
         checkpoint_dir=checkpoint_dir,
         heartbeat_seconds=heartbeat_seconds,
         settle_seconds=settle_seconds,
-        all_ranks=all_ranks,
+        all_ranks=all_ranks or None,
         kubeconfig=kubeconfig,
+        step_pattern=step_pattern,
+        metrics_port=metrics_port,
+        metrics_address=metrics_address,
     )
+    try:
+        if config.step_pattern:
+            compile_step_pattern(config.step_pattern)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     raise typer.Exit(run_launch(config, command))
+
+
+@app.command("launch-bundle")
+def launch_bundle(
+    directory: Annotated[Path, typer.Argument(help="Directory to write "
+                                              "trainmaster-launch.pyz into.")],
+) -> None:
+    """Write the self-contained launcher (a zipapp that needs only Python in the training
+    image) into a directory: what the gang's init container does."""
+    from trainmaster.launch import write_bundle
+
+    typer.echo(f"wrote {write_bundle(directory)}", err=True)
 
 
 @app.command("status")

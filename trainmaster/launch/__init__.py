@@ -1,22 +1,42 @@
 """`trainmaster launch -- CMD`: the launcher side of the operator's contract. It runs the
-training command unchanged and reports, to the command's TrainingJob, heartbeats (output,
-or a touched $TRAINMASTER_HEARTBEAT_FILE) and each checkpoint that completes in the
-checkpoint directory. See docs/operator.md, "The launcher contract".
+training command unchanged and reports, to the command's TrainingJob, heartbeats (a newer training
+step in its output or in $TRAINMASTER_PROGRESS_FILE, a touched $TRAINMASTER_HEARTBEAT_FILE)
+and each checkpoint that completes in the checkpoint directory, and serves the same as
+Prometheus metrics. See docs/operator.md, "The launcher contract".
 """
 
+from trainmaster.launch._bundle import BUNDLE_NAME, write_bundle
 from trainmaster.launch._checkpoints import CheckpointWatcher, Found, step_of
+from trainmaster.launch._metrics import METRIC_NAMES, METRICS_PORT, LaunchMetrics
+from trainmaster.launch._progress import (
+    PROGRESS_FILE_ENV,
+    STEP_PATTERN,
+    STEP_PATTERN_ENV,
+    Progress,
+    compile_step_pattern,
+)
 from trainmaster.launch._reporter import ApiSink, Sink, checkpoint_patch, heartbeat_patch
 from trainmaster.launch._wrapper import HEARTBEAT_FILE_ENV, LaunchConfig, run_launch
 
 __all__ = [
+    "BUNDLE_NAME",
     "HEARTBEAT_FILE_ENV",
+    "METRICS_PORT",
+    "METRIC_NAMES",
+    "PROGRESS_FILE_ENV",
+    "STEP_PATTERN",
+    "STEP_PATTERN_ENV",
     "ApiSink",
     "CheckpointWatcher",
     "Found",
     "LaunchConfig",
+    "LaunchMetrics",
+    "Progress",
     "Sink",
     "checkpoint_patch",
+    "compile_step_pattern",
     "heartbeat_patch",
     "run_launch",
     "step_of",
+    "write_bundle",
 ]

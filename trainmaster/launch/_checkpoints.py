@@ -6,7 +6,8 @@ any of these says so, strongest first:
 
 1. the framework's own pointer names it: DeepSpeed's `latest` file (holding the tag, e.g.
    `global_step1200`) or Megatron's `latest_checkpointed_iteration.txt` (holding 1200);
-2. a marker file inside it: `COMPLETE`, `.complete`, `DONE` or `.done`;
+2. a marker file inside it: `COMPLETE`, `.complete`, `DONE` or `.done`, or `.metadata`,
+   which torch.distributed.checkpoint (DCP) writes last, once every shard is written;
 3. it has not changed (newest mtime, total size, file count) for `settle_seconds`.
 
 Names ending in .tmp/.partial/.incomplete/.lock, and hidden names, are never checkpoints:
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STEP = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
-MARKERS = ("COMPLETE", ".complete", "DONE", ".done")
+MARKERS = ("COMPLETE", ".complete", "DONE", ".done", ".metadata")
 IN_PROGRESS = (".tmp", ".partial", ".incomplete", ".lock")
 POINTERS = ("latest", "latest_checkpointed_iteration.txt")
 

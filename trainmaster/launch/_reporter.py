@@ -10,16 +10,23 @@ Reporting never stops training: a failed report is logged and retried on the nex
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from trainmaster.launch._incluster import in_cluster, patch_status
 
 if TYPE_CHECKING:
     from trainmaster.kubeclient import SyncKube
 
 
+UTC_ZONE = timezone(timedelta(0))
+"""UTC, spelled so that the launcher bundle runs on Python < 3.11 (no datetime.UTC)."""
+
+
 def rfc3339(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    utc = when.astimezone(UTC_ZONE)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Sink(Protocol):
@@ -40,7 +47,10 @@ def checkpoint_patch(path: str, step: int, when: datetime) -> dict[str, Any]:
 
 
 class ApiSink:
-    """Patches the TrainingJob's status subresource (RBAC: patch trainingjobs/status)."""
+    """Patches the TrainingJob's status subresource (RBAC: patch trainingjobs/status): in a
+    pod through its service account (standard library only, so the launcher bundle needs
+    nothing from the training image but Python), elsewhere through trainmaster's client
+    and a kubeconfig."""
 
     def __init__(self, namespace: str, name: str, kubeconfig: Path | None = None) -> None:
         self.namespace = namespace
@@ -56,9 +66,12 @@ class ApiSink:
         return self._api
 
     def _patch(self, body: dict[str, Any], what: str) -> bool:
-        from trainmaster.kubeclient import trainingjob_path
-
         try:
+            if self._kubeconfig is None and in_cluster():
+                patch_status(self.namespace, self.name, body)
+                return True
+            from trainmaster.kubeclient import trainingjob_path
+
             kube = self._kube()
             kube.run(kube.kube.request(
                 "PATCH", trainingjob_path(self.namespace, self.name, "status"), body=body,

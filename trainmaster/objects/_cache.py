@@ -1,8 +1,10 @@
 """The node-local dataset cache: its config and a warm-up Job per dataset.
 
-A warm-up pod only copies files: it gets no API token and no rights. The operator, which
-may patch nodes anyway (fencing), labels a node `dataset.trainmaster.io/<name>=true` once
-the warm-up pod on it has succeeded, so no warm-up can write to any node."""
+A warm-up pod only copies files (`trainmaster cache warm`): it gets no API token and no
+rights. It ends with a termination message naming the datasets its node holds and those it
+evicted; the operator, which may patch nodes anyway (fencing), labels the node
+`dataset.trainmaster.io/<name>=true` for each held one and removes the label of each evicted
+one once the warm-up pod has succeeded, so no warm-up can write to any node."""
 
 from __future__ import annotations
 
@@ -108,7 +110,15 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                                         dataset.source,
                                         "--path",
                                         f"{cache.path}/{dataset.name}",
+                                        "--capacity",
+                                        cache.capacity,
+                                        "--size",
+                                        dataset.size,
                                     ],
+                                    # What the node holds after the warm-up (and what it
+                                    # evicted): the operator labels the node from it.
+                                    "terminationMessagePath": "/dev/termination-log",
+                                    "terminationMessagePolicy": "File",
                                     "env": [
                                         {
                                             "name": "NODE_NAME",

@@ -4,7 +4,9 @@ TrainingJob is ours. PodGroup follows scheduler-plugins (scheduling.x-k8s.io/v1a
 NetworkAttachmentDefinition follows Multus (k8s.cni.cncf.io/v1); the monitoring kinds
 follow the Prometheus operator (monitoring.coreos.com/v1). The last three are installed
 only where absent, with schemas that keep unknown fields, so a cluster that already runs
-those projects keeps their own definitions.
+those projects keeps their own definitions: `trainmaster apply` and the Pulumi program
+skip a stub whose CRD exists and is not one of our stubs (see `foreign_manager`), and the
+spec's `thirdPartyCrds: Never` drops the stubs altogether.
 """
 
 from __future__ import annotations
@@ -17,6 +19,20 @@ TRAININGJOB_PLURAL = "trainingjobs"
 PODGROUP_GROUP = "scheduling.x-k8s.io"
 PODGROUP_VERSION = "v1alpha1"
 PODGROUP_PLURAL = "podgroups"
+
+STUB_ANNOTATION = "trainmaster.io/stub-crd"
+"""On the third-party CRDs trainmaster installs: a stand-in, not the project's own CRD."""
+
+_OWN_MANAGERS = frozenset({"trainmaster", "kube-apiserver"})
+"""Field managers of a CRD that trainmaster applied: ours (apply) and the API server's own
+status writes (Established, NamesAccepted)."""
+_PULUMI_MANAGER = "pulumi-kubernetes"
+"""Pulumi's Kubernetes provider applies as `pulumi-kubernetes-<random suffix>` per resource."""
+
+
+def _ours(manager: str) -> bool:
+    return manager in _OWN_MANAGERS or manager == _PULUMI_MANAGER \
+        or manager.startswith(f"{_PULUMI_MANAGER}-")
 
 _OPEN: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
@@ -200,7 +216,8 @@ def network_attachment_crd() -> dict[str, Any]:
 def prometheus_crds() -> list[dict[str, Any]]:
     schema = {"type": "object", "properties": {"spec": _OPEN}}
     return [
-        _crd("monitoring.coreos.com", "v1", kind, plural, "Namespaced", schema, status=False)
+        _stub(_crd("monitoring.coreos.com", "v1", kind, plural, "Namespaced", schema,
+                   status=False))
         for kind, plural in (
             ("ServiceMonitor", "servicemonitors"),
             ("PodMonitor", "podmonitors"),
@@ -209,5 +226,37 @@ def prometheus_crds() -> list[dict[str, Any]]:
     ]
 
 
+def _stub(crd: dict[str, Any]) -> dict[str, Any]:
+    crd["metadata"]["annotations"] = {STUB_ANNOTATION: "true"}
+    return crd
+
+
+def third_party_crds() -> list[dict[str, Any]]:
+    """The stand-ins for other projects' CRDs (Multus, the Prometheus operator)."""
+    return [_stub(network_attachment_crd()), *prometheus_crds()]
+
+
+THIRD_PARTY_CRD_NAMES = frozenset(c["metadata"]["name"] for c in third_party_crds())
+
+
 def all_crds() -> list[dict[str, Any]]:
-    return [trainingjob_crd(), podgroup_crd(), network_attachment_crd(), *prometheus_crds()]
+    return [trainingjob_crd(), podgroup_crd(), *third_party_crds()]
+
+
+def build_crds(third_party: str = "IfAbsent") -> list[dict[str, Any]]:
+    """The CRDs a spec installs: ours, plus the third-party stubs unless `Never`. Where a
+    stub's CRD already exists, the appliers leave it alone (`foreign_manager`)."""
+    return all_crds() if third_party != "Never" else [trainingjob_crd(), podgroup_crd()]
+
+
+def foreign_manager(existing: dict[str, Any]) -> str | None:
+    """Who owns an existing CRD if it is not our stub (so we must not apply over it): its
+    first field manager that is not ours, or `unknown`; None when it is our stub."""
+    meta = existing.get("metadata") or {}
+    managers = [m.get("manager") or "" for m in meta.get("managedFields") or []]
+    others = [m for m in managers if not _ours(m)]
+    if others:
+        return others[0]
+    if (meta.get("annotations") or {}).get(STUB_ANNOTATION) != "true":
+        return (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") or "unknown"
+    return None

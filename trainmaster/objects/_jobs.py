@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from trainmaster.launch import BUNDLE_NAME, METRICS_PORT
 from trainmaster.objects._crds import (
     PODGROUP_GROUP,
     PODGROUP_VERSION,
@@ -30,6 +31,7 @@ from trainmaster.objects._labels import (
     QUEUE_LABEL,
     app_labels,
 )
+from trainmaster.objects._launch_args import hyper_parameter_args, resume_args_env
 from trainmaster.objects._netpol import allow_within_job
 from trainmaster.objects._networks import (
     NETWORKS_ANNOTATION,
@@ -44,7 +46,12 @@ JOB_LABEL = f"{DOMAIN}/job"
 ATTEMPT_LABEL = f"{DOMAIN}/attempt"
 TOPOLOGY_DOMAIN_ANNOTATION = f"{DOMAIN}/topology-domain"
 TOPOLOGY_MODE_ANNOTATION = f"{DOMAIN}/topology-mode"
+DATASETS_ANNOTATION = f"{DOMAIN}/datasets"
+"""On gang pods: the datasets the job reads, comma separated; trainmaster-scheduler's
+DatasetLocality score prefers nodes labelled as holding them."""
 MASTER_PORT = 29500
+LAUNCHER_DIR = "/opt/trainmaster-launch"
+"""Where the init container puts the launcher bundle (an emptyDir shared with the trainer)."""
 _TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
 
 
@@ -104,8 +111,8 @@ def _pod_share(spec: ClusterSpec, job: Job) -> tuple[int, int]:
 def _entry(job: Job) -> str:
     """The script and its arguments as the launcher takes them (quoted for bash)."""
     command = list(job.command)
+    flags = hyper_parameter_args(job)
     if job.launcher == "python":  # the command runs as it is, once per pod
-        flags = [f"--{_kebab(k)}={v}" for k, v in job.hyper_parameters.items()]
         return " ".join(shlex.quote(part) for part in (*command, *job.args, *flags))
     if command and command[0] in ("torchrun", "deepspeed"):
         command = command[1:]
@@ -113,12 +120,7 @@ def _entry(job: Job) -> str:
         command = command[1:]
     elif command and job.launcher != "deepspeed" and not command[0].endswith(".py"):
         command = ["--no-python", *command]
-    flags = [f"--{_kebab(k)}={v}" for k, v in job.hyper_parameters.items()]
     return " ".join(shlex.quote(part) for part in (*command, *job.args, *flags))
-
-
-def _kebab(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
 
 
 def _env_name(name: str) -> str:
@@ -136,7 +138,8 @@ def _template_env() -> jinja2.Environment:
 
 
 def render_launch_script(job: Job) -> str:
-    return _template_env().get_template("launch.sh.j2").render(job=job, entry=_entry(job))
+    return _template_env().get_template("launch.sh.j2").render(
+        job=job, entry=_entry(job), bundle=f"{LAUNCHER_DIR}/{BUNDLE_NAME}")
 
 
 def _owner(owner: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -303,6 +306,11 @@ def _container_env(
         "TRAINMASTER_NAMESPACE": spec.metadata.namespace,
         "TRAINMASTER_RESTART": str(attempt),
         "TRAINMASTER_RESUME_FROM": resume_from or "",
+        "TRAINMASTER_RESUME_ARGS": resume_args_env(job, resume_from),
+        # Every rank serves its progress to the PodMonitor on the `metrics` port (the
+        # job's NetworkPolicy admits only the scraper to it).
+        "TRAINMASTER_METRICS_PORT": str(METRICS_PORT),
+        "TRAINMASTER_METRICS_ADDRESS": "0.0.0.0",
     }
     if job.checkpoint is not None:
         env["TRAINMASTER_CHECKPOINT_DIR"] = job.checkpoint.path
@@ -314,6 +322,21 @@ def _container_env(
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
     out.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     return out
+
+
+def _launcher_init(spec: ClusterSpec) -> dict[str, Any]:
+    """The init container that brings the launcher to any training image: the trainmaster
+    image writes its self-contained bundle into the emptyDir the trainer runs it from."""
+    return {
+        "name": "launcher",
+        "image": spec.image.reference,
+        "imagePullPolicy": spec.image.pull_policy,
+        "command": ["trainmaster", "launch-bundle", LAUNCHER_DIR],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"cpu": "1", "memory": "256Mi"}},
+        "securityContext": {**confined_container(), "readOnlyRootFilesystem": True},
+        "volumeMounts": [{"name": "launcher", "mountPath": LAUNCHER_DIR}],
+    }
 
 
 def build_gang_job(
@@ -343,10 +366,12 @@ def build_gang_job(
     }
     mounts: list[dict[str, Any]] = [
         {"name": "launch", "mountPath": "/etc/trainmaster", "readOnly": True},
+        {"name": "launcher", "mountPath": LAUNCHER_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
     volumes: list[dict[str, Any]] = [
         {"name": "launch", "configMap": {"name": f"{job.name}-launch", "defaultMode": 0o755}},
+        {"name": "launcher", "emptyDir": {"sizeLimit": "64Mi"}},
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
     ]
     if job.checkpoint is not None:
@@ -375,7 +400,11 @@ def build_gang_job(
             "template": {
                 "metadata": {
                     "labels": pod_labels,
-                    "annotations": {NETWORKS_ANNOTATION: pod_network_annotation(spec)},
+                    "annotations": {
+                        NETWORKS_ANNOTATION: pod_network_annotation(spec),
+                        **({DATASETS_ANNOTATION: ",".join(job.datasets)}
+                           if job.datasets else {}),
+                    },
                 },
                 "spec": {
                     "serviceAccountName": trainer_account(job),
@@ -385,11 +414,13 @@ def build_gang_job(
                     "restartPolicy": "Never",
                     "subdomain": job.name,
                     "terminationGracePeriodSeconds": 30,
+                    "initContainers": [_launcher_init(spec)],
                     "containers": [
                         {
                             "name": "trainer",
                             "image": job.image,
                             "command": ["/bin/bash", "/etc/trainmaster/launch.sh"],
+                            "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
                             "env": _container_env(spec, job, attempt, resume_from),
                             "resources": {"requests": resources, "limits": dict(resources)},
                             # IPC_LOCK: RDMA pins (locks) the memory it registers.

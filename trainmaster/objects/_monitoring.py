@@ -8,13 +8,16 @@ from typing import Any
 
 from trainmaster.objects._labels import app_labels
 from trainmaster.objects._netpol import allow_metrics
+from trainmaster.objects._nodeagent import build_nic_agent
 from trainmaster.spec import ClusterSpec
 
 
 def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     alerts = spec.monitoring.alerts
     rules: list[dict[str, Any]] = []
-    if alerts.xid_errors:
+    # The DCGM_* series come from the GPU exporter: without it these rules would watch nothing.
+    dcgm = spec.monitoring.gpu_exporter.enabled
+    if dcgm and alerts.xid_errors:
         rules.append(
             {
                 "alert": "GPUXidError",
@@ -27,25 +30,28 @@ def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
                 },
             }
         )
-    rules.append(
-        {
-            "alert": "GPUEccDoubleBitErrors",
-            "expr": f"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1h]) >= {alerts.ecc_errors_per_hour}",
-            "for": "0m",
-            "labels": {"severity": "critical"},
-            "annotations": {"summary": "double-bit ECC errors on {{ $labels.Hostname }}"},
-        }
-    )
+    if dcgm:
+        rules.append(
+            {
+                "alert": "GPUEccDoubleBitErrors",
+                "expr": "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1h]) >= "
+                f"{alerts.ecc_errors_per_hour}",
+                "for": "0m",
+                "labels": {"severity": "critical"},
+                "annotations": {"summary": "double-bit ECC errors on {{ $labels.Hostname }}"},
+            }
+        )
     rules.append(
         {
             "alert": "TrainingNoProgress",
-            "expr": "time() - max by (namespace, job) "
+            # The launcher labels its series `trainingjob` (Prometheus owns `job`).
+            "expr": "time() - max by (namespace, trainingjob) "
             "(trainmaster_job_last_heartbeat_timestamp_seconds) > "
             f"{alerts.no_progress_minutes * 60}",
             "for": "0m",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "job {{ $labels.job }} made no progress for "
+                "summary": "job {{ $labels.trainingjob }} made no progress for "
                 f"{alerts.no_progress_minutes} minutes"
             },
         }
@@ -53,7 +59,10 @@ def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     rules.append(
         {
             "alert": "GPUNodeNotReady",
-            "expr": 'kube_node_status_condition{condition="Ready",status="true"} == 0',
+            # The operator's view of each node (trainmaster_operator_node_*), so no
+            # kube-state-metrics is needed; only nodes with GPUs page.
+            "expr": "max by (node) (trainmaster_operator_node_ready) == 0 "
+            "and on (node) max by (node) (trainmaster_operator_node_gpus) > 0",
             "for": f"{alerts.node_not_ready_minutes}m",
             "labels": {"severity": "critical"},
             "annotations": {
@@ -65,7 +74,7 @@ def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     return rules
 
 
-def _dashboard() -> dict[str, Any]:
+def _dashboard(spec: ClusterSpec) -> dict[str, Any]:
     def panel(i: int, title: str, expr: str) -> dict[str, Any]:
         return {
             "id": i,
@@ -75,16 +84,25 @@ def _dashboard() -> dict[str, Any]:
             "targets": [{"expr": expr, "refId": "A"}],
         }
 
+    queries = [
+        ("Training step", "max by (trainingjob) (trainmaster_job_step)"),
+        ("Checkpoint step", "max by (trainingjob) (trainmaster_job_checkpoint_step)"),
+        ("Free GPUs", "max(trainmaster_scheduler_free_gpus)"),
+        ("GPU fragmentation", "max(trainmaster_scheduler_gpu_fragmentation_ratio)"),
+        ("Unhealthy nodes", "count(trainmaster_operator_node_healthy == 0) or vector(0)"),
+    ]
+    if spec.monitoring.gpu_exporter.enabled:
+        queries = [
+            ("GPU utilisation", "avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"),
+            ("GPU memory used", "sum by (Hostname) (DCGM_FI_DEV_FB_USED)"),
+            ("Xid errors", "max by (Hostname) (DCGM_FI_DEV_XID_ERRORS)"),
+            *queries,
+        ]
     return {
         "title": "trainmaster: GPUs and training",
         "uid": "trainmaster-gpus",
         "schemaVersion": 39,
-        "panels": [
-            panel(0, "GPU utilisation", "avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"),
-            panel(1, "GPU memory used", "sum by (Hostname) (DCGM_FI_DEV_FB_USED)"),
-            panel(2, "Xid errors", "max by (Hostname) (DCGM_FI_DEV_XID_ERRORS)"),
-            panel(3, "Training step", "max by (job) (trainmaster_job_checkpoint_step)"),
-        ],
+        "panels": [panel(i, title, expr) for i, (title, expr) in enumerate(queries)],
     }
 
 
@@ -93,7 +111,7 @@ def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
     labels = app_labels("gpu-exporter", "monitoring", cluster)
     selector = {"app.kubernetes.io/name": "gpu-exporter", "app.kubernetes.io/instance": cluster}
     interval = f"{mon.scrape_interval_seconds}s"
-    objs: list[dict[str, Any]] = []
+    objs: list[dict[str, Any]] = [*build_nic_agent(spec)]
     if mon.gpu_exporter.enabled:
         objs += [
             {
@@ -187,7 +205,7 @@ def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
                         "grafana_dashboard": "1",
                     },
                 },
-                "data": {"trainmaster.json": json.dumps(_dashboard(), indent=2)},
+                "data": {"trainmaster.json": json.dumps(_dashboard(spec), indent=2)},
             }
         )
     return objs

@@ -7,6 +7,7 @@ from typing import Any
 
 from trainmaster.objects._labels import app_labels
 from trainmaster.objects._rbac import identity
+from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
 from trainmaster.objects._security import (
     restricted_container,
     restricted_pod,
@@ -82,6 +83,9 @@ OPERATOR_CLUSTER_RULES: list[dict[str, Any]] = [
 
 NODE_EVENT_NAMESPACE = "default"
 
+OPERATOR_METRICS_PORT = 10260
+"""The operator's /metrics port (trainmaster.operator._metrics.METRICS_PORT)."""
+
 
 def spec_configmap_name(spec: ClusterSpec) -> str:
     return f"{spec.metadata.name}-spec"
@@ -119,6 +123,7 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
             cluster_rules=OPERATOR_CLUSTER_RULES,
             namespaced_rules={ns: OPERATOR_RULES, NODE_EVENT_NAMESPACE: OPERATOR_NODE_EVENT_RULES},
         ),
+        *scrape_objects(spec, name, system, labels, selector, OPERATOR_METRICS_PORT),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -146,7 +151,12 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
                                     ns,
                                     "--spec-configmap",
                                     spec_configmap_name(spec),
+                                    *METRICS_ARGS,
+                                    "--metrics-port",
+                                    str(OPERATOR_METRICS_PORT),
                                 ],
+                                "env": [POD_IP_ENV],
+                                "ports": [metrics_port(OPERATOR_METRICS_PORT)],
                                 "resources": {
                                     "requests": {"cpu": "200m", "memory": "256Mi"},
                                     "limits": {"memory": "1Gi"},

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from trainmaster.objects._cache import build_cache
-from trainmaster.objects._crds import all_crds
+from trainmaster.objects._crds import build_crds
 from trainmaster.objects._jobs import build_training_jobs
 from trainmaster.objects._monitoring import build_monitoring
 from trainmaster.objects._networks import build_networks
@@ -40,7 +40,7 @@ def build_all(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
     """component -> objects. The single source every consumer (Pulumi, render, operator)
     takes its objects from."""
     return {
-        "crds": all_crds(),
+        "crds": build_crds(spec.third_party_crds),
         "namespace": build_namespaces(spec),
         "networks": [*build_default_deny(spec), *build_networks(spec)],
         "scheduler": build_scheduler(spec),

@@ -9,8 +9,8 @@ import yaml
 
 from trainmaster.objects._jobs import priority_class_name
 from trainmaster.objects._labels import app_labels
-from trainmaster.objects._netpol import allow_metrics
 from trainmaster.objects._rbac import identity, role, role_binding
+from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
 from trainmaster.objects._security import (
     restricted_container,
     restricted_pod,
@@ -140,7 +140,7 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
         ),
         role(f"{name}-leader-election", ns, labels, LEASE_RULES),
         role_binding(f"{name}-leader-election", ns, labels, name, ns),
-        allow_metrics(spec, f"{name}-metrics", ns, labels, selector, METRICS_PORT),
+        *scrape_objects(spec, name, ns, labels, selector, METRICS_PORT),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -170,8 +170,10 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
                                     "trainmaster-scheduler",
                                     "--config",
                                     "/etc/trainmaster-scheduler/config.yaml",
+                                    *METRICS_ARGS,
                                 ],
-                                "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+                                "env": [POD_IP_ENV],
+                                "ports": [metrics_port(METRICS_PORT)],
                                 "resources": {
                                     "requests": {"cpu": "500m", "memory": "512Mi"},
                                     "limits": {"memory": "2Gi"},

@@ -79,6 +79,12 @@ class Announcer:
                              f"{cond.get('reason')}: {cond.get('message')}", now,
                              f"r{state.attempt}.failed")
 
+    async def waiting_for_datasets(self, body: dict[str, Any], state: JobState, reason: str,
+                                   now: datetime) -> None:
+        await self._once(body, "Normal", "WaitingForDatasets",
+                         f"held until its datasets are warm: {reason}", now,
+                         f"g{state.generation}.waitingfordatasets")
+
     async def invalid_spec(self, body: dict[str, Any], state: JobState, message: str,
                            now: datetime) -> None:
         await self._once(body, "Warning", "InvalidSpec", message, now,
@@ -92,3 +98,14 @@ async def fenced(kube: Kube, node: str, problem: str, now: datetime) -> None:
     await events.post(kube, ref, "Warning", "Fenced",
                       f"{problem}: cordoned and tainted trainmaster.io/unhealthy:NoSchedule "
                       "by trainmaster; gangs on it are restarted elsewhere", now)
+
+
+async def topology_unknown(kube: Kube, node: str, levels: tuple[str, ...], now: datetime) -> None:
+    """A GPU node whose place in the switch tree is unknown: the scheduler cannot keep a
+    gang's traffic under one switch on it."""
+    ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "uid": node}}
+    labels = ", ".join(f"topology.trainmaster.io/{lv}" for lv in levels)
+    await events.post(kube, ref, "Warning", "TopologyUnknown",
+                      f"no {labels}: the spec's switch tree does not name this node and no "
+                      "topology.nodeLabels label is set on it; name it in topology.switches, "
+                      "map a level to a label it has, or label it yourself", now)

@@ -5,18 +5,58 @@ The operator writes them because it may patch nodes anyway (fencing); the warm-u
 themselves hold no API rights, so no pod of the training namespace can write to a node.
 Only pods of a warm-up Job (`<cluster>-warmup-<dataset>`, as trainmaster.objects builds it)
 count, so a pod that merely carries the label cannot get a node labelled.
+
+`trainmaster cache warm` ends with a termination message, `{"dataset", "held",
+"evicted"}`: the datasets the node's cache holds complete, and those it evicted (least
+recently used) to make room. The operator labels every held one and removes the label of
+every evicted one, so the labels follow the cache, not only the last warm-up. A pod
+without a message (another warm-up image) labels its own dataset only.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from trainmaster.kubeclient import Kube, node_path
 from trainmaster.objects import DATASET_LABEL, dataset_label
+from trainmaster.spec import ClusterSpec, Job
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def warmed(pod: dict[str, Any]) -> tuple[str, str] | None:
-    """(node, dataset) when `pod` is a warm-up pod that finished its node; else None."""
+@dataclass(frozen=True)
+class Warmed:
+    node: str
+    dataset: str
+    held: tuple[str, ...] = ()
+    evicted: tuple[str, ...] = ()
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """Dataset names from a message: only valid label-name parts (the pod wrote them)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str) and len(v) <= 63 and _NAME.match(v))
+
+
+def _message(pod: dict[str, Any]) -> dict[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        text = ((status.get("state") or {}).get("terminated") or {}).get("message")
+        if text:
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                return data
+    return {}
+
+
+def warmed(pod: dict[str, Any]) -> Warmed | None:
+    """What a warm-up pod that finished its node says the node holds; else None."""
     meta = pod.get("metadata") or {}
     dataset = (meta.get("labels") or {}).get(DATASET_LABEL)
     node = (pod.get("spec") or {}).get("nodeName")
@@ -28,18 +68,50 @@ def warmed(pod: dict[str, Any]) -> tuple[str, str] | None:
         for o in owners
     ):
         return None
-    return node, dataset
+    message = _message(pod)
+    held = tuple(dict.fromkeys((dataset, *_names(message.get("held")))))
+    evicted = tuple(e for e in _names(message.get("evicted")) if e not in held)
+    return Warmed(node, dataset, held, evicted)
 
 
-def label_patch(dataset: str) -> dict[str, Any]:
-    return {"metadata": {"labels": {dataset_label(dataset): "true"}}}
+def label_patch(held: tuple[str, ...] | str, evicted: tuple[str, ...] = ()) -> dict[str, Any]:
+    names = (held,) if isinstance(held, str) else held
+    labels: dict[str, str | None] = {dataset_label(d): "true" for d in names}
+    labels.update({dataset_label(d): None for d in evicted})  # null removes the label
+    return {"metadata": {"labels": labels}}
 
 
 async def label_warmed_node(kube: Kube, pod: dict[str, Any]) -> tuple[str, str] | None:
-    """Label the node of a finished warm-up pod; return what was labelled."""
+    """Label the node of a finished warm-up pod; return (node, dataset) labelled."""
     done = warmed(pod)
     if done is None:
         return None
-    node, dataset = done
-    await kube.patch(node_path(node), label_patch(dataset))
-    return done
+    await kube.patch(node_path(done.node), label_patch(done.held, done.evicted))
+    return done.node, done.dataset
+
+
+def holds(spec: ClusterSpec, job: Job) -> bool:
+    """Whether the job must wait for its datasets to be warm (cache.waitForWarmup)."""
+    cache = spec.cache
+    return bool(job.datasets) and cache is not None and cache.warmup and cache.wait_for_warmup
+
+
+def warm_nodes(nodes: list[dict[str, Any]]) -> int:
+    """Nodes a gang pod could use: not cordoned (a fenced node is cordoned)."""
+    return sum(1 for n in nodes if not (n.get("spec") or {}).get("unschedulable"))
+
+
+def waiting_message(job: Job, counts: dict[str, int]) -> str | None:
+    """Why the job waits ("dataset wiki warm on 1 of 2 nodes; ..."), or None to go."""
+    short = [f"dataset {d} warm on {counts.get(d, 0)} of {job.nodes} nodes"
+             for d in job.datasets if counts.get(d, 0) < job.nodes]
+    return "; ".join(short) or None
+
+
+async def datasets_waiting(kube: Kube, spec: ClusterSpec, job: Job) -> str | None:
+    """Why the job must wait for its datasets, or None when it may start."""
+    if not holds(spec, job):
+        return None
+    counts = {d: warm_nodes(await kube.list(node_path(), f"{dataset_label(d)}=true"))
+              for d in job.datasets}
+    return waiting_message(job, counts)

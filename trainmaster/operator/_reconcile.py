@@ -18,6 +18,7 @@ from typing import Any
 
 from trainmaster.kubeclient import Kube, is_status, trainingjob_path
 from trainmaster.operator._announce import Announcer, fenced
+from trainmaster.operator._datasets import datasets_waiting, holds
 from trainmaster.operator._decide import decide
 from trainmaster.operator._fence import fence
 from trainmaster.operator._gang import GangObjects
@@ -35,6 +36,7 @@ from trainmaster.operator._nodes import NodeBook
 from trainmaster.operator._specs import InvalidJob, SpecSource, in_namespace
 from trainmaster.operator._status import (
     fail_patch,
+    hold_patch,
     invalid_spec_patch,
     observe_patch,
     restart_patch,
@@ -45,6 +47,8 @@ from trainmaster.operator._supervisor import Gone, Retry
 from trainmaster.spec import ClusterSpec, Job
 
 log = logging.getLogger(__name__)
+HOLD_RECHECK_SECONDS = 10.0
+"""How often a job held for its datasets looks again."""
 
 
 class Reconciler:
@@ -119,7 +123,10 @@ class Reconciler:
             await self.gang.clean(ns, job, gang, state.attempt, self.book.health())
             return decision.wake_after
         if action is Action.START:
-            await self._write(state, start_patch(state, now))
+            waiting = await datasets_waiting(self.kube, spec, job)
+            if waiting is not None:
+                return await self._hold(body, state, waiting, now)
+            await self._write(state, start_patch(state, now, datasets=holds(spec, job)))
             await self.gang.apply(spec, job, body, 0, None)
             return 0.0
         if action is Action.RESTART:
@@ -147,6 +154,16 @@ class Reconciler:
         if patch:
             await self._write(state, patch, guard=False)
         return decision.wake_after
+
+    async def _hold(self, body: dict[str, Any], state: JobState, reason: str,
+                    now: datetime) -> float:
+        """Not started: its datasets are not warm on enough nodes yet. Look again soon
+        (a warm-up labels one node at a time; polling keeps this independent of them)."""
+        patch = hold_patch(state, reason, now)
+        if patch:
+            await self._write(state, patch, guard=False)
+        await self.announce.waiting_for_datasets(body, state, reason, now)
+        return HOLD_RECHECK_SECONDS
 
     async def _restart(
         self,

@@ -7,23 +7,30 @@ Handlers translate watch events into calls here; nothing here knows about kopf.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmaster.kubeclient import TRAININGJOB_API_VERSION, Kube, is_status
+from trainmaster.kubeclient import TRAININGJOB_API_VERSION, Kube, is_status, node_path
 from trainmaster.objects import JOB_LABEL
-from trainmaster.operator._announce import fenced
+from trainmaster.operator._announce import fenced, topology_unknown
 from trainmaster.operator._datasets import label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health
 from trainmaster.operator._fence import fence
+from trainmaster.operator._metrics import OperatorMetrics
 from trainmaster.operator._model import Key, utcnow
 from trainmaster.operator._nodes import NodeBook
 from trainmaster.operator._reconcile import Reconciler
 from trainmaster.operator._specs import SpecRef, SpecSource
-from trainmaster.operator._supervisor import Supervisor
+from trainmaster.operator._supervisor import Retry, Supervisor
+from trainmaster.operator._topology import TopologyBook, has_gpus, judge_topology
+from trainmaster.spec import ClusterSpec
 
 log = logging.getLogger(__name__)
+
+_SPEC_REREAD_SECONDS = 30.0
+"""How stale the spec may be when labelling node topology."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,10 @@ class OperatorConfig:
     """Every job is looked at this often even when no event arrives."""
     liveness: str | None = None
     """kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz."""
+    metrics_address: str = "127.0.0.1"
+    """Where /metrics listens: loopback on a host; the pod's IP in a cluster."""
+    metrics_port: int = 0
+    """0: no /metrics server."""
 
 
 def owner_of(body: dict[str, Any]) -> str | None:
@@ -61,13 +72,24 @@ class Runtime:
         self.book = NodeBook()
         self.reconciler = Reconciler(kube, self.specs, self.book)
         self.supervisor = Supervisor(self.reconciler, config.resync_seconds)
+        self.metrics = OperatorMetrics()
+        self.topology = TopologyBook()
+        self._topology_reported: set[str] = set()
+        # Node events come in floods (every node at startup): one spec read per while.
+        self._topology_spec: tuple[str, ClusterSpec] | None = None
+        self._topology_spec_at = 0.0
 
     @classmethod
     async def open(cls, config: OperatorConfig) -> Runtime:
-        return cls(config, await Kube.connect(config.kubeconfig, pool=32,
-                                             user_agent="trainmaster-operator"))
+        runtime = cls(config, await Kube.connect(config.kubeconfig, pool=32,
+                                                user_agent="trainmaster-operator"))
+        if config.metrics_port:
+            port = runtime.metrics.serve(config.metrics_address, config.metrics_port)
+            log.info("metrics on http://%s:%d/metrics", config.metrics_address, port)
+        return runtime
 
     async def close(self) -> None:
+        self.metrics.stop()
         await self.supervisor.close()
         await self.kube.close()
 
@@ -106,15 +128,46 @@ class Runtime:
         name = (body.get("metadata") or {}).get("name", "")
         if event_type == "DELETED":
             self.book.forget(name)
+            self.metrics.forget_node(name)
             changed = True
         else:
             health = node_health(body, self.config.health)
+            self.metrics.observe_node(body, health)
+            await self._label_topology(body)
             changed = self.book.update(name, health)
             if health.problem and not health.fenced:
                 await self._fence(name, health.problem)
         if changed:
             for key in self.book.jobs_on(name):
                 self.supervisor.poke(key)
+
+    async def _label_topology(self, body: dict[str, Any]) -> None:
+        """Give a GPU node its topology labels, or report that it has none."""
+        if not has_gpus(body):
+            return
+        name = str((body.get("metadata") or {}).get("name", ""))
+        now = time.monotonic()
+        if self._topology_spec is None or now - self._topology_spec_at > _SPEC_REREAD_SECONDS:
+            try:
+                self._topology_spec = await self.specs.get()
+            except Retry:
+                return  # no spec yet: the next event of this node will do it
+            self._topology_spec_at = now
+        version, spec = self._topology_spec
+        verdict = judge_topology(body, spec, self.topology.tree(version, spec))
+        self.metrics.node_topology_known.labels(name).set(0 if verdict.unknown else 1)
+        try:
+            if verdict.patch:
+                await self.kube.patch(node_path(name), {"metadata": {"labels": verdict.patch}})
+                log.info("labelled node %s from %s: %s", name, verdict.source, verdict.patch)
+            if verdict.unknown and name not in self._topology_reported:
+                self._topology_reported.add(name)
+                await topology_unknown(self.kube, name, verdict.unknown, utcnow())
+            elif not verdict.unknown:
+                self._topology_reported.discard(name)
+        except Exception as exc:
+            if not is_status(exc, 404):
+                log.warning("could not label the topology of node %s: %s", name, exc)
 
     async def on_warmup_pod(self, body: dict[str, Any]) -> None:
         """A warm-up pod changed: label its node once it holds the dataset."""
@@ -133,6 +186,7 @@ class Runtime:
         try:
             if await fence(self.kube, name, problem, now):
                 log.warning("fenced node %s: %s", name, problem)
+                self.metrics.fences.inc()
                 await fenced(self.kube, name, problem, now)
         except Exception as exc:
             if not is_status(exc, 404):

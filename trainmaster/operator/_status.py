@@ -32,6 +32,7 @@ COND_RUNNING = "Running"
 COND_FAILED = "Failed"
 COND_SUCCEEDED = "Succeeded"
 COND_SPEC_VALID = "SpecValid"
+COND_DATASETS_READY = "DatasetsReady"
 
 
 def set_condition(
@@ -72,9 +73,11 @@ def _fault_record(fault: Fault, attempt: int, now: datetime) -> dict[str, Any]:
     return record
 
 
-def start_patch(state: JobState, now: datetime) -> dict[str, Any]:
+def start_patch(state: JobState, now: datetime, datasets: bool = False) -> dict[str, Any]:
     """Attempt 0, written before gang r0 is created."""
     conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    if datasets or state.condition(COND_DATASETS_READY) is not None:
+        conds = set_condition(conds, COND_DATASETS_READY, True, "Warm", "", now)
     conds = set_condition(conds, COND_RUNNING, False, "GangCreated", "", now)
     conds = [c for c in conds if c["type"] != COND_FAILED]
     return {
@@ -84,6 +87,16 @@ def start_patch(state: JobState, now: datetime) -> dict[str, Any]:
         "gangGeneration": state.generation,
         "conditions": conds,
     }
+
+
+def hold_patch(state: JobState, reason: str, now: datetime) -> dict[str, Any]:
+    """A job held before its first gang (its datasets are not warm yet): Pending, with the
+    reason; only the fields that changed. No attempt is recorded, so the next look decides
+    to start again and checks again."""
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(conds, COND_DATASETS_READY, False, "WaitingForWarmup", reason, now)
+    wanted = {"phase": PENDING, "pendingReason": reason, "conditions": conds}
+    return {k: v for k, v in wanted.items() if state.status.get(k) != v}
 
 
 def restart_patch(state: JobState, decision: Decision, now: datetime) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from ._dataset_locality import pod_datasets
 from ._keys import (
     CHECKPOINT_ANNOTATION,
     POD_GROUP_LABEL,
@@ -254,6 +255,7 @@ def pod_info(obj: JSON) -> PodInfo:
         priority=int(spec.get("priority") or 0),
         creation_timestamp=parse_time(meta.get("creationTimestamp")),
         gang=labels.get(POD_GROUP_LABEL) or None,
+        datasets=pod_datasets(meta.get("annotations") or {}),
     )
     return PodInfo(
         request=request,

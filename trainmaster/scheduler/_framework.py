@@ -21,6 +21,7 @@ from ._contracts import (
     ScorePlugin,
 )
 from ._coscheduling import Coscheduling, GangManager
+from ._dataset_locality import DatasetLocality
 from ._filters import (
     NodeAffinity,
     NodeResourcesFit,
@@ -117,8 +118,10 @@ REGISTRY.register(TaintToleration)
 REGISTRY.register(NodeResourcesFit)
 REGISTRY.register(BestFit)
 REGISTRY.register(Coscheduling, lambda handle: Coscheduling(handle.gangs))
+REGISTRY.register(DatasetLocality)
 
-DEFAULT_PLUGINS: tuple[str, ...] = tuple(REGISTRY)
+# One score plugin per profile: DatasetLocality is BestFit plus dataset locality.
+DEFAULT_PLUGINS: tuple[str, ...] = tuple(n for n in REGISTRY if n != BestFit.NAME)
 DEFAULT_SCORER: ScorePlugin = BestFit()
 
 

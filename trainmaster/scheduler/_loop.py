@@ -33,6 +33,7 @@ from ._binder import Binder, GangOutcome
 from ._cache import ClusterCache
 from ._config import SchedulerConfig
 from ._events import ApiWriter, EventRecorder, ObjectRef, default_identity
+from ._fragmentation import fragmentation_report
 from ._gangs import LONE_PREFIX, Waiting, assemble, lone_gang, pinned_gang
 from ._keys import PODGROUP_API_VERSION
 from ._metrics import SchedulerMetrics
@@ -51,6 +52,10 @@ _POD_FIELDS = "status.phase!=Succeeded,status.phase!=Failed"
 _SETTLE = 0.01
 _CHUNK = 8
 """Planned gangs placed per cycle before their binds are let out."""
+
+
+_FRAGMENTATION_EVERY = 5.0
+"""Seconds between two refreshes of the fragmentation gauges."""
 
 
 class SchedulerRuntime:
@@ -102,6 +107,9 @@ class SchedulerRuntime:
         self._binds: set[asyncio.Task[None]] = set()
         self._watches: list[asyncio.Task[None]] = []
         self.cycles = 0
+        self._fragmentation_at = float("-inf")
+        self._fragmentation_stale = False
+        """A change came while the gauges were fresh: refresh them when they may be."""
         self.outcomes: deque[GangOutcome] = deque(maxlen=100)
         """Gangs undone because too few members could be bound (for inspection)."""
 
@@ -128,6 +136,7 @@ class SchedulerRuntime:
         await asyncio.gather(*(r.relist() for r in self.reflectors),
                              self.api.warm(self.config.bind_concurrency))
         self.cache.build_snapshot()
+        self._refresh_fragmentation(self._clock())
         self._scheduler = GangScheduler(
             self.cache.snapshot,
             clock=self._clock,
@@ -158,6 +167,9 @@ class SchedulerRuntime:
         if not changed.is_set():
             waiter = asyncio.create_task(changed.wait())
             due = self._next_retry()
+            if self._fragmentation_stale:  # a refresh was skipped: come back for it
+                refresh = self._fragmentation_at + _FRAGMENTATION_EVERY
+                due = refresh if due is None else min(due, refresh)
             timeout = None if due is None else max(0.0, due - self._clock())
             try:
                 await asyncio.wait({waiter, stopper}, timeout=timeout,
@@ -222,6 +234,8 @@ class SchedulerRuntime:
             sum(len(g.members) for g in self._gangs.values())
             + sum(len(self.cache.members.get(k, ())) for k in self._waiting)
         )
+        self._fragmentation_stale = True
+        self._refresh_fragmentation(now)
         return result
 
     def _queue_metrics(self) -> None:
@@ -239,6 +253,15 @@ class SchedulerRuntime:
                 self.metrics.queue_quota.labels(usage.name).set(usage.nominal_quota)
         for queue, count in pending.items():
             self.metrics.queue_pending.labels(queue).set(count)
+
+    def _refresh_fragmentation(self, now: float) -> None:
+        """The fragmentation gauges, at most every few seconds: one pass over every node,
+        often enough for a dashboard, rare enough for 10k nodes."""
+        if not self.cache.ready or now - self._fragmentation_at < _FRAGMENTATION_EVERY:
+            return
+        self._fragmentation_at = now
+        self._fragmentation_stale = False
+        self.metrics.observe_fragmentation(fragmentation_report(self.cache.snapshot))
 
     def _sync(self, key: str) -> bool:
         """Re-assemble one gang from the cache; True if the queue got a new version."""

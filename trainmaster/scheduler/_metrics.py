@@ -12,6 +12,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ._fragmentation import FragmentationReport
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
 
@@ -68,8 +70,27 @@ class SchedulerMetrics:
             f"{ns}_preemptions", "Gangs evicted by preemption, by the preemptor's queue.",
             ["queue"], registry=r,
         )  # fmt: skip
+        # What _fragmentation.fragmentation_report computes, refreshed every few seconds.
+        self.fragmentation = Gauge(
+            f"{ns}_gpu_fragmentation_ratio", "Share of free GPUs on nodes that also run pods.",
+            registry=r,
+        )
+        self.leaf_fragmentation = Gauge(
+            f"{ns}_gpu_leaf_fragmentation_ratio", "Share of free GPUs outside wholly free "
+            "leaves (lowest topology level).", registry=r,
+        )  # fmt: skip
+        self.free_gpus = Gauge(f"{ns}_free_gpus", "Free GPUs on schedulable nodes.", registry=r)
+        self.total_gpus = Gauge(
+            f"{ns}_allocatable_gpus", "Allocatable GPUs on schedulable nodes.", registry=r
+        )
         self._server: Any = None
         self._thread: threading.Thread | None = None
+
+    def observe_fragmentation(self, report: FragmentationReport) -> None:
+        self.fragmentation.set(report.fragmentation_ratio)
+        self.leaf_fragmentation.set(report.leaf_fragmentation_ratio)
+        self.free_gpus.set(report.free)
+        self.total_gpus.set(report.total)
 
     def serve(self, address: str, port: int) -> int:
         """Start the /metrics HTTP server in a thread; returns the bound port."""

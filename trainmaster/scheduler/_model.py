@@ -135,6 +135,8 @@ class PodRequest:
     creation_timestamp: float = 0.0
     gang: str | None = None
     """Name of the pod's gang in the same namespace, or ``None`` for a lone pod."""
+    datasets: tuple[str, ...] = ()
+    """Datasets the pod reads (``trainmaster.io/datasets``): a score preference only."""
 
     key: str = field(init=False, repr=False, compare=False)
     effective_requests: Mapping[str, int] = field(init=False, repr=False, compare=False)

@@ -103,7 +103,9 @@ class _Search:
         self.snap = snapshot
         self.cols = snapshot.columns
         self.gang = gang
-        self.scorer = scorer
+        bind = getattr(scorer, "bind", None)  # a scorer that needs the gang and nodes
+        self.scorer: ScorePlugin = (bind(gang, self.cols.nodes, self.cols.allocatable)
+                                    if bind is not None else scorer)
         signatures: dict[tuple[object, Hashable], list[PodRequest]] = {}
         for pod in gang.members:
             key = (tuple(sorted(pod.effective_requests.items())), snapshot.pod_key(pod, filters))

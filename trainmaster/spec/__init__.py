@@ -23,6 +23,7 @@ from trainmaster.spec._model import (
     Job,
     Queue,
     ResolvedNode,
+    Switch,
     TopologyRule,
     default_topology_policy,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "SpecInvalidError",
     "SpecIssue",
     "SpecReadError",
+    "Switch",
     "TopologyRule",
     "TrainmasterError",
     "default_topology_policy",

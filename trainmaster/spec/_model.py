@@ -7,12 +7,13 @@ docstrings become the schema's descriptions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from trainmaster import __version__
@@ -21,6 +22,11 @@ from trainmaster.spec._quantity import QUANTITY_PATTERN, parse_quantity
 API_VERSION = "trainmaster.io/v1alpha1"
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+LabelKey = Annotated[
+    str,
+    Field(pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+          max_length=317),
+]
 JobName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, examples=["512Gi", "15Ti"])]
 Cidr = Annotated[
@@ -115,6 +121,13 @@ class Topology(_Model):
     """A regular tree; give this or `switches`."""
     switches: list[Switch] | None = Field(None, min_length=1)
     """An explicit tree; give this or `generate`."""
+    node_labels: dict[Name, LabelKey] = {}
+    """Real clusters: level -> a node label the cluster already has for that level (e.g.
+    `leaf: network.topology.kubernetes.io/block` as Kueue's topology-aware scheduling uses,
+    or the labels of Volcano HyperNodes). The operator copies its value into
+    `topology.trainmaster.io/<level>` on nodes the switch tree does not name. Nodes the
+    tree names are labelled from the tree; GPU nodes with neither get a `TopologyUnknown`
+    Event."""
 
 
 # --- networks ------------------------------------------------------------------------
@@ -278,6 +291,10 @@ class CacheSpec(_Model):
     """Cache size per node; must fit the node's local disk."""
     warmup: bool = True
     """Fill the cache before a job that uses the dataset starts."""
+    wait_for_warmup: bool = True
+    """With `warmup`: the operator holds a job that names datasets until each is warm on at
+    least as many schedulable nodes as the job has pods; `false` starts it at once
+    (warm-up optional: the job reads whatever the cache holds)."""
     datasets: list[Dataset] = []
     """Datasets jobs may name."""
 
@@ -307,11 +324,23 @@ class GpuExporter(_Model):
     """Exporter image."""
 
 
+class NicAgent(_Model):
+    """The NIC health agent DaemonSet: reads each GPU node's InfiniBand/RoCE ports from
+    sysfs and sets the node condition `NICHealthy`, on which the operator fences."""
+
+    enabled: bool = True
+    """Run the agent on every GPU node."""
+    interval_seconds: int = Field(30, ge=1, le=3600)
+    """Seconds between two looks at the ports."""
+
+
 class MonitoringSpec(_Model):
     """GPU metrics, alerts and dashboards (Prometheus operator objects)."""
 
     gpu_exporter: GpuExporter = GpuExporter()
     """The GPU metrics exporter."""
+    nic_agent: NicAgent = NicAgent()
+    """The NIC health agent (node condition `NICHealthy`)."""
     scrape_interval_seconds: int = Field(15, ge=1, le=3600)
     """Prometheus scrape interval."""
     alerts: Alerts = Alerts()
@@ -414,6 +443,42 @@ class JobTopology(_Model):
     """`required` (wait for one domain) or `preferred` (spread if it must)."""
 
 
+class LaunchArguments(_Model):
+    """How hyper-parameters and the resume checkpoint become arguments of the command;
+    an unset field takes the launcher's default (docs/spec.md, "Launch arguments")."""
+
+    hyper_parameter: str | None = Field(None, max_length=200)
+    """Template of one hyper-parameter argument, split on spaces: `{name}` (kebab-case),
+    `{key}` (as written), `{snake}` (snake_case), `{value}`; `""` passes hyper-parameters
+    only as `TM_HP_<NAME>` env."""
+    resume: list[str] | None = None
+    """Arguments added on a restart: `{path}` (the checkpoint), `{root}` (the checkpoint
+    root: the directory holding DeepSpeed's `latest` or Megatron's
+    `latest_checkpointed_iteration.txt`), `{tag}` (the checkpoint's name), `{step}`. A word
+    whose placeholder is empty is dropped with the flag before it; `[]` adds none (the
+    program reads `TRAINMASTER_RESUME_FROM`)."""
+
+    @field_validator("hyper_parameter")
+    @classmethod
+    def _known_hyper_parameter_placeholders(cls, value: str | None) -> str | None:
+        _check_placeholders(value or "", {"name", "key", "snake", "value"})
+        return value
+
+    @field_validator("resume")
+    @classmethod
+    def _known_resume_placeholders(cls, value: list[str] | None) -> list[str] | None:
+        for word in value or []:
+            _check_placeholders(word, {"path", "root", "tag", "step"})
+        return value
+
+
+def _check_placeholders(text: str, known: set[str]) -> None:
+    for name in re.findall(r"\{([^{}]*)\}", text):
+        if name not in known:
+            raise ValueError(f"unknown placeholder {{{name}}}; use one of "
+                             + ", ".join(f"{{{k}}}" for k in sorted(known)))
+
+
 class Job(_Model):
     """A training job: a gang of pods, one per node."""
 
@@ -438,7 +503,11 @@ class Job(_Model):
     args: list[str] = []
     """Arguments after the command."""
     hyper_parameters: dict[str, str | int | float | bool] = {}
-    """Basic hyper-parameters, passed as `TM_HP_<NAME>` env and launcher flags."""
+    """Basic hyper-parameters, passed as `TM_HP_<NAME>` env and as arguments
+    (`arguments.hyperParameter`)."""
+    arguments: LaunchArguments = LaunchArguments()
+    """Templates of the arguments trainmaster adds to the command (hyper-parameters, resume
+    checkpoint); the defaults depend on the launcher."""
     env: dict[str, str] = {}
     """Extra environment; NCCL and rendezvous variables are derived."""
     datasets: list[Name] = []
@@ -488,6 +557,11 @@ class ClusterSpec(_Model):
     """The trainmaster image the platform's own pods run (not the jobs' images)."""
     system: SystemPlacement = SystemPlacement()
     """Where the scheduler and the operator run (node selector, tolerations)."""
+    third_party_crds: Literal["IfAbsent", "Never"] = "IfAbsent"
+    """Stub CRDs for Multus (NetworkAttachmentDefinition) and the Prometheus operator
+    (ServiceMonitor, PodMonitor, PrometheusRule): `IfAbsent` installs each only where the
+    cluster lacks it, and never touches one that another manager installed; `Never` leaves
+    them to their own operators (which must then be installed first)."""
     jobs: list[Job] = []
     """Training jobs."""
 

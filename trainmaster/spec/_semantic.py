@@ -51,6 +51,12 @@ def _topology(topo: Topology) -> Iterator[SpecIssue]:
         yield SpecIssue(
             "topology.levels", "level names must be unique and may not be `node` or `cluster`"
         )
+    for level in sorted(set(topo.node_labels) - set(topo.levels)):
+        yield SpecIssue(
+            f"topology.nodeLabels.{level}",
+            f"{level!r} is not a level of topology.levels ({', '.join(topo.levels)}): "
+            "map only those levels",
+        )
     if topo.generate is not None:
         gen = topo.generate
         if len(gen.switches_per_level) != depth:

@@ -24,6 +24,8 @@ PULUMI_KUBERNETES_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 CONTAINERD_VERSION = "v2.4.2"
 CNI_PLUGINS_VERSION = "v1.10.0"
 COREDNS_VERSION = "v1.14.7"
+# promtool, to unit-test the alert rules: Prometheus v3.16.0 is module version v0.316.0.
+PROMETHEUS_VERSION = "v0.316.0"
 
 
 @dataclass(frozen=True)
@@ -187,8 +189,21 @@ RECIPES: dict[str, Recipe] = {
         generate=((_PULUMI_K8S_CMD, "generate.go"),),
         env={"VERSION": PULUMI_KUBERNETES_VERSION[1:]},
     ),
+    # promtool without the service-discovery plugins (every cloud SDK): rule tests need none.
+    "promtool": Recipe(
+        family="promtool",
+        version=PROMETHEUS_VERSION,
+        packages=("github.com/prometheus/prometheus/cmd/promtool",),
+        binaries=("promtool",),
+        tags=("remove_all_sd",),
+        ldflags=(
+            "-X github.com/prometheus/common/version.Version=3.16.0",
+            "-X github.com/prometheus/common/version.Branch=trainmaster",
+        ),
+    ),
 }
 
 CLUSTER_FAMILIES = ("etcd", "k8s", "kwok")
 NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns")
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
+MONITORING_FAMILIES = ("promtool",)

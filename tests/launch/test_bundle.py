@@ -1,0 +1,82 @@
+"""The launcher bundle runs on a bare Python (no trainmaster, no dependencies), as in a
+training image: it passes the command through, reads its steps, serves the metrics."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from trainmaster.launch import BUNDLE_NAME, METRIC_NAMES, write_bundle
+
+BARE = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+def test_the_bundle_runs_without_trainmaster(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path / "launcher")
+    assert bundle.name == BUNDLE_NAME
+    port = _port()
+    env = {"PATH": "/usr/bin:/bin", "TRAINMASTER_JOB": "gpt", "JOB_COMPLETION_INDEX": "0",
+           "TRAINMASTER_METRICS_PORT": str(port), "TRAINMASTER_RESTART": "2"}
+    # -I: no user site, no PYTHONPATH: nothing but the bundle and the standard library.
+    proc = subprocess.Popen(
+        [BARE, "-I", str(bundle), "--", BARE, "-I", "-c",
+         "import time, sys\nprint('step 7 loss 1.0', flush=True)\n"
+         "sys.stdin.readline()\nsys.exit(4)"],
+        env=env, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "step 7 loss 1.0"
+        deadline = time.time() + 20
+        text = ""
+        while time.time() < deadline:
+            try:
+                text = _scrape(port)
+            except OSError:
+                text = ""
+            if 'trainmaster_job_step{rank="0",trainingjob="gpt"} 7.0' in text:
+                break
+            time.sleep(0.2)
+        assert 'trainmaster_job_step{rank="0",trainingjob="gpt"} 7.0' in text, text
+        assert 'trainmaster_job_attempt{rank="0",trainingjob="gpt"} 2.0' in text
+        for name in METRIC_NAMES:
+            assert f"# TYPE {name} gauge" in text
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.wait(30) == 4
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "give the command to run after --"),
+    (["--step-pattern", r"step \d+", "--", "true"], "no group"),
+])
+def test_bad_bundle_usage_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+    bundle = write_bundle(tmp_path)
+    result = subprocess.run([BARE, "-I", str(bundle), *args], capture_output=True, text=True,
+                            env={"PATH": os.environ.get("PATH", "/usr/bin")}, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,287 @@
+"""Monitoring on the real control plane: the NIC agent sets NICHealthy on a kwok node, the
+operator fences on it and exports what it sees on /metrics; `trainmaster apply` leaves a
+third-party CRD of another manager untouched."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import LocalCluster
+from tests.helpers import stack_doc
+from tests.operator.kit import OperatorEnv, wait_for
+from tests.scheduler.live import free_port
+from trainmaster.apply import apply_objects
+from trainmaster.kubeclient import ApiError, crd_path, node_path
+from trainmaster.nodeagent import NicAgent, NicAgentConfig, NicVerdict
+from trainmaster.objects import UNHEALTHY_TAINT, build_all
+from trainmaster.operator import OperatorThread
+from trainmaster.operator._fence import unfence
+from trainmaster.spec import validate_data
+
+pytestmark = pytest.mark.integration
+
+
+def _scrape(port: int) -> dict[str, float]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def _scrape_when(port: int, sample: str, value: float) -> dict[str, float] | None:
+    """The scrape once `sample` has `value`, else None."""
+    metrics = _scrape(port)
+    return metrics if metrics.get(sample) == value else None
+
+
+def _port_files(root: Path, device: str, state: str, phys: str) -> None:
+    folder = root / "class" / "infiniband" / device / "ports" / "1"
+    (folder / "counters").mkdir(parents=True, exist_ok=True)
+    (folder / "state").write_text(state + "\n")
+    (folder / "phys_state").write_text(phys + "\n")
+    (folder / "link_layer").write_text("InfiniBand\n")
+    (folder / "counters" / "link_downed").write_text("0\n")
+
+
+def _conditions(env: OperatorEnv, node: str) -> dict[str, dict[str, str]]:
+    status = env.kube.get(node_path(node)).get("status") or {}
+    return {c["type"]: c for c in status.get("conditions") or []}
+
+
+def _healthy_gpu_node(env: OperatorEnv) -> str:
+    for node in env.kube.list(node_path()):
+        spec, labels = node.get("spec") or {}, node["metadata"].get("labels") or {}
+        gpus = int((node.get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
+        if gpus and not spec.get("unschedulable") and not spec.get("taints") \
+                and labels.get("type") == "kwok":
+            return str(node["metadata"]["name"])
+    raise AssertionError("no healthy kwok GPU node")
+
+
+def test_nic_agent_sets_nichealthy_and_the_operator_fences_and_exports_it(
+    idle_env: OperatorEnv, tmp_path: Path
+) -> None:
+    env = idle_env
+    node = _healthy_gpu_node(env)
+    sysfs = tmp_path / "sys"
+    _port_files(sysfs, "mlx5_0", "4: ACTIVE", "5: LinkUp")
+    _port_files(sysfs, "mlx5_1", "4: ACTIVE", "5: LinkUp")
+    port = free_port()
+    config = dataclasses.replace(env.config, metrics_port=port)
+    agent_config = NicAgentConfig(node=node, sysfs=sysfs, devices=("mlx5_0", "mlx5_1"))
+    ready = f'trainmaster_operator_node_ready{{node="{node}"}}'
+    fenced = f'trainmaster_operator_node_fenced{{node="{node}"}}'
+    healthy = f'trainmaster_operator_node_healthy{{node="{node}"}}'
+    try:
+        with OperatorThread(config):
+            metrics = wait_for(lambda: _scrape_when(port, ready, 1), f"{ready} on /metrics")
+            assert metrics[f'trainmaster_operator_node_gpus{{node="{node}"}}'] > 0
+            assert metrics[fenced] == 0
+
+            verdict = env.kube.run(_once(env, agent_config))
+            assert verdict.healthy
+            assert _conditions(env, node)["NICHealthy"]["status"] == "True"
+
+            _port_files(sysfs, "mlx5_1", "1: DOWN", "3: Disabled")
+            verdict = env.kube.run(_once(env, agent_config))
+            assert (verdict.healthy, verdict.reason) == (False, "PortDown")
+            condition = _conditions(env, node)["NICHealthy"]
+            assert (condition["status"], condition["reason"]) == ("False", "PortDown")
+            assert "mlx5_1/1 DOWN/Disabled" in condition["message"]
+            # The other conditions (kwok's Ready, ...) are still there.
+            assert _conditions(env, node)["Ready"]["status"] == "True"
+
+            def is_fenced() -> bool:
+                taints = (env.kube.get(node_path(node)).get("spec") or {}).get("taints") or []
+                return any(t.get("key") == UNHEALTHY_TAINT for t in taints)
+
+            wait_for(is_fenced, f"{node} fenced on NICHealthy=False")
+            after = wait_for(lambda: _scrape_when(port, fenced, 1), f"{fenced} == 1")
+            assert after[healthy] == 0
+            assert after["trainmaster_operator_fences_total"] >= 1
+    finally:
+        _port_files(sysfs, "mlx5_1", "4: ACTIVE", "5: LinkUp")
+        with contextlib.suppress(Exception):
+            env.kube.run(_once(env, agent_config))
+        env.kube.run(unfence(env.kube.kube, node))
+
+
+async def _once(env: OperatorEnv, config: NicAgentConfig) -> NicVerdict:
+    return await NicAgent(config, env.kube.kube).once()
+
+
+_HELM_FIELDS = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {
+        "name": "podmonitors.monitoring.coreos.com",
+        "labels": {"app.kubernetes.io/managed-by": "Helm"},
+        "annotations": {"meta.helm.sh/release-name": "kube-prometheus-stack"},
+    },
+}
+
+
+def test_apply_leaves_a_third_party_crd_of_another_manager_untouched(
+    cluster: LocalCluster, idle_env: OperatorEnv
+) -> None:
+    kube = idle_env.kube
+    name = "podmonitors.monitoring.coreos.com"
+    crds = build_all(validate_data(stack_doc("dev"), "test"))["crds"]
+    stub = next(c for c in crds if c["metadata"]["name"] == name)
+    kube.run(kube.kube.apply(stub))  # our stub, as a fresh cluster would have it
+    try:
+        # Another manager (here: Helm's field manager) takes the CRD over.
+        kube.run(kube.kube.request(
+            "PATCH", crd_path(name), body=_HELM_FIELDS,
+            params={"fieldManager": "helm", "force": "true"},
+            content_type="application/apply-patch+yaml"))
+        before = kube.get(crd_path(name))
+        lines: list[str] = []
+        applied = apply_objects(cluster.kubeconfig, crds, lines.append)
+        after = kube.get(crd_path(name))
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        assert after["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert not any(k.endswith(f"/{name}") for k in applied)
+        assert f"kept CustomResourceDefinition/{name}: it belongs to helm" in lines
+        # Our own stubs (and our own CRDs) were applied as usual.
+        assert any(k.endswith("/servicemonitors.monitoring.coreos.com") for k in applied)
+        assert any(k.endswith("/trainingjobs.trainmaster.io") for k in applied)
+    finally:
+        # Helm lets go of its fields: the CRD is our stub again for the rest of the session.
+        with contextlib.suppress(ApiError):
+            kube.run(kube.kube.request(
+                "PATCH", crd_path(name),
+                body={k: _HELM_FIELDS[k] for k in ("apiVersion", "kind")}
+                | {"metadata": {"name": name}},
+                params={"fieldManager": "helm", "force": "true"},
+                content_type="application/apply-patch+yaml"))
+
+
+def _topology_spec(env: OperatorEnv, base: Path, path: Path, named: str, tag: str) -> Path:
+    """The session's spec with an explicit tree that names `named`, and nodeLabels."""
+    import yaml
+
+    doc = yaml.safe_load(base.read_text())
+    doc["metadata"]["namespace"] = env.namespace
+    doc["topology"].pop("generate", None)
+    doc["topology"]["switches"] = [{"name": f"sp-{tag}", "switches": [
+        {"name": f"lf-{tag}", "nodes": [{"name": named}]}]}]
+    doc["topology"]["nodeLabels"] = {"spine": "example.com/pod", "leaf": "example.com/block"}
+    doc["jobs"] = []
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _gpu_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    alloc = {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        # Nothing of the session's may land here.
+        "spec": {"taints": [{"key": "trainmaster.io/test-topology", "effect": "NoSchedule"}]},
+        "status": {"capacity": alloc, "allocatable": alloc},
+    }
+
+
+def test_the_operator_labels_topology_from_the_tree_and_cluster_labels_and_reports_the_rest(
+    cluster: LocalCluster, idle_env: OperatorEnv, tmp_path: Path
+) -> None:
+    from trainmaster.operator import SpecRef
+
+    env = idle_env
+    tag = env.namespace[-8:]
+    named = f"tmtopo-{tag}-named"
+    mapped, stranger = f"tmtopo-{tag}-mapped", f"tmtopo-{tag}-stranger"
+    leaf_label = "topology.trainmaster.io/leaf"
+    leaf = f"lf-{tag}"
+    spec_file = _topology_spec(env, cluster.spec, tmp_path / "cluster.yaml", named, tag)
+    port = free_port()
+    config = dataclasses.replace(env.config, spec=SpecRef(file=spec_file), metrics_port=port)
+    known = "trainmaster_operator_node_topology_known"
+    try:
+        env.kube.post(node_path(), _gpu_node(mapped, {"example.com/pod": "pod-2",
+                                                      "example.com/block": "block-7"}))
+        env.kube.post(node_path(), _gpu_node(stranger, {}))
+        env.kube.post(node_path(), _gpu_node(named, {}))
+        with OperatorThread(config):
+            def labels_of(node: str) -> dict[str, str]:
+                return dict(env.kube.get(node_path(node))["metadata"].get("labels") or {})
+
+            wait_for(lambda: labels_of(named).get(leaf_label) == leaf,
+                     f"{named} labelled {leaf_label}={leaf} from the tree")
+            assert labels_of(named)["topology.trainmaster.io/spine"] == f"sp-{tag}"
+            def mapped_labels() -> dict[str, str] | None:
+                labels = labels_of(mapped)
+                return labels if labels.get(leaf_label) else None
+
+            got = wait_for(mapped_labels, f"{mapped} labelled from example.com/*")
+            assert got["topology.trainmaster.io/spine"] == "pod-2"
+            assert got[leaf_label] == "block-7"
+
+            def reported() -> list[dict[str, Any]]:
+                return [e for e in env.kube.list("/api/v1/namespaces/default/events")
+                        if e.get("reason") == "TopologyUnknown"
+                        and (e.get("involvedObject") or {}).get("name") == stranger]
+
+            (event,) = wait_for(reported, f"a TopologyUnknown Event for {stranger}")
+            assert "topology.trainmaster.io/spine" in str(event["message"])
+            assert leaf_label not in labels_of(stranger)
+            metrics = wait_for(lambda: _scrape_when(port, f'{known}{{node="{stranger}"}}', 0),
+                               f"{known} of {stranger} == 0")
+            assert metrics[f'{known}{{node="{mapped}"}}'] == 1
+    finally:
+        for node in (named, mapped, stranger):
+            with contextlib.suppress(ApiError):
+                env.kube.delete(node_path(node))
+
+
+def test_apply_with_third_party_crds_never_names_the_missing_operator_and_applies_nothing(
+    cluster: LocalCluster, idle_env: OperatorEnv
+) -> None:
+    from trainmaster.apply import ApplyError
+    from trainmaster.kubeclient import namespace_path
+    from trainmaster.objects import all_objects, third_party_crds
+
+    kube = idle_env.kube
+    name = "network-attachment-definitions.k8s.cni.cncf.io"
+    doc = stack_doc("dev")
+    doc["thirdPartyCrds"] = "Never"
+    doc["metadata"]["namespace"] = f"{idle_env.namespace}-never"
+    doc["jobs"] = []
+    spec = validate_data(doc, "test")
+    objects = all_objects(spec)
+    assert not any(o["metadata"]["name"] == name for o in objects)
+    kube.delete(crd_path(name))
+    try:
+        wait_for(lambda: _absent(kube, crd_path(name)), f"CRD {name} gone")
+        with pytest.raises(ApplyError, match=f"CRD {name} is missing: install Multus"):
+            apply_objects(cluster.kubeconfig, objects)
+        assert _absent(kube, namespace_path(spec.metadata.namespace)), "applied halfway"
+    finally:
+        with contextlib.suppress(ApiError):
+            kube.post(crd_path(), next(c for c in third_party_crds()
+                                       if c["metadata"]["name"] == name))
+
+
+def _absent(kube: Any, path: str) -> bool:
+    try:
+        kube.get(path)
+    except ApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return False

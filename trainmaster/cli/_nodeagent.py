@@ -1,0 +1,72 @@
+"""`trainmaster node-agent nic`: report the node's InfiniBand/RoCE health as NICHealthy."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trainmaster.cli._app import app
+from trainmaster.errors import TrainmasterError
+
+agent_app = typer.Typer(help="Agents that run on every GPU node (a DaemonSet).",
+                        no_args_is_help=True)
+app.add_typer(agent_app, name="node-agent")
+
+
+class AgentUsageError(TrainmasterError):
+    """A command line that cannot work."""
+
+    exit_code = 2
+
+
+@agent_app.command("nic")
+def nic(
+    node: Annotated[str, typer.Option("--node", help="This node's name (the DaemonSet passes "
+                                      "spec.nodeName).", envvar="NODE_NAME")] = "",
+    sysfs: Annotated[Path, typer.Option("--sysfs", help="Where the host's /sys is mounted.")
+                     ] = Path("/sys"),
+    devices: Annotated[str, typer.Option("--devices", help="RDMA devices the node must have, "
+                                         "comma-separated (e.g. mlx5_0,mlx5_1).")] = "",
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between looks.")
+                        ] = 30.0,
+    once: Annotated[bool, typer.Option("--once", help="Look and report once, then exit.")
+                    ] = False,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig "
+                          "(default: in-cluster in a pod, else $KUBECONFIG).")] = None,
+) -> None:
+    """Read /sys/class/infiniband/*/ports/* and set the node condition NICHealthy."""
+    from trainmaster.kubeclient import Kube
+    from trainmaster.nodeagent import NicAgent, NicAgentConfig
+
+    if not node:
+        raise AgentUsageError("--node (or $NODE_NAME) is required: the node to report on")
+    if interval <= 0:
+        raise AgentUsageError("--interval must be > 0 seconds")
+    config = NicAgentConfig(node=node, sysfs=sysfs, interval=interval, kubeconfig=kubeconfig,
+                            devices=tuple(d for d in devices.split(",") if d))
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def main() -> None:
+        kube = await Kube.connect(config.kubeconfig, user_agent="trainmaster-nic-agent")
+        try:
+            agent = NicAgent(config, kube)
+            if once:
+                verdict = await agent.once()
+                typer.echo(f"{node}: NICHealthy={verdict.healthy} {verdict.reason}: "
+                           f"{verdict.message}")
+                return
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await agent.run(stop)
+        finally:
+            await kube.close()
+
+    asyncio.run(main())

@@ -1,0 +1,27 @@
+"""Node agents: small loops that run on every GPU node (a DaemonSet) and report what only
+the node can see as node conditions, for the operator to act on.
+
+The NIC agent reads the InfiniBand/RoCE ports from sysfs and sets ``NICHealthy``; the
+operator fences a node on ``NICHealthy=False`` (trainmaster.operator._faults).
+"""
+
+from trainmaster.nodeagent._condition import (
+    NIC_CONDITION,
+    condition_patch,
+    report_condition,
+)
+from trainmaster.nodeagent._nic import NicVerdict, judge_ports
+from trainmaster.nodeagent._run import NicAgent, NicAgentConfig
+from trainmaster.nodeagent._sysfs import Port, read_ports
+
+__all__ = [
+    "NIC_CONDITION",
+    "NicAgent",
+    "NicAgentConfig",
+    "NicVerdict",
+    "Port",
+    "condition_patch",
+    "judge_ports",
+    "read_ports",
+    "report_condition",
+]
