@@ -241,8 +241,8 @@ def test_scheduler_recovers_after_the_api_server_restarts(
                                  "--client-qps", "4", "--client-burst", "1")
         procs.append(sched)
         wait_for(lambda: len(scratch.bound()) >= 3, "some pods bound", 120)
-        _restart_apiserver(small_cluster.state_dir)
         before = scratch.bound()
+        _restart_apiserver(small_cluster.state_dir)
         assert len(before) < total, "the restart came too late: everything was bound"
         wait_for(lambda: _api_ready(scratch), "the API server back", 120)
 
