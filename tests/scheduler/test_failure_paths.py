@@ -236,15 +236,20 @@ def test_scheduler_recovers_after_the_api_server_restarts(
     scratch.create_pods(pods)
     total = len(pods)
     with processes() as procs:
-        # Slow binds (4 a second) so that the restart lands in the middle of them.
+        # Slow binds (4 a second) so that the restart lands in the middle of them. The
+        # lease outlasts the outage (a restart takes 10-30 s on this shared machine): this
+        # test is about retrying, not failover (a replica that loses its lease exits and
+        # its Deployment restarts it; test_live covers the standby taking over).
         sched = SchedulerProcess(small_cluster.kubeconfig, scratch, tmp_path, "one",
-                                 "--client-qps", "4", "--client-burst", "1")
+                                 "--client-qps", "4", "--client-burst", "1",
+                                 "--lease-duration", "120", "--renew-deadline", "100")
         procs.append(sched)
         wait_for(lambda: len(scratch.bound()) >= 3, "some pods bound", 120)
         before = scratch.bound()
         _restart_apiserver(small_cluster.state_dir)
         assert len(before) < total, "the restart came too late: everything was bound"
         wait_for(lambda: _api_ready(scratch), "the API server back", 120)
+        assert sched.alive()
 
         after = wait_for(lambda: (b := scratch.bound()) and len(b) == total and b,
                          "every pod bound after the restart", 180)
