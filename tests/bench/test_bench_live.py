@@ -41,13 +41,21 @@ def test_json_run_on_its_own_cluster(tmp_path: Path) -> None:
     result = json.loads(proc.stdout)  # stdout is exactly one JSON object
     assert result["nodes"] == 40 and result["pods"] == 60
     names = [r["scheduler"] for r in result["results"]]
-    assert names == ["trainmaster", "kube-scheduler-default", "kube-scheduler-tuned",
-                     "bind-ceiling"]
+    assert names == ["trainmaster", "kube-scheduler-nodecisions", "kube-scheduler-default",
+                     "kube-scheduler-tuned", "kube-scheduler-tuned-affinity", "bind-ceiling"]
+    assert len(result["load_average"]) == 3
     for row in result["results"]:
         assert set(row) == {"scheduler", "seconds", "pods_per_second", "bound",
-                            "overcommitted_nodes", "gangs_split_beyond_needed"}
-        assert row["bound"] == 60 and row["overcommitted_nodes"] == 0
-        assert row["seconds"] > 0
+                            "overcommitted_nodes", "gangs_split_beyond_needed",
+                            "first_bind_seconds", "seconds_min", "seconds_max", "rounds",
+                            "percent_of_limit"}
+        assert row["bound"] == 60 and row["seconds"] > 0
+        assert 0 < row["first_bind_seconds"] <= row["seconds"]
+        assert row["percent_of_limit"] > 0
+        if row["scheduler"] != "kube-scheduler-nodecisions":  # it checks no capacity
+            assert row["overcommitted_nodes"] == 0
+    limit = next(r for r in result["results"] if r["scheduler"] == "kube-scheduler-nodecisions")
+    assert limit["percent_of_limit"] == 100.0
     assert "starting a local control plane" in proc.stderr
     # the cluster and every contender were stopped
     assert sorted(set(_bench_processes()) - before) == []

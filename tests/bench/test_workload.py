@@ -19,7 +19,7 @@ from trainmaster.bench import (
     workload,
 )
 from trainmaster.bench._cluster import bench_spec
-from trainmaster.bench._contenders import KubeScheduler, RunContext, Trainmaster
+from trainmaster.bench._contenders import KubeScheduler, RunContext, Trainmaster, make
 from trainmaster.bench._workload import pod, pod_group
 from trainmaster.scheduler import SchedulerConfig
 from trainmaster.spec import load_spec
@@ -68,20 +68,78 @@ def test_options_and_json_shape() -> None:
     assert BenchOptions(only=("bind-ceiling",)).contenders() == ("bind-ceiling",)
     with pytest.raises(BenchError, match="unknown scheduler"):
         BenchOptions(only=("volcano",)).contenders()
-    result = BenchResult(500, 1000, (ContenderResult("trainmaster", 2.0, 500.0, 1000, 0, 0),))
-    assert result.to_json() == {"nodes": 500, "pods": 1000, "results": [{
+    result = BenchResult(500, 1000, (ContenderResult("trainmaster", 2.0, 500.0, 1000, 0, 0,
+                                                     0.9, 1.8, 2.5, 5, 95.0),),
+                         (1.5, 2.0, 2.5))
+    assert result.to_json() == {"nodes": 500, "pods": 1000, "load_average": [1.5, 2.0, 2.5],
+                                "results": [{
         "scheduler": "trainmaster", "seconds": 2.0, "pods_per_second": 500.0, "bound": 1000,
-        "overcommitted_nodes": 0, "gangs_split_beyond_needed": 0}]}
+        "overcommitted_nodes": 0, "gangs_split_beyond_needed": 0, "first_bind_seconds": 0.9,
+        "seconds_min": 1.8, "seconds_max": 2.5, "rounds": 5, "percent_of_limit": 95.0}]}
 
 
 def test_contender_configs(tmp_path: Path) -> None:
     ctx = RunContext(tmp_path / "kubeconfig", "bench-x", tmp_path, 64)
     config = SchedulerConfig.from_mapping(Trainmaster().config(ctx))  # the runtime reads it
     assert config.bind_concurrency == 64 and config.leader_election.lease_namespace == "bench-x"
-    default, tuned = KubeScheduler(False).config(ctx), KubeScheduler(True).config(ctx)
+    default, tuned = KubeScheduler("default").config(ctx), KubeScheduler("tuned").config(ctx)
     assert "qps" not in default["clientConnection"] and "percentageOfNodesToScore" not in default
     assert tuned["clientConnection"]["qps"] == 5000 and tuned["clientConnection"]["burst"] == 5000
     assert default["leaderElection"] == tuned["leaderElection"] == {"leaderElect": False}
+    assert "profiles" not in default and "profiles" not in tuned
+
+
+def test_nodecisions_disables_every_filter_and_score_plugin(tmp_path: Path) -> None:
+    ctx = RunContext(tmp_path / "kubeconfig", "bench-x", tmp_path, 64)
+    limit = make("kube-scheduler-nodecisions")
+    assert isinstance(limit, KubeScheduler) and not limit.pod_affinity
+    doc = limit.config(ctx)
+    assert doc["clientConnection"]["qps"] == 5000 and doc["clientConnection"]["burst"] == 5000
+    (profile,) = doc["profiles"]
+    assert profile["schedulerName"] == "default-scheduler"
+    assert profile["plugins"] == {
+        "multiPoint": {"disabled": [{"name": "*"}]},
+        "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+        "bind": {"enabled": [{"name": "DefaultBinder"}]},
+    }
+    assert make("kube-scheduler-tuned-affinity").pod_affinity
+    assert not make("kube-scheduler-tuned").pod_affinity and not make("trainmaster").pod_affinity
+
+
+def test_affinity_pods_prefer_the_leaf_of_their_gang() -> None:
+    gang = workload(40, seed=3)[0]
+    plain = pod(gang, 0, "ns", "default-scheduler")
+    assert "affinity" not in plain["spec"]
+    body = pod(gang, 0, "ns", "default-scheduler", affinity=True)
+    (term,) = body["spec"]["affinity"]["podAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["weight"] == 100
+    assert term["podAffinityTerm"] == {
+        "labelSelector": {"matchLabels": {"scheduling.x-k8s.io/pod-group": gang.name}},
+        "topologyKey": "topology.trainmaster.io/leaf"}
+    assert "podAntiAffinity" not in body["spec"]["affinity"]
+
+
+def test_rounds_rotate_the_order() -> None:
+    from trainmaster.bench._run import rotated
+
+    names = ("a", "b", "c")
+    assert [rotated(names, r) for r in range(4)] == [
+        ("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b"), ("a", "b", "c")]
+    assert rotated((), 3) == ()
+
+
+def test_percent_of_limit_is_the_time_ratio_to_nodecisions() -> None:
+    from trainmaster.bench._run import with_percent_of_limit
+
+    rows = with_percent_of_limit([
+        ContenderResult("trainmaster", 4.0, 250.0, 1000, 0, 2),
+        ContenderResult("kube-scheduler-nodecisions", 3.0, 333.3, 1000, 7, 40),
+        ContenderResult("kube-scheduler-default", 30.0, 33.0, 900, 0, 30),  # not all bound
+    ])
+    assert [r.percent_of_limit for r in rows] == [75.0, 100.0, None]
+    alone = with_percent_of_limit([ContenderResult("trainmaster", 4.0, 250.0, 1000, 0, 2)])
+    assert alone[0].percent_of_limit is None
 
 
 def test_placement_microbench_runs_on_a_small_cluster() -> None:
@@ -109,10 +167,12 @@ def test_the_default_seed_cannot_keep_every_gang_whole() -> None:
 def test_rounds_combine_to_the_median_time_and_the_worst_placement() -> None:
     from trainmaster.bench._run import combine
 
-    runs = [ContenderResult("trainmaster", s, 0.0, 1000, o, g)
+    runs = [ContenderResult("trainmaster", s, 0.0, 1000, o, g, first_bind_seconds=s / 3)
             for s, o, g in ((3.0, 0, 2), (9.0, 0, 1), (4.0, 1, 2))]
     row = combine(runs)
     assert row.seconds == 4.0 and row.pods_per_second == 250.0
+    assert (row.seconds_min, row.seconds_max, row.rounds) == (3.0, 9.0, 3)
+    assert row.first_bind_seconds == round(4.0 / 3, 3)
     assert row.overcommitted_nodes == 1 and row.gangs_split_beyond_needed == 2
 
 

@@ -1,13 +1,26 @@
-"""The four contenders, each a separate process started and stopped by the benchmark.
+"""The contenders, each a separate process started and stopped by the benchmark.
 
-Clock: each contender's time runs from ``start()`` until the last pod is bound.
+Clock: the same point for every contender, its **process start**. ``prepare()`` only
+writes configuration files; ``start()`` spawns the process, and the clock runs from just
+before the spawn until the last pod is bound. So the start-up of each (for the Python
+ones the interpreter and imports, about a second on a busy 2-core machine; for
+kube-scheduler the Go runtime), its kubeconfig, TLS, list+watch, any decisions and every
+bind are inside the measurement. Leader election is off for every kube-scheduler, and
+trainmaster takes its Lease alone.
 
-* kube-scheduler (Go) is spawned in ``start()``: its process start-up, informer sync
-  and leader election (off, like every contender) are inside the measurement.
-* trainmaster and bind-ceiling are Python: ``prepare()`` spawns them with
-  ``--wait-for-stdin`` and waits for "ready" (interpreter and imports, about a second
-  on a busy 2-core machine), then ``start()`` writes one line. Everything after the
-  imports (kubeconfig, TLS, lease, list+watch, placement, binds) is measured.
+* ``trainmaster``: trainmaster-scheduler with the bench stack's config.
+* ``kube-scheduler-nodecisions``: the stock kube-scheduler binary with every filter and
+  score plugin disabled (only the queue sort and the default binder left) at client
+  QPS and burst 5000: a Go client that binds as fast as the API server takes it, making
+  no decisions. It is the API server's bind limit on this machine, and the denominator
+  of "% of the limit".
+* ``kube-scheduler-default``: its stock configuration (QPS 50, burst 100).
+* ``kube-scheduler-tuned``: QPS and burst 5000, ``percentageOfNodesToScore`` at its floor.
+* ``kube-scheduler-tuned-affinity``: tuned, and its pods carry what a kube-scheduler user
+  would write to keep a gang together: a preferred inter-pod affinity on the leaf label
+  among the gang's members (weight 100).
+* ``bind-ceiling``: a same-client baseline, not the API server's limit: trainmaster's
+  own Python client binding round-robin with no decisions (see ``_ceiling``).
 """
 
 from __future__ import annotations
@@ -27,10 +40,17 @@ import yaml
 from trainmaster.bench._cluster import LEVELS
 
 TRAINMASTER = "trainmaster"
+KUBE_NODECISIONS = "kube-scheduler-nodecisions"
 KUBE_DEFAULT = "kube-scheduler-default"
 KUBE_TUNED = "kube-scheduler-tuned"
+KUBE_TUNED_AFFINITY = "kube-scheduler-tuned-affinity"
 BIND_CEILING = "bind-ceiling"
-CONTENDERS = (TRAINMASTER, KUBE_DEFAULT, KUBE_TUNED, BIND_CEILING)
+CONTENDERS = (TRAINMASTER, KUBE_NODECISIONS, KUBE_DEFAULT, KUBE_TUNED, KUBE_TUNED_AFFINITY,
+              BIND_CEILING)
+LIMIT = KUBE_NODECISIONS
+"""The contender whose time is 100% of the limit."""
+KUBE_VARIANTS = {KUBE_NODECISIONS: "nodecisions", KUBE_DEFAULT: "default",
+                 KUBE_TUNED: "tuned", KUBE_TUNED_AFFINITY: "tuned-affinity"}
 
 TRAINMASTER_SCHEDULER = "trainmaster-scheduler"
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -48,6 +68,8 @@ class RunContext:
 class Contender(Protocol):
     name: str
     scheduler_name: str
+    pod_affinity: bool
+    """Its pods carry a preferred inter-pod affinity among the gang's members."""
 
     async def prepare(self, ctx: RunContext) -> None: ...
 
@@ -70,7 +92,6 @@ class _Process:
 
     argv: list[str]
     log: Path
-    stdin: bool = False
     proc: subprocess.Popen[bytes] | None = None
     _log_fh: Any = field(default=None, repr=False)
 
@@ -79,25 +100,11 @@ class _Process:
         self._log_fh = self.log.open("ab")
         self.proc = subprocess.Popen(
             self.argv,
-            stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if self.stdin else self._log_fh,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_fh,
             stderr=self._log_fh,
             start_new_session=True,
         )
-
-    async def wait_ready(self, timeout: float = 120.0) -> None:
-        """Wait for the child's "ready" line on stdout."""
-        proc = self.proc
-        assert proc is not None and proc.stdout is not None
-        stdout = proc.stdout
-        line = await asyncio.wait_for(asyncio.to_thread(stdout.readline), timeout)
-        if line.strip() != b"ready":
-            raise RuntimeError(f"{self.argv[0]} did not start: {line!r}; see {self.log}")
-
-    def go(self) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
 
     async def stop(self, timeout: float = 15.0) -> None:
         proc = self.proc
@@ -112,10 +119,6 @@ class _Process:
                 await asyncio.to_thread(proc.wait, timeout)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # anything it forked
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
         if self._log_fh is not None:
             self._log_fh.close()
         self.proc = None
@@ -124,6 +127,7 @@ class _Process:
 class Trainmaster:
     name = TRAINMASTER
     scheduler_name = TRAINMASTER_SCHEDULER
+    pod_affinity = False
 
     def __init__(self) -> None:
         self._proc: _Process | None = None
@@ -149,17 +153,14 @@ class Trainmaster:
         path.write_text(yaml.safe_dump(self.config(ctx), sort_keys=False))
         self._proc = _Process(
             [sys.executable, "-m", "trainmaster.scheduler.cli", "--config", str(path),
-             "--kubeconfig", str(ctx.kubeconfig), "--identity", "bench", "--wait-for-stdin",
+             "--kubeconfig", str(ctx.kubeconfig), "--identity", "bench",
              "--log-level", os.environ.get("TM_BENCH_LOG_LEVEL", "WARNING")],
             ctx.workdir / "trainmaster-scheduler.log",
-            stdin=True,
         )
-        self._proc.spawn()
-        await self._proc.wait_ready()
 
     async def start(self) -> None:
         assert self._proc is not None
-        self._proc.go()
+        self._proc.spawn()
 
     async def stop(self) -> None:
         if self._proc is not None:
@@ -174,27 +175,27 @@ class BindCeiling(Trainmaster):
             [sys.executable, "-m", "trainmaster.bench._ceiling", "--kubeconfig",
              str(ctx.kubeconfig), "--namespace", ctx.namespace, "--scheduler-name",
              self.scheduler_name, "--concurrency", str(ctx.bind_concurrency), "--qps",
-             str(ctx.client_qps), "--wait-for-stdin"],
+             str(ctx.client_qps)],
             ctx.workdir / "bind-ceiling.log",
-            stdin=True,
         )
-        self._proc.spawn()
-        await self._proc.wait_ready()
 
 
 class KubeScheduler:
-    """The stock kube-scheduler binary. Default: its stock configuration (client QPS 50,
-    burst 100, adaptive percentageOfNodesToScore). Tuned: QPS and burst 5000 and
-    ``percentageOfNodesToScore`` at its floor (kube-scheduler still scores at least 100
-    nodes), the cheapest setting it offers for this workload. Leader election is off
-    for both, as for every contender."""
+    """The stock kube-scheduler binary in one of ``KUBE_VARIANTS`` (see the module doc)."""
 
     scheduler_name = DEFAULT_SCHEDULER
 
-    def __init__(self, tuned: bool) -> None:
-        self.tuned = tuned
-        self.name = KUBE_TUNED if tuned else KUBE_DEFAULT
+    def __init__(self, variant: str) -> None:
+        if variant not in KUBE_VARIANTS.values():
+            raise ValueError(f"unknown kube-scheduler variant {variant!r}")
+        self.variant = variant
+        self.name = f"kube-scheduler-{variant}"
+        self.pod_affinity = variant == "tuned-affinity"
         self._proc: _Process | None = None
+
+    @property
+    def tuned(self) -> bool:
+        return self.variant != "default"
 
     def config(self, ctx: RunContext) -> dict[str, Any]:
         conn: dict[str, Any] = {"kubeconfig": str(ctx.kubeconfig)}
@@ -207,6 +208,17 @@ class KubeScheduler:
         if self.tuned:
             conn.update(qps=5000, burst=5000)
             doc["percentageOfNodesToScore"] = 1
+        if self.variant == "nodecisions":
+            # Everything off, then only what a profile cannot run without: one queue
+            # sort and one binder. No filter, no score: any node, bound at once.
+            doc["profiles"] = [{
+                "schedulerName": self.scheduler_name,
+                "plugins": {
+                    "multiPoint": {"disabled": [{"name": "*"}]},
+                    "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+                    "bind": {"enabled": [{"name": "DefaultBinder"}]},
+                },
+            }]
         return doc
 
     async def prepare(self, ctx: RunContext) -> None:
@@ -234,6 +246,6 @@ def make(name: str) -> Contender:
         return Trainmaster()
     if name == BIND_CEILING:
         return BindCeiling()
-    if name in (KUBE_DEFAULT, KUBE_TUNED):
-        return KubeScheduler(tuned=name == KUBE_TUNED)
+    if name in KUBE_VARIANTS:
+        return KubeScheduler(KUBE_VARIANTS[name])
     raise ValueError(f"unknown scheduler {name!r}; choose from {', '.join(CONTENDERS)}")

@@ -37,6 +37,8 @@ class BindWatcher:
         self._expected = expected
         self.bound: set[str] = set()
         self.finished_at: float | None = None
+        self.first_at: float | None = None
+        """When the first pod was seen bound (after ``start``)."""
         self.done = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._progress = time.monotonic()
@@ -71,6 +73,8 @@ class BindWatcher:
             if uid not in self.bound:
                 self.bound.add(uid)
                 self._progress = time.monotonic()
+                if self.first_at is None and self._task is not None:
+                    self.first_at = self._progress
             if len(self.bound) >= self._expected and not self.done.is_set():
                 self.finished_at = time.monotonic()
                 self.done.set()

@@ -3,11 +3,13 @@
 Before anything is timed: every node Ready and untainted, no node changing for 5 s (a
 fresh cluster's nodes keep changing for about a minute), and one untimed warm-up round.
 Per contender (in turn, for ``--repeat`` rounds): a new namespace; the PodGroups and pods
-created concurrently and all seen pending; the contender prepared (Python ones imported
-and waiting); a watcher listening; then the clock starts with the contender and stops at
-the last bind (or a timeout, or a stall). The contender is stopped, the final bindings
-are judged, and the namespace's pods are deleted (grace period 0) and waited for, so the
-next one finds empty nodes.
+created concurrently and all seen pending; a watcher listening; then the clock starts
+with the contender's process (the same point for every contender, see ``_contenders``)
+and stops at the last bind (or a timeout, or a stall). The contender is stopped, the
+final bindings are judged, and the namespace is deleted (its pods first, grace period
+0) and waited for until it is gone, so the next one finds empty nodes and a quiet API
+server. The order of the contenders rotates by one every round, so that none always
+runs first (or right after the slowest one).
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from trainmaster.bench._cluster import bench_cluster
-from trainmaster.bench._contenders import CONTENDERS, Contender, RunContext, make
+from trainmaster.bench._contenders import CONTENDERS, LIMIT, Contender, RunContext, make
 from trainmaster.bench._kube import (
     count_pods,
     create_all,
@@ -61,10 +63,19 @@ _ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 class ContenderResult:
     scheduler: str
     seconds: float
+    """From the process start to the last bind (the median over rounds)."""
     pods_per_second: float
     bound: int
     overcommitted_nodes: int
     gangs_split_beyond_needed: int
+    first_bind_seconds: float = 0.0
+    """From the process start to the first bind: start-up, sync and the first decision."""
+    seconds_min: float = 0.0
+    seconds_max: float = 0.0
+    """The range of ``seconds`` over the rounds."""
+    rounds: int = 1
+    percent_of_limit: float | None = None
+    """kube-scheduler-nodecisions' median time / this one's, in % (None if it did not run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +84,13 @@ class BenchResult:
     pods: int
     results: tuple[ContenderResult, ...]
 
+    load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The machine's load average (1, 5, 15 min) when the last round ended."""
+
     def to_json(self) -> dict[str, Any]:
         """Exactly the documented shape."""
         return {"nodes": self.nodes, "pods": self.pods,
+                "load_average": list(self.load_average),
                 "results": [asdict(r) for r in self.results]}
 
 
@@ -127,11 +142,11 @@ async def _gpus_in_use(api: Kube, nodes: set[str]) -> int:
 
 
 async def _populate(api: Kube, namespace: str, gangs: Sequence[GangSpec],
-                    scheduler: str, rdma: Sequence[str]) -> None:
+                    scheduler: str, rdma: Sequence[str], affinity: bool = False) -> None:
     await create_namespace(api, namespace, {BENCH_LABEL: "true"})
     groups = [(podgroup_path(namespace), pod_group(g, namespace)) for g in gangs]
     await create_all(api, groups)
-    pods = [(pod_path(namespace), pod(g, i, namespace, scheduler, rdma))
+    pods = [(pod_path(namespace), pod(g, i, namespace, scheduler, rdma, affinity))
             for g in gangs for i in range(g.size)]
     await create_all(api, pods)
 
@@ -143,7 +158,8 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
     namespace = f"bench-{name}-{uuid.uuid4().hex[:5]}"
     total = sum(g.size for g in gangs)
     report(f"{name}: creating {len(gangs)} PodGroups and {total} pending pods in {namespace}")
-    await _populate(api, namespace, gangs, contender.scheduler_name, rdma)
+    await _populate(api, namespace, gangs, contender.scheduler_name, rdma,
+                    contender.pod_affinity)
     try:
         if await count_pods(api, namespace) != total:
             raise RuntimeError(f"{namespace}: not every pod was created")
@@ -170,6 +186,7 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
             await contender.stop()
             await watcher.stop()
         seconds = ended - started
+        first = (watcher.first_at or ended) - started
         quality = await placement_quality(api, namespace)
         report(f"{name}: {quality.bound}/{total} bound in {seconds:.2f}s")
         return ContenderResult(
@@ -179,6 +196,9 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
             bound=quality.bound,
             overcommitted_nodes=quality.overcommitted_nodes,
             gangs_split_beyond_needed=quality.gangs_split_beyond_needed,
+            first_bind_seconds=round(first, 3),
+            seconds_min=round(seconds, 3),
+            seconds_max=round(seconds, 3),
         )
     finally:
         report(f"{name}: deleting {namespace}")
@@ -225,18 +245,32 @@ async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> Ben
         rounds: dict[str, list[ContenderResult]] = {name: [] for name in names}
         with tempfile.TemporaryDirectory(prefix="trainmaster-bench-run-") as tmp:
             for round_ in range(options.repeat):
+                order = rotated(names, round_)
                 if options.repeat > 1:
-                    report(f"round {round_ + 1} of {options.repeat}")
-                for name in names:
+                    report(f"round {round_ + 1} of {options.repeat}: {', '.join(order)}")
+                for name in order:
                     rounds[name].append(await _one(api, make(name), options, kubeconfig,
                                                    Path(tmp), gangs, rdma, report))
-    return BenchResult(len(nodes), options.pods,
-                       tuple(combine(runs) for runs in rounds.values()))
+    rows = with_percent_of_limit([combine(runs) for runs in rounds.values()])
+    return BenchResult(len(nodes), options.pods, tuple(rows), _load_average())
+
+
+def rotated(names: Sequence[str], round_: int) -> tuple[str, ...]:
+    """The order of round ``round_``: the first contender of the last round goes last."""
+    if not names:
+        return ()
+    shift = round_ % len(names)
+    return tuple(names[shift:]) + tuple(names[:shift])
+
+
+def _load_average() -> tuple[float, float, float]:
+    one, five, fifteen = os.getloadavg()
+    return round(one, 2), round(five, 2), round(fifteen, 2)
 
 
 def combine(runs: Sequence[ContenderResult]) -> ContenderResult:
-    """One row from several rounds: the median time, and the worst of the placement
-    figures (fewest bound, most overcommitted nodes, most split gangs)."""
+    """One row from several rounds: the median time (and its range), and the worst of the
+    placement figures (fewest bound, most overcommitted nodes, most split gangs)."""
     seconds = statistics.median(r.seconds for r in runs)
     bound = min(r.bound for r in runs)
     return ContenderResult(
@@ -246,7 +280,25 @@ def combine(runs: Sequence[ContenderResult]) -> ContenderResult:
         bound=bound,
         overcommitted_nodes=max(r.overcommitted_nodes for r in runs),
         gangs_split_beyond_needed=max(r.gangs_split_beyond_needed for r in runs),
+        first_bind_seconds=round(statistics.median(r.first_bind_seconds for r in runs), 3),
+        seconds_min=min(r.seconds for r in runs),
+        seconds_max=max(r.seconds for r in runs),
+        rounds=len(runs),
     )
+
+
+def with_percent_of_limit(rows: Sequence[ContenderResult]) -> list[ContenderResult]:
+    """Each row's speed as % of kube-scheduler-nodecisions' (time ratio, medians)."""
+    limit = next((r for r in rows if r.scheduler == LIMIT), None)
+    if limit is None or limit.bound == 0:
+        return list(rows)
+    out = []
+    for row in rows:
+        percent = None
+        if row.seconds > 0 and row.bound == limit.bound:
+            percent = round(100.0 * limit.seconds / row.seconds, 1)
+        out.append(replace(row, percent_of_limit=percent))
+    return out
 
 
 def _interrupt(signum: int, frame: object) -> None:

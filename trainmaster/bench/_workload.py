@@ -4,7 +4,8 @@ Every contender gets the same gangs (same sizes, same names) in a fresh namespac
 gang is a scheduler-plugins PodGroup (minMember = its size) whose topology follows the
 bench stack's policy: a gang of one must sit on one node, larger gangs prefer one leaf.
 kube-scheduler ignores PodGroups (it has no gangs); the pods are the same apart from
-``schedulerName``.
+``schedulerName``, and, for the affinity variant, the preferred inter-pod affinity a
+kube-scheduler user would write to keep a gang in one leaf (``gang_affinity``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from trainmaster.scheduler import (
     POD_GROUP_LABEL,
     TOPOLOGY_DOMAIN_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
+    topology_label,
 )
 
 GPUS_PER_POD = 4
@@ -78,17 +80,30 @@ def pod_group(gang: GangSpec, namespace: str) -> dict[str, Any]:
     }
 
 
+def gang_affinity(gang: GangSpec, leaf_level: str = "leaf") -> dict[str, Any]:
+    """Prefer (weight 100) the leaf of the gang's members already placed."""
+    return {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {POD_GROUP_LABEL: gang.name}},
+            "topologyKey": topology_label(leaf_level),
+        },
+    }]}}
+
+
 def pod(
-    gang: GangSpec, index: int, namespace: str, scheduler: str, rdma: Sequence[str] = ()
+    gang: GangSpec, index: int, namespace: str, scheduler: str, rdma: Sequence[str] = (),
+    affinity: bool = False,
 ) -> dict[str, Any]:
-    """One member; ``rdma`` names the RDMA resources every node has (one of each)."""
+    """One member; ``rdma`` names the RDMA resources every node has (one of each);
+    ``affinity`` adds ``gang_affinity``."""
     requests = {
         "nvidia.com/gpu": str(GPUS_PER_POD),
         "cpu": "16",
         "memory": "64Gi",
         **{resource: "1" for resource in rdma},
     }
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -111,3 +126,6 @@ def pod(
             ],
         },
     }
+    if affinity:
+        body["spec"]["affinity"] = gang_affinity(gang)
+    return body

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from trainmaster.cli._app import app
+
+if TYPE_CHECKING:
+    from trainmaster.bench import BenchResult
 
 bench_app = typer.Typer(help="Benchmarks on a real local control plane.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -27,7 +30,10 @@ def scheduler_cmd(
     only: Annotated[
         list[str] | None,
         typer.Option("--only", help="Run only this scheduler (repeatable): trainmaster, "
-                     "kube-scheduler-default, kube-scheduler-tuned, bind-ceiling."),
+                     "kube-scheduler-nodecisions (the API server's bind limit), "
+                     "kube-scheduler-default, kube-scheduler-tuned, "
+                     "kube-scheduler-tuned-affinity, bind-ceiling (a same-client "
+                     "baseline)."),
     ] = None,
     kubeconfig: Annotated[
         Path | None,
@@ -39,8 +45,9 @@ def scheduler_cmd(
     ] = 64,
     timeout: Annotated[float, typer.Option(help="Seconds before a contender gives up.")] = 600,
     repeat: Annotated[
-        int, typer.Option(help="Rounds; report each scheduler's median time and its worst "
-                          "placement figures.")
+        int, typer.Option(help="Rounds (the order rotates each round); report each "
+                          "scheduler's median time, its range and its worst placement "
+                          "figures.")
     ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
@@ -60,18 +67,36 @@ def scheduler_cmd(
     if as_json:
         print(json.dumps(result.to_json()))
         return
-    rounds = f", median of {repeat} rounds" if repeat > 1 else ""
-    table = Table(title=f"{result.pods} pods on {result.nodes} nodes (seed {seed}{rounds})")
-    for column in ("scheduler", "seconds", "pods/s", "bound", "overcommitted\nnodes",
+    _out.print(results_table(result, seed, repeat))
+
+
+_LABELS = {"kube-scheduler-nodecisions": "kube-scheduler-nodecisions (limit)",
+           "bind-ceiling": "bind-ceiling (same-client baseline)"}
+
+
+def results_table(result: BenchResult, seed: int, repeat: int) -> Table:
+    """The table `bench scheduler` prints: one row per contender."""
+    rounds = f", median [min-max] of {repeat} rounds" if repeat > 1 else ""
+    load = "/".join(f"{x:.2f}" for x in result.load_average)
+    table = Table(title=f"{result.pods} pods on {result.nodes} nodes (seed {seed}{rounds}; "
+                  f"clock from process start; load average {load})")
+    for column in ("scheduler", "seconds", "first bind s", "pods/s",
+                   "% of limit\n(nodecisions)", "bound", "overcommitted\nnodes",
                    "gangs split\nbeyond needed"):
         if column == "scheduler":
             table.add_column(column, no_wrap=True)
         else:
             table.add_column(column, justify="right")
     for r in result.results:
-        table.add_row(r.scheduler, f"{r.seconds:.2f}", f"{r.pods_per_second:.0f}", str(r.bound),
-                      str(r.overcommitted_nodes), str(r.gangs_split_beyond_needed))
-    _out.print(table)
+        seconds = f"{r.seconds:.2f}"
+        if r.rounds > 1:
+            seconds += f" [{r.seconds_min:.2f}-{r.seconds_max:.2f}]"
+        percent = "" if r.percent_of_limit is None else f"{r.percent_of_limit:.0f}%"
+        table.add_row(_LABELS.get(r.scheduler, r.scheduler), seconds,
+                      f"{r.first_bind_seconds:.2f}", f"{r.pods_per_second:.0f}", percent,
+                      str(r.bound), str(r.overcommitted_nodes),
+                      str(r.gangs_split_beyond_needed))
+    return table
 
 
 @bench_app.command("placement")
