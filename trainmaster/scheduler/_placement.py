@@ -25,11 +25,12 @@ views, no copies.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
+from ._blocked import BlockedNodes
 from ._contracts import FilterPlugin, ScorePlugin
 from ._filters import fit_count
 from ._framework import DEFAULT_FILTERS, DEFAULT_SCORER
@@ -108,14 +109,23 @@ class _Search:
         for pod in gang.members:
             key = (tuple(sorted(pod.effective_requests.items())), snapshot.pod_key(pod, filters))
             signatures.setdefault(key, []).append(pod)
-        blocked_idx = snapshot.indices(blocked)
+        # A cycle's BlockedNodes keeps its masked copies up to date: no per-call
+        # name -> index conversion of the whole set.
+        grown = (
+            blocked
+            if isinstance(blocked, BlockedNodes) and blocked.snapshot is snapshot
+            else None
+        )
+        blocked_idx = snapshot.indices(blocked) if grown is None else ()
         self.groups: list[_Group] = []
         totals: dict[str, int] = {}
         for (_, fkey), pods in signatures.items():
             first = pods[0]
             elig = snapshot.eligibility(first, filters, fkey)
             mask: bytes | bytearray = elig.mask
-            if blocked_idx:
+            if grown is not None:
+                mask = grown.masked(mask)
+            elif blocked_idx:
                 mask = bytearray(mask)
                 for i in blocked_idx:
                     mask[i] = 0
@@ -152,15 +162,16 @@ class _Search:
         mask = masks[0] if len(masks) == 1 else bytearray(map(min, zip(*masks, strict=True)))
         nodes = cols.nodes
         if primary == GPU and not static and type(self.scorer) is BestFit:
-            # Same answer as the scan below (least free GPUs, then name) via the buckets.
-            # Masks first, then by name through a heap (not a sort of the whole bucket).
-            buckets = snap.gpu_buckets
-            for free_gpus in sorted(k for k in buckets if k >= need):
-                order = [(nodes[i].name, i) for i in buckets[free_gpus] if mask[i]]
-                heapq.heapify(order)
-                while order:
-                    i = heapq.heappop(order)[1]
-                    if len(nodes[i].topology) >= min_depth and fit_count(totals, base[i]) >= 1:
+            # Same answer as the scan below (least free GPUs, then name) via the buckets,
+            # each kept in name order: the walk stops at the first fitting node.
+            order = snap.gpu_bucket_order
+            for free_gpus in sorted(k for k in order if k >= need):
+                for _, i in order[free_gpus]:
+                    if (
+                        mask[i]
+                        and len(nodes[i].topology) >= min_depth
+                        and fit_count(totals, base[i]) >= 1
+                    ):
                         return i
             return None
         alloc = cols.allocatable
@@ -410,11 +421,11 @@ def reservation_target(
                     members, name = dom.nodes, dom.name
                     break
         if members is not None:
-            blocked_set = set(blocked)
+            held = blocked if isinstance(blocked, AbstractSet) else set(blocked)
             return ReservationTarget(
                 snapshot.level_names[rank],
                 name,
-                frozenset(nodes[i].name for i in members) - blocked_set,
+                frozenset(n for n in (nodes[i].name for i in members) if n not in held),
             )
     return None
 
@@ -440,23 +451,18 @@ def _best_node_target(
     nodes, capacity = cols.nodes, cols.capacity
 
     if search.primary == GPU:
-        buckets = snapshot.gpu_buckets
-        for free_gpus in sorted(buckets, reverse=True):
-            # Masks first (cheap, and they drop the blocked nodes), then by name until
-            # the first node that is deep and large enough: a heap, not a full sort.
-            bucket = buckets[free_gpus]
-            if len(masks) == 1:
-                mask = masks[0]
-                order = [(nodes[i].name, i) for i in bucket if mask[i]]
-            else:
-                order = [(nodes[i].name, i) for i in bucket if all(m[i] for m in masks)]
-            heapq.heapify(order)
-            while order:
-                i = heapq.heappop(order)[1]
+        # Each bucket in name order (``gpu_bucket_order``): masks first (they drop the
+        # blocked nodes), and the first node that is deep and large enough is the answer.
+        order = snapshot.gpu_bucket_order
+        single = masks[0] if len(masks) == 1 else None
+        for free_gpus in sorted(order, reverse=True):
+            for _, i in order[free_gpus]:
+                if not (single[i] if single is not None else all(m[i] for m in masks)):
+                    continue
+                if len(nodes[i].topology) < node_depth:
+                    continue
                 cap = capacity[i]
-                if len(nodes[i].topology) >= node_depth and all(
-                    cap.get(r, 0) >= q for r, q in totals
-                ):
+                if all(cap.get(r, 0) >= q for r, q in totals):
                     return i
         return None
     primary = search.primary

@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ._blocked import BlockedNodes
 from ._contracts import FilterPlugin, ScorePlugin
 from ._coscheduling import GangManager
 from ._framework import DEFAULT_PLUGINS, REGISTRY, Handle, PluginFactory, Profile
@@ -149,7 +150,7 @@ class GangScheduler:
         now = self._clock()
         placed: list[Placement] = []
         failed: list[Unschedulable] = []
-        blocked: set[str] = set()
+        blocked = BlockedNodes(self.snapshot)
         held: list[Reservation] = []
         for gang in self.queue.ordered():
             outcome = self._schedule_one(gang, blocked)
@@ -171,10 +172,10 @@ class GangScheduler:
                 reservation = self._reserve_domain(gang, blocked)
                 if reservation is not None:
                     held.append(reservation)
-                    blocked |= reservation.nodes
+                    blocked.update(reservation.nodes)
         return CycleResult(tuple(placed), tuple(failed), tuple(held))
 
-    def _reserve_domain(self, gang: Gang, blocked: set[str]) -> Reservation | None:
+    def _reserve_domain(self, gang: Gang, blocked: BlockedNodes) -> Reservation | None:
         previous = self._reservations.get(gang.key)
         if (
             previous is not None
@@ -212,7 +213,7 @@ class GangScheduler:
         except KeyError:
             return False
 
-    def _schedule_one(self, gang: Gang, blocked: set[str]) -> Placement | Unschedulable:
+    def _schedule_one(self, gang: Gang, blocked: BlockedNodes) -> Placement | Unschedulable:
         if gang.members:
             for plugin in self.profile.pre_filters:
                 status = plugin.pre_filter(gang.members[0])

@@ -239,6 +239,9 @@ class ClusterSnapshot:
         self._max_capacity: dict[str, int] = {}
         # Schedulable nodes bucketed by free GPUs: best-fit single-node lookups skip the scan.
         self._gpu_buckets: dict[int, set[int]] = {}
+        # The same buckets as (name, index) lists kept sorted: a by-name walk of a bucket
+        # stops at the first fitting node instead of ordering the whole bucket per lookup.
+        self._gpu_order: dict[int, list[tuple[str, int]]] = {}
         # Inverted indexes for the static filters (see eligibility): whole sets of nodes
         # per label value, per taint list, cordoned.
         self._all: set[int] = set(range(len(specs)))
@@ -285,6 +288,9 @@ class ClusterSnapshot:
         self._max_capacity_view = MappingProxyType(self._max_capacity)
         self._gpu_buckets_view: Mapping[int, AbstractSet[int]] = MappingProxyType(
             self._gpu_buckets
+        )
+        self._gpu_order_view: Mapping[int, Sequence[tuple[str, int]]] = MappingProxyType(
+            self._gpu_order
         )
 
     def _check_path(self, node: NodeInfo) -> None:
@@ -340,11 +346,13 @@ class ClusterSnapshot:
         gpus = max(self._free[i].get(GPU, 0), 0)
         if sign > 0:
             self._gpu_buckets.setdefault(gpus, set()).add(i)
+            self._order_add(gpus, i)
         else:
             bucket = self._gpu_buckets[gpus]
             bucket.discard(i)
             if not bucket:
                 del self._gpu_buckets[gpus]
+            self._order_drop(gpus, i)
         counts, biggest = self._capacity_counts, self._max_capacity
         for r, q in capacity.items():
             per = counts.setdefault(r, {})
@@ -417,6 +425,17 @@ class ClusterSnapshot:
         if not old:
             del buckets[before]
         buckets.setdefault(after, set()).add(i)
+        self._order_drop(before, i)
+        self._order_add(after, i)
+
+    def _order_add(self, gpus: int, i: int) -> None:
+        bisect.insort(self._gpu_order.setdefault(gpus, []), (self._nodes[i].name, i))
+
+    def _order_drop(self, gpus: int, i: int) -> None:
+        row = self._gpu_order[gpus]
+        del row[bisect.bisect_left(row, (self._nodes[i].name, i))]
+        if not row:
+            del self._gpu_order[gpus]
 
     # --- read API by index (live views, no copies) -------------------------------------
 
@@ -572,6 +591,17 @@ class ClusterSnapshot:
     def gpu_buckets(self) -> Mapping[int, AbstractSet[int]]:
         """Free GPUs -> indices of the schedulable nodes with that many free (>= 0)."""
         return self._gpu_buckets_view
+
+    @property
+    def gpu_bucket_order(self) -> Mapping[int, Sequence[tuple[str, int]]]:
+        """``gpu_buckets`` with each bucket as (node name, index) pairs sorted by name:
+        live, read-only (do not mutate the lists)."""
+        return self._gpu_order_view
+
+    @property
+    def node_index_map(self) -> Mapping[str, int]:
+        """Node name -> index, live and read-only."""
+        return MappingProxyType(self._index)
 
     def indices(self, names: Iterable[str]) -> list[int]:
         """Indices of the named nodes the snapshot knows (unknown names are skipped)."""
@@ -859,7 +889,11 @@ class ClusterSnapshot:
             groups.append(self._cordoned)
         groups.extend(self._labels[k][v] for k, v in node.labels.items())
         if self._schedulable[src]:
-            groups.append(self._gpu_buckets[max(self._free[src].get(GPU, 0), 0)])
+            gpus = max(self._free[src].get(GPU, 0), 0)
+            groups.append(self._gpu_buckets[gpus])
+            row = self._gpu_order[gpus]
+            del row[bisect.bisect_left(row, (node.name, src))]
+            bisect.insort(row, (node.name, dst))
         for group in groups:
             group.discard(src)
             group.add(dst)

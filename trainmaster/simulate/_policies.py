@@ -9,10 +9,11 @@ simulator never reads) for the many queue entries that are hopeless at a given m
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from trainmaster.scheduler import (
     GPU,
+    BlockedNodes,
     ClusterSnapshot,
     FilterPlugin,
     Gang,
@@ -50,34 +51,45 @@ class Guard:
     """A policy's placer behind ``hopeless``: same decisions, fewer futile searches.
 
     Within one cycle the reserved (blocked) nodes only grow, and no later gang may place
-    on them, so the pod slots they hold are counted once per pod size as they appear;
-    ``new_cycle()`` forgets them."""
+    on them (so their free GPUs stay as they were when blocked): they are counted once,
+    as they appear, into a histogram of free GPUs, from which the pod slots they hold
+    for any pod size is a sum over at most (GPUs per node + 1) entries. A new cycle
+    (a new ``BlockedNodes``, or ``new_cycle()``) starts the count over."""
 
     def __init__(self, placer: Placer) -> None:
         self._placer = placer
-        self._seen: set[str] = set()
-        self._held: dict[int, int] = {}
-        self._free_held: list[int] = []
+        self.new_cycle()
 
     def new_cycle(self) -> None:
-        self._seen = set()
-        self._held = {}
-        self._free_held = []
+        self._cycle: object = None
+        self._seen: set[str] = set()  # for a plain collection of names
+        self._counted = 0  # for a BlockedNodes: how many of its ``order`` are counted
+        self._hist: dict[int, int] = {}  # free GPUs -> blocked nodes with that many
+
+    def _count(self, snapshot: ClusterSnapshot, indices: Iterable[int]) -> None:
+        cols, hist = snapshot.columns, self._hist
+        free, schedulable = cols.free, cols.schedulable
+        for i in indices:
+            if not schedulable[i]:
+                continue  # a cordoned node's GPUs are not in the buckets' slots either
+            f = max(free[i].get(GPU, 0), 0)
+            hist[f] = hist.get(f, 0) + 1
 
     def _blocked_slots(self, snapshot: ClusterSnapshot, blocked: Collection[str],
                        per_pod: int) -> int:
-        if len(blocked) != len(self._seen):
+        if isinstance(blocked, BlockedNodes):
+            if blocked is not self._cycle:
+                self.new_cycle()
+                self._cycle = blocked
+            order = blocked.order
+            if self._counted < len(order):  # only the nodes blocked since: O(new)
+                self._count(snapshot, order[self._counted:])
+                self._counted = len(order)
+        elif len(blocked) != len(self._seen):
             new = set(blocked).difference(self._seen)
             self._seen.update(new)
-            free = snapshot.columns.free
-            added = [max(free[i].get(GPU, 0), 0) for i in snapshot.indices(new)]
-            self._free_held.extend(added)
-            for size in self._held:  # only the new nodes' slots: O(new), not O(blocked)
-                self._held[size] += sum(f // size for f in added)
-        held = self._held.get(per_pod)
-        if held is None:
-            held = self._held[per_pod] = sum(f // per_pod for f in self._free_held)
-        return held
+            self._count(snapshot, snapshot.indices(new))
+        return sum((f // per_pod) * n for f, n in self._hist.items())
 
     def hopeless(self, snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str]) -> bool:
         """True only if no placement of ``gang`` exists now. For a gang of identical GPU
