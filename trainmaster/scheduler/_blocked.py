@@ -5,11 +5,20 @@ starving one. As a plain set of names, every placement turned the whole set into
 indices and masked them out of a copy of its eligibility mask: O(blocked) per gang, and
 with whole leaves, spines or the cluster reserved that is thousands of nodes per gang
 per cycle. ``BlockedNodes`` is still a set of names (``Collection[str]``, what a
-``Placer`` takes), but it also keeps the indices in the order they were blocked and,
-per eligibility mask, the masked copy, brought up to date with only the nodes blocked
-since it was last asked for. Within a cycle the set only grows and the snapshot's node
-indices do not move (the cycle runs without yielding); if a node change happens all the
-same (``node_version``), the indices and masks are rebuilt from the names.
+``Placer`` takes), but it also keeps
+
+* the blocked indices as a set (``indices``: set operations against the snapshot's GPU
+  buckets run in C),
+* the same as one integer with the byte of each blocked node set to 1 (``bits``), so a
+  masked copy of an eligibility mask is one integer AND (O(nodes / word) in C), made
+  once per mask and per growth of the set, not once per gang.
+
+Reservations kept from cycle to cycle are the same ``frozenset`` objects, so their
+indices and bits are kept in a ``BlockCache`` that outlives the cycle (the scheduler
+keeps one); a reservation's share is then added in C (set union, integer OR) instead of
+name by name. Within a cycle the set only grows and node indices do not move (the cycle
+runs without yielding); if a node change happens all the same (``node_version``), the
+cache is dropped and everything is rebuilt from the names.
 """
 
 from __future__ import annotations
@@ -20,16 +29,63 @@ from collections.abc import Set as AbstractSet
 from ._snapshot import ClusterSnapshot
 
 
+def _bits_of(indices: Iterable[int], n: int) -> int:
+    """One byte per node, 1 where blocked, as a little-endian integer."""
+    row = bytearray(n)
+    for i in indices:
+        row[i] = 1
+    return int.from_bytes(row, "little")
+
+
+class BlockCache:
+    """Indices and bits per reservation (``frozenset`` of names), across cycles."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self._version = snapshot.node_version
+        # id(names) -> (names, indices, bits); the entry holds ``names``, so ids stay unique
+        self._entries: dict[int, tuple[frozenset[str], frozenset[int], int]] = {}
+        self._used: set[int] = set()
+
+    def get(self, names: frozenset[str]) -> tuple[frozenset[int], int]:
+        """(indices, bits) of ``names`` (names the snapshot does not know are skipped)."""
+        snap = self.snapshot
+        if snap.node_version != self._version:
+            self._version = snap.node_version
+            self._entries = {}
+        key = id(names)
+        self._used.add(key)
+        entry = self._entries.get(key)
+        if entry is None or entry[0] is not names:
+            idx = frozenset(snap.indices(names))
+            entry = (names, idx, _bits_of(idx, len(snap.columns.nodes)))
+            self._entries[key] = entry
+        return entry[1], entry[2]
+
+    def end_cycle(self) -> None:
+        """Forget the reservations not asked for since the last call."""
+        self._entries = {k: e for k, e in self._entries.items() if k in self._used}
+        self._used = set()
+
+
 class BlockedNodes(AbstractSet[str]):
     """A growing set of node names with their snapshot indices (see the module doc)."""
 
-    def __init__(self, snapshot: ClusterSnapshot, names: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        names: Iterable[str] = (),
+        cache: BlockCache | None = None,
+    ) -> None:
         self.snapshot = snapshot
+        self._cache = cache if cache is not None and cache.snapshot is snapshot else None
         self._names: set[str] = set()
-        self._order: list[int] = []
+        self._indices: set[int] = set()
+        self._bits = 0
+        self._grown = 0  # counts the updates that blocked something new
         self._version = snapshot.node_version
-        # id(mask) -> (mask, masked copy, how many of _order are applied to the copy)
-        self._masked: dict[int, tuple[bytes | bytearray, bytearray, int]] = {}
+        # id(mask) -> (mask, _grown when it was made, masked copy)
+        self._masked: dict[int, tuple[bytes | bytearray, int, bytes]] = {}
         self.update(names)
 
     def __contains__(self, name: object) -> bool:
@@ -42,43 +98,56 @@ class BlockedNodes(AbstractSet[str]):
         return len(self._names)
 
     def update(self, names: Iterable[str]) -> None:
-        """Block ``names`` too (names the snapshot does not know are kept as names only)."""
+        """Block ``names`` too (names the snapshot does not know are kept as names only).
+        A ``frozenset`` disjoint from the set so far (a reservation) goes through the
+        cache: O(len(names)) in C."""
         self._sync()
+        if (
+            self._cache is not None
+            and isinstance(names, frozenset)
+            and self._names.isdisjoint(names)
+        ):
+            idx, bits = self._cache.get(names)
+            self._names |= names
+            self._indices |= idx
+            self._bits |= bits
+            self._grown += 1
+            return
         index = self.snapshot.node_index_map
-        for name in names:
-            if name not in self._names:
-                self._names.add(name)
-                i = index.get(name)
-                if i is not None:
-                    self._order.append(i)
+        new = [n for n in names if n not in self._names]
+        self._names.update(new)
+        added = [index[n] for n in new if n in index]
+        self._indices.update(added)
+        if added:
+            self._bits |= _bits_of(added, len(self.snapshot.columns.nodes))
+            self._grown += 1
 
     def _sync(self) -> None:
         """Rebuild the indices if the snapshot's nodes changed since they were taken."""
-        version = self.snapshot.node_version
-        if version != self._version:
-            self._version = version
-            self._order = self.snapshot.indices(self._names)
-            self._masked = {}
+        snap = self.snapshot
+        if snap.node_version != self._version:
+            self._version = snap.node_version
+            self._indices = set(snap.indices(self._names))
+            self._bits = _bits_of(self._indices, len(snap.columns.nodes))
+            self._grown += 1
 
     @property
-    def order(self) -> list[int]:
-        """Indices of the blocked nodes, in the order they were blocked (read-only): a
-        caller that remembers how many it has seen reads only the new ones."""
+    def indices(self) -> AbstractSet[int]:
+        """Indices of the blocked nodes (read-only)."""
         self._sync()
-        return self._order
+        return self._indices
 
     def masked(self, mask: bytes | bytearray) -> bytes | bytearray:
-        """``mask`` with every blocked node set to 0: ``mask`` itself if none is blocked,
-        else a copy kept for the next call with the same mask and updated with the nodes
-        blocked since (O(new)). Read-only: callers must not change it."""
-        order = self.order
-        if not order:
+        """``mask`` (one byte per node, 0 or 1) with every blocked node set to 0: ``mask``
+        itself if none is blocked, else a copy, remade only when the set has grown."""
+        self._sync()
+        bits = self._bits
+        if not bits:
             return mask
         entry = self._masked.get(id(mask))
-        if entry is None or entry[0] is not mask:
-            entry = (mask, bytearray(mask), 0)
-        copy, done = entry[1], entry[2]
-        for k in range(done, len(order)):
-            copy[order[k]] = 0
-        self._masked[id(mask)] = (mask, copy, len(order))
+        if entry is not None and entry[0] is mask and entry[1] == self._grown:
+            return entry[2]
+        # Bytes are 0 or 1, so a bitwise AND never carries between them.
+        copy = (int.from_bytes(mask, "little") & ~bits).to_bytes(len(mask), "little")
+        self._masked[id(mask)] = (mask, self._grown, copy)
         return copy

@@ -116,6 +116,7 @@ class _Search:
             if isinstance(blocked, BlockedNodes) and blocked.snapshot is snapshot
             else None
         )
+        self.grown = grown
         blocked_idx = snapshot.indices(blocked) if grown is None else ()
         self.groups: list[_Group] = []
         totals: dict[str, int] = {}
@@ -455,14 +456,32 @@ def _best_node_target(
         # blocked nodes), and the first node that is deep and large enough is the answer.
         order = snapshot.gpu_bucket_order
         single = masks[0] if len(masks) == 1 else None
+
+        def fits(i: int) -> bool:
+            if not (single[i] if single is not None else all(m[i] for m in masks)):
+                return False
+            cap = capacity[i]
+            return len(nodes[i].topology) >= node_depth and all(
+                cap.get(r, 0) >= q for r, q in totals
+            )
+
+        held = search.grown.indices if search.grown is not None else None
+        buckets = snapshot.gpu_buckets
         for free_gpus in sorted(order, reverse=True):
+            if held:
+                # Under starvation the fullest buckets are mostly reserved nodes that
+                # drain: drop those in C, then take the rest by name rank.
+                left = buckets[free_gpus] - held
+                if not left:
+                    continue
+                if len(left) * 2 < len(buckets[free_gpus]):
+                    ranks = snapshot.name_ranks
+                    for i in sorted(left, key=ranks.__getitem__):
+                        if fits(i):
+                            return i
+                    continue
             for _, i in order[free_gpus]:
-                if not (single[i] if single is not None else all(m[i] for m in masks)):
-                    continue
-                if len(nodes[i].topology) < node_depth:
-                    continue
-                cap = capacity[i]
-                if all(cap.get(r, 0) >= q for r, q in totals):
+                if fits(i):
                     return i
         return None
     primary = search.primary

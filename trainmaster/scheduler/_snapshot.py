@@ -219,6 +219,7 @@ class ClusterSnapshot:
         """Every index from ``specs`` (index order) and the tracked pods' node indices."""
         self._nodes: list[NodeInfo] = list(specs)
         self._by_name: tuple[NodeInfo, ...] | None = None
+        self._name_ranks: list[int] | None = None
         self._index: dict[str, int] = {n.name: i for i, n in enumerate(specs)}
         self._alloc: list[Mapping[str, int]] = [n.allocatable for n in specs]
         self._requested: list[dict[str, int]] = [dict(n.requested) for n in specs]
@@ -599,6 +600,19 @@ class ClusterSnapshot:
         return self._gpu_order_view
 
     @property
+    def name_ranks(self) -> Sequence[int]:
+        """Node index -> its position in name order (recomputed only after a node is
+        added or removed): ``min(indices, key=ranks.__getitem__)`` is the first by name
+        without comparing strings."""
+        if self._name_ranks is None:
+            ranks = [0] * len(self._nodes)
+            order = sorted(range(len(self._nodes)), key=lambda i: self._nodes[i].name)
+            for rank, i in enumerate(order):
+                ranks[i] = rank
+            self._name_ranks = ranks
+        return self._name_ranks
+
+    @property
     def node_index_map(self) -> Mapping[str, int]:
         """Node name -> index, live and read-only."""
         return MappingProxyType(self._index)
@@ -822,6 +836,7 @@ class ClusterSnapshot:
         i = len(self._nodes)
         self._nodes.append(node)
         self._by_name = None
+        self._name_ranks = None
         self._node_version += 1
         self._index[node.name] = i
         self._alloc.append(node.allocatable)
@@ -859,6 +874,7 @@ class ClusterSnapshot:
         del self._index[name]
         self._node_version += 1
         self._by_name = None
+        self._name_ranks = None
         for full_key, elig in self._eligibility.items():
             mask, reasons = elig.mask, elig.reasons
             if i != last:

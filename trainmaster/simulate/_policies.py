@@ -9,7 +9,7 @@ simulator never reads) for the many queue entries that are hopeless at a given m
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 
 from trainmaster.scheduler import (
     GPU,
@@ -51,10 +51,13 @@ class Guard:
     """A policy's placer behind ``hopeless``: same decisions, fewer futile searches.
 
     Within one cycle the reserved (blocked) nodes only grow, and no later gang may place
-    on them (so their free GPUs stay as they were when blocked): they are counted once,
-    as they appear, into a histogram of free GPUs, from which the pod slots they hold
-    for any pod size is a sum over at most (GPUs per node + 1) entries. A new cycle
-    (a new ``BlockedNodes``, or ``new_cycle()``) starts the count over."""
+    on them (so their free GPUs stay as they were when blocked). Their pod slots come
+    from a histogram of their free GPUs (blocked nodes per free-GPU count), so the slots
+    for any pod size are a sum over at most (GPUs per node + 1) entries. For the cycle's
+    ``BlockedNodes`` the histogram is the size of each GPU bucket's intersection with the
+    blocked indices (set operations in C), redone only when the set has grown; for any
+    other collection, the nodes are counted once as they appear. A new cycle (a new
+    ``BlockedNodes``, or ``new_cycle()``) starts over."""
 
     def __init__(self, placer: Placer) -> None:
         self._placer = placer
@@ -62,18 +65,9 @@ class Guard:
 
     def new_cycle(self) -> None:
         self._cycle: object = None
+        self._size = -1  # len(blocked) when the histogram was made
         self._seen: set[str] = set()  # for a plain collection of names
-        self._counted = 0  # for a BlockedNodes: how many of its ``order`` are counted
         self._hist: dict[int, int] = {}  # free GPUs -> blocked nodes with that many
-
-    def _count(self, snapshot: ClusterSnapshot, indices: Iterable[int]) -> None:
-        cols, hist = snapshot.columns, self._hist
-        free, schedulable = cols.free, cols.schedulable
-        for i in indices:
-            if not schedulable[i]:
-                continue  # a cordoned node's GPUs are not in the buckets' slots either
-            f = max(free[i].get(GPU, 0), 0)
-            hist[f] = hist.get(f, 0) + 1
 
     def _blocked_slots(self, snapshot: ClusterSnapshot, blocked: Collection[str],
                        per_pod: int) -> int:
@@ -81,14 +75,20 @@ class Guard:
             if blocked is not self._cycle:
                 self.new_cycle()
                 self._cycle = blocked
-            order = blocked.order
-            if self._counted < len(order):  # only the nodes blocked since: O(new)
-                self._count(snapshot, order[self._counted:])
-                self._counted = len(order)
+            if len(blocked) != self._size:
+                self._size = len(blocked)
+                held = blocked.indices
+                # Buckets hold schedulable nodes only, as the free slots counted against.
+                self._hist = {gpus: len(held & nodes)
+                              for gpus, nodes in snapshot.gpu_buckets.items() if gpus > 0}
         elif len(blocked) != len(self._seen):
             new = set(blocked).difference(self._seen)
             self._seen.update(new)
-            self._count(snapshot, snapshot.indices(new))
+            cols, hist = snapshot.columns, self._hist
+            for i in snapshot.indices(new):
+                if cols.schedulable[i]:  # a cordoned node is in no bucket's slots either
+                    f = max(cols.free[i].get(GPU, 0), 0)
+                    hist[f] = hist.get(f, 0) + 1
         return sum((f // per_pod) * n for f, n in self._hist.items())
 
     def hopeless(self, snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str]) -> bool:
