@@ -28,6 +28,10 @@ from collections.abc import Set as AbstractSet
 
 from ._snapshot import ClusterSnapshot
 
+_SMALL = 16
+"""Domains of at most this many nodes are answered directly, not cached (a one-node
+target is a new tuple every time)."""
+
 
 def _bits_of(indices: Iterable[int], n: int) -> int:
     """One byte per node, 1 where blocked, as a little-endian integer."""
@@ -46,6 +50,8 @@ class BlockCache:
         # id(names) -> (names, indices, bits); the entry holds ``names``, so ids stay unique
         self._entries: dict[int, tuple[frozenset[str], frozenset[int], int]] = {}
         self._used: set[int] = set()
+        # id(domain nodes tuple) -> (tuple, indices, names)
+        self._domains: dict[int, tuple[tuple[int, ...], frozenset[int], frozenset[str]]] = {}
 
     def get(self, names: frozenset[str]) -> tuple[frozenset[int], int]:
         """(indices, bits) of ``names`` (names the snapshot does not know are skipped)."""
@@ -53,6 +59,7 @@ class BlockCache:
         if snap.node_version != self._version:
             self._version = snap.node_version
             self._entries = {}
+            self._domains = {}
         key = id(names)
         self._used.add(key)
         entry = self._entries.get(key)
@@ -60,6 +67,21 @@ class BlockCache:
             idx = frozenset(snap.indices(names))
             entry = (names, idx, _bits_of(idx, len(snap.columns.nodes)))
             self._entries[key] = entry
+        return entry[1], entry[2]
+
+    def domain(self, nodes: tuple[int, ...]) -> tuple[frozenset[int], frozenset[str]]:
+        """(indices, names) of a domain's ``nodes`` tuple (a live domain's: one entry
+        per domain), kept until the next node change."""
+        snap = self.snapshot
+        if snap.node_version != self._version:
+            self._version = snap.node_version
+            self._entries = {}
+            self._domains = {}
+        entry = self._domains.get(id(nodes))
+        if entry is None or entry[0] is not nodes:
+            names = snap.columns.nodes
+            entry = (nodes, frozenset(nodes), frozenset(names[i].name for i in nodes))
+            self._domains[id(nodes)] = entry
         return entry[1], entry[2]
 
     def end_cycle(self) -> None:
@@ -96,6 +118,26 @@ class BlockedNodes(AbstractSet[str]):
 
     def __len__(self) -> int:
         return len(self._names)
+
+    def isdisjoint(self, other: Iterable[object]) -> bool:
+        """In C, over the smaller of the two when ``other`` is a set."""
+        return self._names.isdisjoint(other)
+
+    def blocked_in(self, nodes: tuple[int, ...]) -> int:
+        """How many of a domain's ``nodes`` (indices) are blocked."""
+        held = self.indices
+        if not held:
+            return 0
+        if self._cache is not None and len(nodes) > _SMALL:
+            return len(held & self._cache.domain(nodes)[0])
+        return sum(1 for i in nodes if i in held)
+
+    def names_outside(self, nodes: tuple[int, ...]) -> frozenset[str]:
+        """Names of a domain's ``nodes`` (indices) that are not blocked."""
+        if self._cache is not None and len(nodes) > _SMALL:
+            return self._cache.domain(nodes)[1] - self._names
+        names = self.snapshot.columns.nodes
+        return frozenset(n for n in (names[i].name for i in nodes) if n not in self._names)
 
     def update(self, names: Iterable[str]) -> None:
         """Block ``names`` too (names the snapshot does not know are kept as names only).

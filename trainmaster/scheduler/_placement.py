@@ -190,15 +190,24 @@ class _Search:
                 best_key = key
         return None if best_key is None else best_key[2]
 
-    def candidates(self, rank: int, static: bool) -> list[LiveDomain]:
+    def candidates(self, rank: int, static: bool, ordered: bool = True) -> list[LiveDomain]:
+        """Domains at ``rank`` whose free (or, ``static``, capacity) covers the gang,
+        best fit first (least free, then name) unless not ``ordered``."""
         totals = self.total_items
         domains = self.snap.live_domains(rank)
-        if static:
+        if len(totals) == 1:  # one resource (GPUs): no generator per domain
+            ((r, q),) = totals
+            if static:
+                doms = [d for d in domains if d.capacity.get(r, 0) >= q]
+            else:
+                doms = [d for d in domains if d.free.get(r, 0) >= q]
+        elif static:
             doms = [d for d in domains if all(d.capacity.get(r, 0) >= q for r, q in totals)]
         else:
             doms = [d for d in domains if all(d.free.get(r, 0) >= q for r, q in totals)]
-        primary = self.primary
-        doms.sort(key=lambda d: (d.free.get(primary, 0), d.name))
+        if ordered:
+            primary = self.primary
+            doms.sort(key=lambda d: (d.free.get(primary, 0), d.name))
         return doms
 
     def pack(self, nodes: Sequence[int], base: _Base, static: bool) -> Assignment | None:
@@ -404,6 +413,7 @@ def reservation_target(
     primary = search.primary
     cols = snapshot.columns
     nodes = cols.nodes
+    grown = search.grown
     for rank in range(last + 1):
         members: tuple[int, ...] | None = None
         name = ""
@@ -415,19 +425,30 @@ def reservation_target(
             # The can-it-ever-fit pack reads capacity only, so trying candidates in the
             # order of the answer (most free now, then name) and stopping at the first
             # that packs gives the same domain as packing all of them.
-            doms = search.candidates(rank, static=True)
+            doms = search.candidates(rank, static=True, ordered=False)
+            if grown is not None and grown:
+                # A domain whose unblocked nodes could not hold the gang even at the
+                # largest node capacity cannot pack: skip it without packing (the
+                # draining reserved domains have the most free GPUs, so they come first).
+                most = snapshot.max_capacity.get(primary, 0)
+                need = search.need
+                doms = [
+                    d for d in doms if (len(d.nodes) - grown.blocked_in(d.nodes)) * most >= need
+                ]
             doms.sort(key=lambda d: (-d.free.get(primary, 0), d.name))
             for dom in doms:
                 if search.pack(dom.nodes, cols.capacity, static=True) is not None:
                     members, name = dom.nodes, dom.name
                     break
         if members is not None:
-            held = blocked if isinstance(blocked, AbstractSet) else set(blocked)
-            return ReservationTarget(
-                snapshot.level_names[rank],
-                name,
-                frozenset(n for n in (nodes[i].name for i in members) if n not in held),
-            )
+            if grown is not None:
+                free_names = grown.names_outside(members)
+            else:
+                held = blocked if isinstance(blocked, AbstractSet) else set(blocked)
+                free_names = frozenset(
+                    n for n in (nodes[i].name for i in members) if n not in held
+                )
+            return ReservationTarget(snapshot.level_names[rank], name, free_names)
     return None
 
 
