@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 
-from ._snapshot import ClusterSnapshot
+from ._snapshot import ClusterSnapshot, LiveDomain
 
 _SMALL = 16
 """Domains of at most this many nodes are answered directly, not cached (a one-node
@@ -41,20 +41,33 @@ def _bits_of(indices: Iterable[int], n: int) -> int:
     return int.from_bytes(row, "little")
 
 
+def _per_domain(snapshot: ClusterSnapshot, indices: Iterable[int]) -> dict[int, int]:
+    """id(domain) -> how many of ``indices`` it holds (domains live as long as the
+    snapshot's node set, and every cache here is dropped when that changes)."""
+    counts: dict[int, int] = {}
+    for i in indices:
+        for dom in snapshot.ancestors(i):
+            key = id(dom)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 class BlockCache:
     """Indices and bits per reservation (``frozenset`` of names), across cycles."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
         self._version = snapshot.node_version
-        # id(names) -> (names, indices, bits); the entry holds ``names``, so ids stay unique
-        self._entries: dict[int, tuple[frozenset[str], frozenset[int], int]] = {}
+        # id(names) -> (names, indices, bits, blocked nodes per id(domain)); the entry
+        # holds ``names``, so ids stay unique
+        self._entries: dict[int, tuple[frozenset[str], frozenset[int], int, dict[int, int]]] = {}
         self._used: set[int] = set()
-        # id(domain nodes tuple) -> (tuple, indices, names)
-        self._domains: dict[int, tuple[tuple[int, ...], frozenset[int], frozenset[str]]] = {}
+        # id(domain nodes tuple) -> (tuple, names)
+        self._domains: dict[int, tuple[tuple[int, ...], frozenset[str]]] = {}
 
-    def get(self, names: frozenset[str]) -> tuple[frozenset[int], int]:
-        """(indices, bits) of ``names`` (names the snapshot does not know are skipped)."""
+    def get(self, names: frozenset[str]) -> tuple[frozenset[int], int, dict[int, int]]:
+        """(indices, bits, nodes per id(domain)) of ``names`` (names the snapshot does
+        not know are skipped)."""
         snap = self.snapshot
         if snap.node_version != self._version:
             self._version = snap.node_version
@@ -65,13 +78,13 @@ class BlockCache:
         entry = self._entries.get(key)
         if entry is None or entry[0] is not names:
             idx = frozenset(snap.indices(names))
-            entry = (names, idx, _bits_of(idx, len(snap.columns.nodes)))
+            entry = (names, idx, _bits_of(idx, len(snap.columns.nodes)), _per_domain(snap, idx))
             self._entries[key] = entry
-        return entry[1], entry[2]
+        return entry[1], entry[2], entry[3]
 
-    def domain(self, nodes: tuple[int, ...]) -> tuple[frozenset[int], frozenset[str]]:
-        """(indices, names) of a domain's ``nodes`` tuple (a live domain's: one entry
-        per domain), kept until the next node change."""
+    def names(self, nodes: tuple[int, ...]) -> frozenset[str]:
+        """Names of a domain's ``nodes`` tuple (a live domain's: one entry per
+        domain), kept until the next node change."""
         snap = self.snapshot
         if snap.node_version != self._version:
             self._version = snap.node_version
@@ -80,9 +93,9 @@ class BlockCache:
         entry = self._domains.get(id(nodes))
         if entry is None or entry[0] is not nodes:
             names = snap.columns.nodes
-            entry = (nodes, frozenset(nodes), frozenset(names[i].name for i in nodes))
+            entry = (nodes, frozenset(names[i].name for i in nodes))
             self._domains[id(nodes)] = entry
-        return entry[1], entry[2]
+        return entry[1]
 
     def end_cycle(self) -> None:
         """Forget the reservations not asked for since the last call."""
@@ -103,6 +116,7 @@ class BlockedNodes(AbstractSet[str]):
         self._cache = cache if cache is not None and cache.snapshot is snapshot else None
         self._names: set[str] = set()
         self._indices: set[int] = set()
+        self._per_domain: dict[int, int] = {}  # id(domain) -> blocked nodes in it
         self._bits = 0
         self._grown = 0  # counts the updates that blocked something new
         self._version = snapshot.node_version
@@ -123,19 +137,16 @@ class BlockedNodes(AbstractSet[str]):
         """In C, over the smaller of the two when ``other`` is a set."""
         return self._names.isdisjoint(other)
 
-    def blocked_in(self, nodes: tuple[int, ...]) -> int:
-        """How many of a domain's ``nodes`` (indices) are blocked."""
-        held = self.indices
-        if not held:
-            return 0
-        if self._cache is not None and len(nodes) > _SMALL:
-            return len(held & self._cache.domain(nodes)[0])
-        return sum(1 for i in nodes if i in held)
+    def blocked_in(self, domain: LiveDomain) -> int:
+        """How many of a live domain's nodes are blocked (kept per domain as the set
+        grows: O(1) here)."""
+        self._sync()
+        return self._per_domain.get(id(domain), 0)
 
     def names_outside(self, nodes: tuple[int, ...]) -> frozenset[str]:
         """Names of a domain's ``nodes`` (indices) that are not blocked."""
         if self._cache is not None and len(nodes) > _SMALL:
-            return self._cache.domain(nodes)[1] - self._names
+            return self._cache.names(nodes) - self._names
         names = self.snapshot.columns.nodes
         return frozenset(n for n in (names[i].name for i in nodes) if n not in self._names)
 
@@ -149,10 +160,13 @@ class BlockedNodes(AbstractSet[str]):
             and isinstance(names, frozenset)
             and self._names.isdisjoint(names)
         ):
-            idx, bits = self._cache.get(names)
+            idx, bits, counts = self._cache.get(names)
             self._names |= names
             self._indices |= idx
             self._bits |= bits
+            per = self._per_domain
+            for key, n in counts.items():
+                per[key] = per.get(key, 0) + n
             self._grown += 1
             return
         index = self.snapshot.node_index_map
@@ -160,6 +174,8 @@ class BlockedNodes(AbstractSet[str]):
         self._names.update(new)
         added = [index[n] for n in new if n in index]
         self._indices.update(added)
+        for key, n in _per_domain(self.snapshot, added).items():
+            self._per_domain[key] = self._per_domain.get(key, 0) + n
         if added:
             self._bits |= _bits_of(added, len(self.snapshot.columns.nodes))
             self._grown += 1
@@ -170,6 +186,7 @@ class BlockedNodes(AbstractSet[str]):
         if snap.node_version != self._version:
             self._version = snap.node_version
             self._indices = set(snap.indices(self._names))
+            self._per_domain = _per_domain(snap, self._indices)
             self._bits = _bits_of(self._indices, len(snap.columns.nodes))
             self._grown += 1
 

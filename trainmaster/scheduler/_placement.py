@@ -433,7 +433,7 @@ def reservation_target(
                 most = snapshot.max_capacity.get(primary, 0)
                 need = search.need
                 doms = [
-                    d for d in doms if (len(d.nodes) - grown.blocked_in(d.nodes)) * most >= need
+                    d for d in doms if (len(d.nodes) - grown.blocked_in(d)) * most >= need
                 ]
             doms.sort(key=lambda d: (-d.free.get(primary, 0), d.name))
             for dom in doms:

@@ -686,6 +686,11 @@ class ClusterSnapshot:
             MappingProxyType(dict(dom.capacity)),
         )
 
+    def ancestors(self, i: int) -> Sequence[LiveDomain]:
+        """The live domains node ``i`` is in (cordoned or not), lowest level first up to
+        the cluster. Read-only."""
+        return self._ancestors[i]
+
     def domain_of(self, node: str, level: str) -> str | None:
         """Name of the domain at ``level`` containing ``node`` (None if its path is short)."""
         rank = self.rank(level)
