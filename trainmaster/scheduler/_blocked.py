@@ -23,10 +23,10 @@ cache is dropped and everything is rebuilt from the names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 
-from ._snapshot import ClusterSnapshot, LiveDomain
+from ._snapshot import ClusterSnapshot
 
 _SMALL = 16
 """Domains of at most this many nodes are answered directly, not cached (a one-node
@@ -137,11 +137,12 @@ class BlockedNodes(AbstractSet[str]):
         """In C, over the smaller of the two when ``other`` is a set."""
         return self._names.isdisjoint(other)
 
-    def blocked_in(self, domain: LiveDomain) -> int:
-        """How many of a live domain's nodes are blocked (kept per domain as the set
-        grows: O(1) here)."""
+    @property
+    def per_domain(self) -> Mapping[int, int]:
+        """id(live domain) -> how many of its nodes are blocked (absent: none); kept
+        per domain as the set grows, so a lookup is O(1). Read-only."""
         self._sync()
-        return self._per_domain.get(id(domain), 0)
+        return self._per_domain
 
     def names_outside(self, nodes: tuple[int, ...]) -> frozenset[str]:
         """Names of a domain's ``nodes`` (indices) that are not blocked."""

@@ -425,16 +425,16 @@ def reservation_target(
             # The can-it-ever-fit pack reads capacity only, so trying candidates in the
             # order of the answer (most free now, then name) and stopping at the first
             # that packs gives the same domain as packing all of them.
-            doms = search.candidates(rank, static=True, ordered=False)
+            doms = snapshot.domains_holding(rank, search.total_items)
             if grown is not None and grown:
                 # A domain whose unblocked nodes could not hold the gang even at the
                 # largest node capacity cannot pack: skip it without packing (the
                 # draining reserved domains have the most free GPUs, so they come first).
-                most = snapshot.max_capacity.get(primary, 0)
-                need = search.need
-                doms = [
-                    d for d in doms if (len(d.nodes) - grown.blocked_in(d)) * most >= need
-                ]
+                least = -(-search.need // max(snapshot.max_capacity.get(primary, 0), 1))
+                per = grown.per_domain
+                doms = [d for d in doms if len(d.nodes) - per.get(id(d), 0) >= least]
+            else:
+                doms = list(doms)
             doms.sort(key=lambda d: (-d.free.get(primary, 0), d.name))
             for dom in doms:
                 if search.pack(dom.nodes, cols.capacity, static=True) is not None:
@@ -489,13 +489,14 @@ def _best_node_target(
         held = search.grown.indices if search.grown is not None else None
         buckets = snapshot.gpu_buckets
         for free_gpus in sorted(order, reverse=True):
-            if held:
+            bucket = buckets[free_gpus]
+            if held and len(held) >= len(bucket) // 2:
                 # Under starvation the fullest buckets are mostly reserved nodes that
                 # drain: drop those in C, then take the rest by name rank.
-                left = buckets[free_gpus] - held
+                left = bucket - held
                 if not left:
                     continue
-                if len(left) * 2 < len(buckets[free_gpus]):
+                if len(left) * 2 < len(bucket):
                     ranks = snapshot.name_ranks
                     for i in sorted(left, key=ranks.__getitem__):
                         if fits(i):

@@ -71,6 +71,7 @@ from ._model import (
 from ._status import Code
 
 _ELIGIBILITY_CACHE_SIZE = 4096
+_HoldingKey = tuple[int, tuple[tuple[str, int], ...]]
 _POD_KEY_MEMO_SIZE = 65536
 
 
@@ -220,6 +221,8 @@ class ClusterSnapshot:
         self._nodes: list[NodeInfo] = list(specs)
         self._by_name: tuple[NodeInfo, ...] | None = None
         self._name_ranks: list[int] | None = None
+        # node_version -> {(rank, totals): domains whose capacity covers totals}
+        self._holding: tuple[int, dict[_HoldingKey, tuple[LiveDomain, ...]]] = (-1, {})
         self._index: dict[str, int] = {n.name: i for i, n in enumerate(specs)}
         self._alloc: list[Mapping[str, int]] = [n.allocatable for n in specs]
         self._requested: list[dict[str, int]] = [dict(n.requested) for n in specs]
@@ -576,6 +579,27 @@ class ClusterSnapshot:
         if not 0 <= rank < len(self._domains):
             raise ValueError(f"no rank {rank}; ranks 0..{len(self._domains) - 1}")
         return self._domains[rank]
+
+    def domains_holding(
+        self, rank: int, totals: tuple[tuple[str, int], ...]
+    ) -> Sequence[LiveDomain]:
+        """The domains at ``rank`` whose ``capacity`` covers every (resource, quantity) of
+        ``totals``, by name. Capacity changes only with node specs, so the answer is kept
+        until the next node change. Read-only."""
+        cache = self._holding
+        if cache[0] != self._node_version:
+            cache = self._holding = (self._node_version, {})
+        key = (rank, totals)
+        found = cache[1].get(key)
+        if found is None:
+            if len(cache[1]) >= _ELIGIBILITY_CACHE_SIZE:
+                cache[1].clear()
+            found = cache[1][key] = tuple(
+                d
+                for d in self.live_domains(rank)
+                if all(d.capacity.get(r, 0) >= q for r, q in totals)
+            )
+        return found
 
     @property
     def node_version(self) -> int:
