@@ -123,3 +123,38 @@ def test_any_workload_conserves(
     assert result.jobs_finished == len(jobs) == sim.finishes
     assert all(w >= 0 for w in result.waits)
     assert 0 <= result.gpu_allocation <= 1 and 0 <= result.fragmentation <= 1
+
+
+def _recount_slots(sim: Simulation, blocked: object, per_pod: int) -> int:
+    cols = sim.snapshot.columns
+    names = set(blocked)  # type: ignore[call-overload]
+    return sum(max(cols.free[i].get("nvidia.com/gpu", 0), 0) // per_pod
+               for i in sim.snapshot.indices(names) if cols.schedulable[i])
+
+
+@pytest.mark.parametrize("policy", ["trainmaster", "first-fit"])
+def test_guard_changes_no_decision_and_counts_blocked_slots_exactly(policy: str) -> None:
+    """A saturated run with starving gangs (reservations): the guard's incremental
+    blocked-slot count equals a recount at every call, and the same run with the guard
+    switched off (every gang goes to the placer) makes exactly the same decisions."""
+    cluster = bench_cluster(20)
+    jobs = synthetic_jobs(150, 3, cluster.gpus, cluster.largest_node_gpus, 2.5)
+    guarded = Simulation(cluster, jobs, policy, POLICIES[policy], check=True)
+    counted = guarded.guard._blocked_slots
+    calls = []
+
+    def checked(snapshot, blocked, per_pod):  # type: ignore[no-untyped-def]
+        got = counted(snapshot, blocked, per_pod)
+        assert got == _recount_slots(guarded, blocked, per_pod)
+        calls.append(got)
+        return got
+
+    guarded.guard._blocked_slots = checked  # type: ignore[method-assign]
+    with_guard = guarded.run()
+    assert calls and any(calls)  # reservations happened and held free slots
+    plain = Simulation(cluster, jobs, policy, POLICIES[policy], check=True)
+    plain.guard.hopeless = lambda *args: False  # type: ignore[method-assign]
+    without = plain.run()
+    assert with_guard.waits == without.waits
+    assert with_guard.jcts == without.jcts
+    assert with_guard.split_jobs == without.split_jobs

@@ -22,6 +22,7 @@ free of Kubernetes imports for whoever only places gangs::
 
 from typing import TYPE_CHECKING, Any
 
+from ._blocked import BlockedNodes
 from ._contracts import (
     FilterPlugin,
     PermitPlugin,
@@ -195,6 +196,7 @@ __all__ = [
     "BindResult",
     "Binder",
     "Binding",
+    "BlockedNodes",
     "Clock",
     "ClusterCache",
     "ClusterSnapshot",

@@ -25,11 +25,13 @@ views, no copies.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from operator import itemgetter
 
+from ._blocked import BlockedNodes
 from ._contracts import FilterPlugin, ScorePlugin
 from ._filters import fit_count
 from ._framework import DEFAULT_FILTERS, DEFAULT_SCORER
@@ -88,6 +90,7 @@ class _Group:
 
 
 Assignment = list[tuple[PodRequest, int]]
+_second: Callable[[tuple[str, int]], int] = itemgetter(1)
 _Base = Sequence[Mapping[str, int]]
 
 
@@ -110,14 +113,24 @@ class _Search:
         for pod in gang.members:
             key = (tuple(sorted(pod.effective_requests.items())), snapshot.pod_key(pod, filters))
             signatures.setdefault(key, []).append(pod)
-        blocked_idx = snapshot.indices(blocked)
+        # A cycle's BlockedNodes keeps its masked copies up to date: no per-call
+        # name -> index conversion of the whole set.
+        grown = (
+            blocked
+            if isinstance(blocked, BlockedNodes) and blocked.snapshot is snapshot
+            else None
+        )
+        self.grown = grown
+        blocked_idx = snapshot.indices(blocked) if grown is None else ()
         self.groups: list[_Group] = []
         totals: dict[str, int] = {}
         for (_, fkey), pods in signatures.items():
             first = pods[0]
             elig = snapshot.eligibility(first, filters, fkey)
             mask: bytes | bytearray = elig.mask
-            if blocked_idx:
+            if grown is not None:
+                mask = grown.masked(mask)
+            elif blocked_idx:
                 mask = bytearray(mask)
                 for i in blocked_idx:
                     mask[i] = 0
@@ -154,14 +167,14 @@ class _Search:
         mask = masks[0] if len(masks) == 1 else bytearray(map(min, zip(*masks, strict=True)))
         nodes = cols.nodes
         if primary == GPU and not static and type(self.scorer) is BestFit:
-            # Same answer as the scan below (least free GPUs, then name) via the buckets.
-            # Masks first, then by name through a heap (not a sort of the whole bucket).
-            buckets = snap.gpu_buckets
-            for free_gpus in sorted(k for k in buckets if k >= need):
-                order = [(nodes[i].name, i) for i in buckets[free_gpus] if mask[i]]
-                heapq.heapify(order)
-                while order:
-                    i = heapq.heappop(order)[1]
+            # Same answer as the scan below (least free GPUs, then name) via the buckets,
+            # each kept in name order: the walk stops at the first fitting node.
+            order = snap.gpu_bucket_order
+            allowed = mask.__getitem__
+            for free_gpus in sorted(k for k in order if k >= need):
+                # The mask is applied in C (filter/map), so masked and reserved nodes
+                # at the head of a bucket cost little to skip.
+                for i in filter(allowed, map(_second, order[free_gpus])):
                     if len(nodes[i].topology) >= min_depth and fit_count(totals, base[i]) >= 1:
                         return i
             return None
@@ -180,15 +193,24 @@ class _Search:
                 best_key = key
         return None if best_key is None else best_key[2]
 
-    def candidates(self, rank: int, static: bool) -> list[LiveDomain]:
+    def candidates(self, rank: int, static: bool, ordered: bool = True) -> list[LiveDomain]:
+        """Domains at ``rank`` whose free (or, ``static``, capacity) covers the gang,
+        best fit first (least free, then name) unless not ``ordered``."""
         totals = self.total_items
         domains = self.snap.live_domains(rank)
-        if static:
+        if len(totals) == 1:  # one resource (GPUs): no generator per domain
+            ((r, q),) = totals
+            if static:
+                doms = [d for d in domains if d.capacity.get(r, 0) >= q]
+            else:
+                doms = [d for d in domains if d.free.get(r, 0) >= q]
+        elif static:
             doms = [d for d in domains if all(d.capacity.get(r, 0) >= q for r, q in totals)]
         else:
             doms = [d for d in domains if all(d.free.get(r, 0) >= q for r, q in totals)]
-        primary = self.primary
-        doms.sort(key=lambda d: (d.free.get(primary, 0), d.name))
+        if ordered:
+            primary = self.primary
+            doms.sort(key=lambda d: (d.free.get(primary, 0), d.name))
         return doms
 
     def pack(self, nodes: Sequence[int], base: _Base, static: bool) -> Assignment | None:
@@ -394,6 +416,7 @@ def reservation_target(
     primary = search.primary
     cols = snapshot.columns
     nodes = cols.nodes
+    grown = search.grown
     for rank in range(last + 1):
         members: tuple[int, ...] | None = None
         name = ""
@@ -405,19 +428,30 @@ def reservation_target(
             # The can-it-ever-fit pack reads capacity only, so trying candidates in the
             # order of the answer (most free now, then name) and stopping at the first
             # that packs gives the same domain as packing all of them.
-            doms = search.candidates(rank, static=True)
+            doms = snapshot.domains_holding(rank, search.total_items)
+            if grown is not None and grown:
+                # A domain whose unblocked nodes could not hold the gang even at the
+                # largest node capacity cannot pack: skip it without packing (the
+                # draining reserved domains have the most free GPUs, so they come first).
+                least = -(-search.need // max(snapshot.max_capacity.get(primary, 0), 1))
+                per = grown.per_domain
+                doms = [d for d in doms if len(d.nodes) - per.get(id(d), 0) >= least]
+            else:
+                doms = list(doms)
             doms.sort(key=lambda d: (-d.free.get(primary, 0), d.name))
             for dom in doms:
                 if search.pack(dom.nodes, cols.capacity, static=True) is not None:
                     members, name = dom.nodes, dom.name
                     break
         if members is not None:
-            blocked_set = set(blocked)
-            return ReservationTarget(
-                snapshot.level_names[rank],
-                name,
-                frozenset(nodes[i].name for i in members) - blocked_set,
-            )
+            if grown is not None:
+                free_names = grown.names_outside(members)
+            else:
+                held = blocked if isinstance(blocked, AbstractSet) else set(blocked)
+                free_names = frozenset(
+                    n for n in (nodes[i].name for i in members) if n not in held
+                )
+            return ReservationTarget(snapshot.level_names[rank], name, free_names)
     return None
 
 
@@ -442,19 +476,15 @@ def _best_node_target(
     nodes, capacity = cols.nodes, cols.capacity
 
     if search.primary == GPU:
-        buckets = snapshot.gpu_buckets
-        for free_gpus in sorted(buckets, reverse=True):
-            # Masks first (cheap, and they drop the blocked nodes), then by name until
-            # the first node that is deep and large enough: a heap, not a full sort.
-            bucket = buckets[free_gpus]
-            if len(masks) == 1:
-                mask = masks[0]
-                order = [(nodes[i].name, i) for i in bucket if mask[i]]
-            else:
-                order = [(nodes[i].name, i) for i in bucket if all(m[i] for m in masks)]
-            heapq.heapify(order)
-            while order:
-                i = heapq.heappop(order)[1]
+        # Each bucket in name order (``gpu_bucket_order``): masks first (they drop the
+        # blocked nodes), and the first node that is deep and large enough is the answer.
+        order = snapshot.gpu_bucket_order
+        mask = masks[0] if len(masks) == 1 else bytes(map(min, zip(*masks, strict=True)))
+        allowed = mask.__getitem__
+        for free_gpus in sorted(order, reverse=True):
+            # The mask (with the reserved nodes) is applied in C: under starvation the
+            # fullest buckets are mostly reserved nodes that drain.
+            for i in filter(allowed, map(_second, order[free_gpus])):
                 cap = capacity[i]
                 if len(nodes[i].topology) >= node_depth and all(
                     cap.get(r, 0) >= q for r, q in totals

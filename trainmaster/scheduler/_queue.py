@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ._blocked import BlockCache, BlockedNodes
 from ._contracts import FilterPlugin, ScorePlugin
 from ._coscheduling import GangManager
 from ._framework import DEFAULT_PLUGINS, REGISTRY, Handle, PluginFactory, Profile
@@ -141,6 +142,8 @@ class GangScheduler:
         # gang -> (its reservation, snapshot.node_version) when all its nodes were
         # usable: node usability changes only with node specs, not with pods.
         self._usable_at: dict[str, tuple[Reservation, int]] = {}
+        # Kept reservations' node indices and masks, reused from cycle to cycle.
+        self._block_cache = BlockCache(snapshot)
 
     def submit(self, gang: Gang) -> None:
         """Queue a gang (or replace it, e.g. when more members arrived)."""
@@ -163,13 +166,16 @@ class GangScheduler:
         now = self._clock()
         placed: list[Placement] = []
         failed: list[Unschedulable] = []
-        blocked: set[str] = set()
+        blocked = BlockedNodes(self.snapshot, cache=self._block_cache)
         held: list[Reservation] = []
         nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
         for gang in self.queue.ordered():
             if nominated:  # nodes freed by preemption are for their preemptor only
                 own = self.nominated.get(gang.key, frozenset())
-                outcome = self._schedule_one(gang, blocked | (nominated - own))
+                # rare (only while preemptors wait), so a fresh set without the cache
+                outcome = self._schedule_one(
+                    gang, BlockedNodes(self.snapshot, set(blocked) | (nominated - own))
+                )
             else:
                 outcome = self._schedule_one(gang, blocked)
             if isinstance(outcome, Placement):
@@ -193,14 +199,15 @@ class GangScheduler:
                 reservation = self._reserve_domain(gang, blocked)
                 if reservation is not None:
                     held.append(reservation)
-                    blocked |= reservation.nodes
+                    blocked.update(reservation.nodes)
+        self._block_cache.end_cycle()
         return CycleResult(tuple(placed), tuple(failed), tuple(held))
 
-    def _reserve_domain(self, gang: Gang, blocked: set[str]) -> Reservation | None:
+    def _reserve_domain(self, gang: Gang, blocked: BlockedNodes) -> Reservation | None:
         previous = self._reservations.get(gang.key)
         if (
             previous is not None
-            and previous.nodes.isdisjoint(blocked)
+            and blocked.isdisjoint(previous.nodes)  # O(previous), not O(blocked)
             and self._all_usable(gang.key, previous)
         ):
             return previous
@@ -234,7 +241,7 @@ class GangScheduler:
         except KeyError:
             return False
 
-    def _schedule_one(self, gang: Gang, blocked: set[str]) -> Placement | Unschedulable:
+    def _schedule_one(self, gang: Gang, blocked: BlockedNodes) -> Placement | Unschedulable:
         if self.admission is not None:
             refused = self.admission.refusal(gang)
             if refused is not None:

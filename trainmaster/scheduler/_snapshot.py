@@ -71,6 +71,7 @@ from ._model import (
 from ._status import Code
 
 _ELIGIBILITY_CACHE_SIZE = 4096
+_HoldingKey = tuple[int, tuple[tuple[str, int], ...]]
 _POD_KEY_MEMO_SIZE = 65536
 
 
@@ -219,6 +220,9 @@ class ClusterSnapshot:
         """Every index from ``specs`` (index order) and the tracked pods' node indices."""
         self._nodes: list[NodeInfo] = list(specs)
         self._by_name: tuple[NodeInfo, ...] | None = None
+        self._name_ranks: list[int] | None = None
+        # node_version -> {(rank, totals): domains whose capacity covers totals}
+        self._holding: tuple[int, dict[_HoldingKey, tuple[LiveDomain, ...]]] = (-1, {})
         self._index: dict[str, int] = {n.name: i for i, n in enumerate(specs)}
         self._alloc: list[Mapping[str, int]] = [n.allocatable for n in specs]
         self._requested: list[dict[str, int]] = [dict(n.requested) for n in specs]
@@ -239,6 +243,9 @@ class ClusterSnapshot:
         self._max_capacity: dict[str, int] = {}
         # Schedulable nodes bucketed by free GPUs: best-fit single-node lookups skip the scan.
         self._gpu_buckets: dict[int, set[int]] = {}
+        # The same buckets as (name, index) lists kept sorted: a by-name walk of a bucket
+        # stops at the first fitting node instead of ordering the whole bucket per lookup.
+        self._gpu_order: dict[int, list[tuple[str, int]]] = {}
         # Inverted indexes for the static filters (see eligibility): whole sets of nodes
         # per label value, per taint list, cordoned.
         self._all: set[int] = set(range(len(specs)))
@@ -285,6 +292,9 @@ class ClusterSnapshot:
         self._max_capacity_view = MappingProxyType(self._max_capacity)
         self._gpu_buckets_view: Mapping[int, AbstractSet[int]] = MappingProxyType(
             self._gpu_buckets
+        )
+        self._gpu_order_view: Mapping[int, Sequence[tuple[str, int]]] = MappingProxyType(
+            self._gpu_order
         )
 
     def _check_path(self, node: NodeInfo) -> None:
@@ -340,11 +350,13 @@ class ClusterSnapshot:
         gpus = max(self._free[i].get(GPU, 0), 0)
         if sign > 0:
             self._gpu_buckets.setdefault(gpus, set()).add(i)
+            self._order_add(gpus, i)
         else:
             bucket = self._gpu_buckets[gpus]
             bucket.discard(i)
             if not bucket:
                 del self._gpu_buckets[gpus]
+            self._order_drop(gpus, i)
         counts, biggest = self._capacity_counts, self._max_capacity
         for r, q in capacity.items():
             per = counts.setdefault(r, {})
@@ -417,6 +429,17 @@ class ClusterSnapshot:
         if not old:
             del buckets[before]
         buckets.setdefault(after, set()).add(i)
+        self._order_drop(before, i)
+        self._order_add(after, i)
+
+    def _order_add(self, gpus: int, i: int) -> None:
+        bisect.insort(self._gpu_order.setdefault(gpus, []), (self._nodes[i].name, i))
+
+    def _order_drop(self, gpus: int, i: int) -> None:
+        row = self._gpu_order[gpus]
+        del row[bisect.bisect_left(row, (self._nodes[i].name, i))]
+        if not row:
+            del self._gpu_order[gpus]
 
     # --- read API by index (live views, no copies) -------------------------------------
 
@@ -557,6 +580,27 @@ class ClusterSnapshot:
             raise ValueError(f"no rank {rank}; ranks 0..{len(self._domains) - 1}")
         return self._domains[rank]
 
+    def domains_holding(
+        self, rank: int, totals: tuple[tuple[str, int], ...]
+    ) -> Sequence[LiveDomain]:
+        """The domains at ``rank`` whose ``capacity`` covers every (resource, quantity) of
+        ``totals``, by name. Capacity changes only with node specs, so the answer is kept
+        until the next node change. Read-only."""
+        cache = self._holding
+        if cache[0] != self._node_version:
+            cache = self._holding = (self._node_version, {})
+        key = (rank, totals)
+        found = cache[1].get(key)
+        if found is None:
+            if len(cache[1]) >= _ELIGIBILITY_CACHE_SIZE:
+                cache[1].clear()
+            found = cache[1][key] = tuple(
+                d
+                for d in self.live_domains(rank)
+                if all(d.capacity.get(r, 0) >= q for r, q in totals)
+            )
+        return found
+
     @property
     def node_version(self) -> int:
         """Changes whenever a node is added, removed or given a new spec (pods do not
@@ -572,6 +616,30 @@ class ClusterSnapshot:
     def gpu_buckets(self) -> Mapping[int, AbstractSet[int]]:
         """Free GPUs -> indices of the schedulable nodes with that many free (>= 0)."""
         return self._gpu_buckets_view
+
+    @property
+    def gpu_bucket_order(self) -> Mapping[int, Sequence[tuple[str, int]]]:
+        """``gpu_buckets`` with each bucket as (node name, index) pairs sorted by name:
+        live, read-only (do not mutate the lists)."""
+        return self._gpu_order_view
+
+    @property
+    def name_ranks(self) -> Sequence[int]:
+        """Node index -> its position in name order (recomputed only after a node is
+        added or removed): ``min(indices, key=ranks.__getitem__)`` is the first by name
+        without comparing strings."""
+        if self._name_ranks is None:
+            ranks = [0] * len(self._nodes)
+            order = sorted(range(len(self._nodes)), key=lambda i: self._nodes[i].name)
+            for rank, i in enumerate(order):
+                ranks[i] = rank
+            self._name_ranks = ranks
+        return self._name_ranks
+
+    @property
+    def node_index_map(self) -> Mapping[str, int]:
+        """Node name -> index, live and read-only."""
+        return MappingProxyType(self._index)
 
     def indices(self, names: Iterable[str]) -> list[int]:
         """Indices of the named nodes the snapshot knows (unknown names are skipped)."""
@@ -641,6 +709,11 @@ class ClusterSnapshot:
             MappingProxyType(dict(dom.free)),
             MappingProxyType(dict(dom.capacity)),
         )
+
+    def ancestors(self, i: int) -> Sequence[LiveDomain]:
+        """The live domains node ``i`` is in (cordoned or not), lowest level first up to
+        the cluster. Read-only."""
+        return self._ancestors[i]
 
     def domain_of(self, node: str, level: str) -> str | None:
         """Name of the domain at ``level`` containing ``node`` (None if its path is short)."""
@@ -792,6 +865,7 @@ class ClusterSnapshot:
         i = len(self._nodes)
         self._nodes.append(node)
         self._by_name = None
+        self._name_ranks = None
         self._node_version += 1
         self._index[node.name] = i
         self._alloc.append(node.allocatable)
@@ -829,6 +903,7 @@ class ClusterSnapshot:
         del self._index[name]
         self._node_version += 1
         self._by_name = None
+        self._name_ranks = None
         for full_key, elig in self._eligibility.items():
             mask, reasons = elig.mask, elig.reasons
             if i != last:
@@ -859,7 +934,11 @@ class ClusterSnapshot:
             groups.append(self._cordoned)
         groups.extend(self._labels[k][v] for k, v in node.labels.items())
         if self._schedulable[src]:
-            groups.append(self._gpu_buckets[max(self._free[src].get(GPU, 0), 0)])
+            gpus = max(self._free[src].get(GPU, 0), 0)
+            groups.append(self._gpu_buckets[gpus])
+            row = self._gpu_order[gpus]
+            del row[bisect.bisect_left(row, (node.name, src))]
+            bisect.insort(row, (node.name, dst))
         for group in groups:
             group.discard(src)
             group.add(dst)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from trainmaster.scheduler import (
     GPU,
     Binding,
+    BlockedNodes,
     ClusterSnapshot,
     Code,
     FilterPlugin,
@@ -86,6 +87,8 @@ def _mask(
     ``blocked``."""
     by_key = {snapshot.pod_key(p, filters): p for p in gang.members}
     masks = [snapshot.eligibility(p, filters, key).mask for key, p in by_key.items()]
+    if len(masks) == 1 and isinstance(blocked, BlockedNodes) and blocked.snapshot is snapshot:
+        return blocked.masked(masks[0])  # kept up to date by the cycle: O(new) per call
     mask = bytearray(masks[0]) if len(masks) == 1 else bytearray(map(min, *masks))
     for i in snapshot.indices(blocked):
         mask[i] = 0

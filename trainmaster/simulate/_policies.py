@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 
 from trainmaster.scheduler import (
     GPU,
+    BlockedNodes,
     ClusterSnapshot,
     FilterPlugin,
     Gang,
@@ -50,34 +51,65 @@ class Guard:
     """A policy's placer behind ``hopeless``: same decisions, fewer futile searches.
 
     Within one cycle the reserved (blocked) nodes only grow, and no later gang may place
-    on them, so the pod slots they hold are counted once per pod size as they appear;
-    ``new_cycle()`` forgets them."""
+    on them (so their free GPUs stay as they were when blocked). Their pod slots come
+    from a histogram of their free GPUs (blocked nodes per free-GPU count), so the slots
+    for any pod size are a sum over at most (GPUs per node + 1) entries. For the cycle's
+    ``BlockedNodes`` the histogram is the size of each GPU bucket's intersection with the
+    blocked indices (set operations in C), redone only when the set has grown; for any
+    other collection, the nodes are counted once as they appear. A new cycle (a new
+    ``BlockedNodes``, or ``new_cycle()``) starts over."""
 
     def __init__(self, placer: Placer) -> None:
         self._placer = placer
-        self._seen: set[str] = set()
-        self._held: dict[int, int] = {}
-        self._free_held: list[int] = []
+        self._uniform: dict[int, tuple[Gang, int]] = {}  # id(gang) -> (gang, GPUs per pod)
+        self._memo_cycle: object = None
+        self._memo: dict[int, int] = {}
+        self.new_cycle()
 
     def new_cycle(self) -> None:
-        self._seen = set()
-        self._held = {}
-        self._free_held = []
+        self._memo_cycle = None
+        self._memo = {}
+        self._cycle: object = None
+        self._size = -1  # len(blocked) when the histogram was made
+        self._seen: set[str] = set()  # for a plain collection of names
+        self._hist: dict[int, int] = {}  # free GPUs -> blocked nodes with that many
 
     def _blocked_slots(self, snapshot: ClusterSnapshot, blocked: Collection[str],
                        per_pod: int) -> int:
-        if len(blocked) != len(self._seen):
+        if isinstance(blocked, BlockedNodes):
+            if blocked is not self._cycle:
+                self.new_cycle()
+                self._cycle = blocked
+            if len(blocked) != self._size:
+                self._size = len(blocked)
+                held = blocked.indices
+                # Buckets hold schedulable nodes only, as the free slots counted against.
+                self._hist = {gpus: len(held & nodes)
+                              for gpus, nodes in snapshot.gpu_buckets.items() if gpus > 0}
+        elif len(blocked) != len(self._seen):
             new = set(blocked).difference(self._seen)
             self._seen.update(new)
-            free = snapshot.columns.free
-            added = [max(free[i].get(GPU, 0), 0) for i in snapshot.indices(new)]
-            self._free_held.extend(added)
-            for size in self._held:  # only the new nodes' slots: O(new), not O(blocked)
-                self._held[size] += sum(f // size for f in added)
-        held = self._held.get(per_pod)
-        if held is None:
-            held = self._held[per_pod] = sum(f // per_pod for f in self._free_held)
-        return held
+            cols, hist = snapshot.columns, self._hist
+            for i in snapshot.indices(new):
+                if cols.schedulable[i]:  # a cordoned node is in no bucket's slots either
+                    f = max(cols.free[i].get(GPU, 0), 0)
+                    hist[f] = hist.get(f, 0) + 1
+        return sum((f // per_pod) * n for f, n in self._hist.items())
+
+    def _per_pod(self, gang: Gang) -> int:
+        """GPUs per pod of a gang of identical GPU pods, else 0; remembered per gang
+        object (gangs are immutable and the queue holds the same object every cycle)."""
+        memo = self._uniform.get(id(gang))
+        if memo is not None and memo[0] is gang:
+            return memo[1]
+        first = gang.members[0]
+        per_pod = first.effective_requests.get(GPU, 0)
+        if any(p.effective_requests != first.effective_requests for p in gang.members):
+            per_pod = 0
+        if len(self._uniform) >= 65536:
+            self._uniform.clear()
+        self._uniform[id(gang)] = (gang, per_pod)
+        return per_pod
 
     def hopeless(self, snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str]) -> bool:
         """True only if no placement of ``gang`` exists now. For a gang of identical GPU
@@ -85,14 +117,16 @@ class Guard:
         for a gang that may use the whole cluster: every policy then places it whenever
         the slots exist), or, for a ``required`` level, no domain there with enough free
         GPUs (a necessary condition only)."""
-        first = gang.members[0]
-        per_pod = first.effective_requests.get(GPU, 0)
-        if per_pod <= 0 or any(p.effective_requests != first.effective_requests
-                               for p in gang.members):
+        per_pod = self._per_pod(gang)
+        if per_pod <= 0:
             return False
         buckets = snapshot.gpu_buckets
         count = len(gang.members)
-        slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
+        memo = self._memo_for(blocked)
+        slots = memo.get(per_pod)
+        if slots is None:
+            slots = memo[per_pod] = sum(
+                (free // per_pod) * len(nodes) for free, nodes in buckets.items())
         if blocked and slots >= count:
             slots -= self._blocked_slots(snapshot, blocked, per_pod)
         if slots < count:
@@ -103,8 +137,25 @@ class Guard:
             if rank == 0:
                 return max(buckets, default=0) < need
             if rank <= len(snapshot.levels):
-                return all(d.free.get(GPU, 0) < need for d in snapshot.live_domains(rank))
+                most = memo.get(-rank)  # the most free GPUs of any domain at ``rank``
+                if most is None:
+                    most = memo[-rank] = max(
+                        (d.free.get(GPU, 0) for d in snapshot.live_domains(rank)), default=0)
+                return most < need
         return False
+
+    def _memo_for(self, blocked: Collection[str]) -> dict[int, int]:
+        """Answers that hold until the snapshot changes: free slots per pod size (key
+        > 0) and the most free GPUs per domain rank (key -rank). Only within a cycle's
+        ``BlockedNodes`` (a scheduling cycle changes the snapshot only through the
+        placements this guard lets through, which clear it); empty otherwise."""
+        if isinstance(blocked, BlockedNodes):
+            if blocked is not self._memo_cycle:
+                self._memo_cycle = blocked
+                self._memo = {}
+            return self._memo
+        self._memo_cycle = None
+        return {}
 
     def __call__(
         self,
@@ -117,4 +168,7 @@ class Guard:
     ) -> Placement | Unschedulable:
         if gang.members and self.hopeless(snapshot, gang, blocked):
             return Unschedulable(gang.key, "not enough free GPUs")
-        return self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
+        result = self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
+        if isinstance(result, Placement):
+            self._memo = {}  # the scheduler is about to assume it: free GPUs change
+        return result
