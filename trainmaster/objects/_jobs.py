@@ -389,8 +389,11 @@ def build_gang_job(
                     ],
                     "volumes": volumes,
                     "tolerations": [
-                        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+                        *(t.model_dump(by_alias=True, exclude_none=True)
+                          for t in job.tolerations),
                     ],
+                    **({"nodeSelector": dict(job.node_selector)} if job.node_selector else {}),
                 },
             },
         },

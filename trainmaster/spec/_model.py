@@ -435,6 +435,11 @@ class Job(_Model):
     """Queue from `scheduler.queues`."""
     priority: int = Field(0, ge=0, le=1_000_000_000)
     """Order within the queue: higher goes first."""
+    node_selector: dict[str, str] = {}
+    """Node labels the job's pods require (pod `nodeSelector`), e.g. a local cluster's
+    real nodes (`trainmaster.io/real-node: "true"`); empty: any GPU node."""
+    tolerations: list[Toleration] = []
+    """Taints the job's pods tolerate besides the GPU taint, which they always tolerate."""
 
 
 class Metadata(_Model):
