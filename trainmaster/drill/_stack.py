@@ -47,6 +47,8 @@ class RealStack:
     """The training job that really runs (the first on the real nodes with a checkpoint)."""
     checkpoints: Path
     """The host folder behind the checkpoint volume (the job's checkpoint path in its pods)."""
+    started: bool
+    """This call started the cluster (False: it was running already)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -160,7 +162,7 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
         _checkpoint_volume(kube, spec, job.checkpoint.volume, folder, report)
     report("applying the stack (the objects `trainmaster pulumi up` registers)")
     apply_spec(Path(record.kubeconfig), spec, report)
-    return RealStack(record, spec, placed, job, folder)
+    return RealStack(record, spec, placed, job, folder, not result.already_running)
 
 
 def _ready(pod: dict[str, Any]) -> bool:
