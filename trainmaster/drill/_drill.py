@@ -19,17 +19,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmaster.cluster import ClusterError
-from trainmaster.drill._faults import Killed, kill_container, kill_process
+from trainmaster.drill._faults import Killed, kill_container, kill_process, stop_kubelet
 from trainmaster.drill._logs import RankLog, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-Fault = Callable[[list[Any], dict[str, Any]], Killed]
+Fault = Callable[[list[Any], Any, dict[str, Any]], Killed]
 SCENARIOS: dict[str, Fault] = {
     "process-kill": kill_process,
     "container-kill": kill_container,
+    "node-not-ready": stop_kubelet,
 }
+MOVES_THE_GANG = {"node-not-ready"}
+"""Scenarios after which the gang must run without the faulted node."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class DrillResult:
     last_step_before: int
     steps_after: int
     """The highest step every rank of the new attempt had logged when the drill ended."""
+    nodes_after: tuple[str, ...]
+    """Where the new attempt's pods run."""
 
     @property
     def lost_steps(self) -> int:
@@ -53,9 +58,11 @@ class DrillResult:
 
     @property
     def ok(self) -> bool:
+        moved = (self.scenario not in MOVES_THE_GANG
+                 or self.killed.node not in self.nodes_after)
         return (self.last_checkpoint_step is not None
                 and self.resumed_step == self.last_checkpoint_step
-                and self.steps_after > self.resumed_step)
+                and self.steps_after > self.resumed_step and moved)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -110,56 +117,68 @@ def wait_training(stack: RealStack, kube: SyncKube, report: Report, timeout: flo
 def run_drill(stack: RealStack, scenario: str, report: Report, timeout: float = 300
               ) -> DrillResult:
     fault = SCENARIOS[scenario]
-    ns, name = stack.namespace, stack.job.name
     with SyncKube.connect(stack.kubeconfig) as kube:
         attempt, pods = wait_training(stack, kube, report, timeout)
         victim = max(pods, key=_index)  # the last rank (rank 0 hosts the rendezvous)
         before = {i: (lg.last_step() or 0) for i, lg in _logs(stack, pods).items() if lg}
         killed_at = time.time()
-        killed = fault(stack.nodes, victim)
-        report(f"{scenario}: killed {killed.what} of {killed.pod} on {killed.node}")
+        killed = fault(stack.nodes, stack.record, victim)
+        try:
+            return _measure(stack, kube, scenario, killed, killed_at, attempt, pods, before,
+                            report, timeout)
+        finally:
+            if killed.undo is not None:
+                killed.undo()
 
-        def moved_on() -> dict[str, Any] | None:
-            # The killed attempt's ranks may log a little more before they notice; their log
-            # files go with their pods, so read them while they are there.
-            for i, lg in _logs(stack, pods).items():
-                if lg is not None:
-                    before[i] = max(before.get(i, 0), lg.last_step() or 0)
-            status = job_status(kube, ns, name)
-            return status if int(status.get("attempt", 0)) > attempt else None
 
-        _wait(moved_on, f"the operator to restart {name}", timeout, 0.2)
-        detect = time.time() - killed_at
-        on_disk = checkpoint_steps(stack.checkpoints)
-        last_checkpoint = on_disk[-1] if on_disk else None
-        report(f"{scenario}: the operator restarted the gang after {detect:.1f}s; newest "
-               f"checkpoint on disk: step {last_checkpoint}")
+def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
+             killed_at: float, attempt: int, pods: list[dict[str, Any]],
+             before: dict[int, int], report: Report, timeout: float) -> DrillResult:
+    ns, name = stack.namespace, stack.job.name
+    report(f"{scenario}: killed {killed.what} of {killed.pod} on {killed.node}")
 
-        def back() -> tuple[float, int, tuple[str, int] | None] | None:
-            status = job_status(kube, ns, name)
-            now = int(status.get("attempt", 0))
-            new = [p for p in job_pods(kube, ns, name, now)
-                   if (p.get("status") or {}).get("phase") == "Running"]
-            logs = _logs(stack, new)
-            firsts = [lg.steps()[0] for lg in logs.values() if lg and lg.steps()]
-            report(f"{scenario}: attempt {now}, {len(firsts)} of {stack.job.nodes} ranks "
-                   "training again")
-            if len(new) < stack.job.nodes or len(firsts) < stack.job.nodes:
-                return None
-            rank0 = logs.get(0)
-            resumed = rank0.resumed() if rank0 else None
-            latest = min((lg.last_step() or 0) for lg in logs.values() if lg)
-            return max(t for t, _ in firsts) - killed_at, latest, resumed
+    def moved_on() -> dict[str, Any] | None:
+        # The killed attempt's ranks may log a little more before they notice; their log
+        # files go with their pods, so read them while they are there.
+        for i, lg in _logs(stack, pods).items():
+            if lg is not None:
+                before[i] = max(before.get(i, 0), lg.last_step() or 0)
+        status = job_status(kube, ns, name)
+        return status if int(status.get("attempt", 0)) > attempt else None
 
-        recover, steps_after, resumed = _wait(back, f"{name} to train again", timeout, 0.3)
+    _wait(moved_on, f"the operator to restart {name}", timeout, 0.2)
+    detect = time.time() - killed_at
+    on_disk = checkpoint_steps(stack.checkpoints)
+    last_checkpoint = on_disk[-1] if on_disk else None
+    report(f"{scenario}: the operator restarted the gang after {detect:.1f}s; newest "
+           f"checkpoint on disk: step {last_checkpoint}")
+
+    def back() -> tuple[float, int, tuple[str, int] | None, tuple[str, ...]] | None:
+        status = job_status(kube, ns, name)
+        now = int(status.get("attempt", 0))
+        new = [p for p in job_pods(kube, ns, name, now)
+               if (p.get("status") or {}).get("phase") == "Running"]
+        logs = _logs(stack, new)
+        firsts = [lg.steps()[0] for lg in logs.values() if lg and lg.steps()]
+        report(f"{scenario}: attempt {now}, {len(firsts)} of {stack.job.nodes} ranks "
+               "training again")
+        if len(new) < stack.job.nodes or len(firsts) < stack.job.nodes:
+            return None
+        rank0 = logs.get(0)
+        resumed = rank0.resumed() if rank0 else None
+        latest = min((lg.last_step() or 0) for lg in logs.values() if lg)
+        where = tuple(sorted(p["spec"].get("nodeName") or "" for p in new))
+        return max(t for t, _ in firsts) - killed_at, latest, resumed, where
+
+    recover, steps_after, resumed, where = _wait(back, f"{name} to train again", timeout,
+                                                 0.3)
     if resumed is None:
         resumed_from, resumed_step = "", 0  # started over: nothing to resume from
     else:
         resumed_from, resumed_step = resumed
     return DrillResult(scenario, killed, attempt, detect, recover, last_checkpoint,
                        resumed_step, resumed_from, max(before.values(), default=0),
-                       steps_after)
-
+                       steps_after, where)
 
 def ensure_scenario(name: str) -> None:
     if name not in SCENARIOS:

@@ -4,19 +4,24 @@ the way it would on any cluster.
 - `kill_process`: SIGKILL to the training process itself, found on the host through its
   container's cgroup (the container's id from the pod's status);
 - `kill_container`: SIGKILL to the container's task through its node's containerd (`ctr
-  tasks kill`), which takes every process of the container with it.
+  tasks kill`), which takes every process of the container with it;
+- `stop_kubelet`: SIGSTOP to the node's kubelet: it stops renewing its Lease and reporting
+  status, so the node controller marks the node NotReady (its containers run on, as they
+  do when a kubelet hangs); `Killed.undo` (SIGCONT) brings it back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmaster.cluster import ClusterError, _host
+from trainmaster.cluster import ClusterError, ClusterRecord, _host
 from trainmaster.cluster._real_nodes import NodeLayout
 from trainmaster.toolchain import tool_path
 
@@ -29,6 +34,8 @@ class Killed:
     """What was killed, for the report (pid and command, or the container id)."""
     node: str
     pod: str
+    undo: Callable[[], None] | None = None
+    """Puts the node back as it was (a stopped kubelet resumed), if the fault needs it."""
 
 
 def container_id(pod: dict[str, Any], container: str = "trainer") -> str:
@@ -87,7 +94,8 @@ def training_process(pids: list[int]) -> tuple[int, list[str]]:
     return leaves[0], named[leaves[0]]
 
 
-def kill_process(nodes: list[NodeLayout], pod: dict[str, Any]) -> Killed:
+def kill_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                 ) -> Killed:
     node = _node(nodes, pod)
     pid, argv = training_process(container_pids(node, container_id(pod)))
     os.kill(pid, signal.SIGKILL)
@@ -95,7 +103,8 @@ def kill_process(nodes: list[NodeLayout], pod: dict[str, Any]) -> Killed:
                   pod["metadata"]["name"])
 
 
-def kill_container(nodes: list[NodeLayout], pod: dict[str, Any]) -> Killed:
+def kill_container(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                   ) -> Killed:
     node = _node(nodes, pod)
     cid = container_id(pod)
     ctr = [str(tool_path("ctr")), "--address", str(node.socket), "-n", "k8s.io"]
@@ -105,3 +114,19 @@ def kill_container(nodes: list[NodeLayout], pod: dict[str, Any]) -> Killed:
         raise ClusterError(f"ctr tasks kill {cid[:12]} on {node.name}: {done.stderr.strip()}")
     return Killed(f"container {cid[:12]} (ctr tasks kill --signal SIGKILL)", node.name,
                   pod["metadata"]["name"])
+
+
+def stop_kubelet(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                 ) -> Killed:
+    node = _node(nodes, pod)
+    kubelets = [p for p in record.processes if p.name == f"kubelet-{node.name}"]
+    if not kubelets:
+        raise ClusterError(f"no kubelet of {node.name} in the cluster's record")
+    pid = kubelets[-1].pid
+    os.kill(pid, signal.SIGSTOP)
+
+    def resume() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    return Killed(f"kubelet pid {pid} (SIGSTOP)", node.name, pod["metadata"]["name"], resume)
