@@ -33,7 +33,8 @@ def recovery_cmd(
     scenario: Annotated[
         list[str] | None,
         typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
-                     "node-not-ready, missing-heartbeat."),
+                     "node-not-ready, missing-heartbeat; with --real: process-kill, "
+                     "container-kill, node-not-ready."),
     ] = None,
     baseline: Annotated[
         bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
