@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -38,8 +38,11 @@ def demo(
     started = time.monotonic()
     build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES])
     try:
-        with err.status("starting") as status:
-            result = run_demo(spec, lambda step: status.update(step), real_nodes)
+        if err.is_terminal:
+            with err.status("starting") as status:
+                result = run_demo(spec, lambda step: status.update(step), real_nodes)
+        else:
+            result = run_demo(spec, _Lines(err).report, real_nodes)
     except ClusterError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         err.print("`trainmaster cluster down` stops what was started.")
@@ -71,3 +74,18 @@ def demo(
     err.print("  trainmaster cluster down      # stop everything")
     if not drill.ok:
         raise typer.Exit(1)
+
+
+class _Lines:
+    """Progress for a log (no terminal): a line when the topic changes, else every 15 s."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+        self.topic = ""
+        self.shown = 0.0
+
+    def report(self, line: str) -> None:
+        topic = line.split(":", 1)[0]
+        if topic != self.topic or time.monotonic() - self.shown > 15:
+            self.console.print(line, highlight=False)
+            self.topic, self.shown = topic, time.monotonic()

@@ -25,6 +25,7 @@ from trainmaster import cluster
 from trainmaster.apply import apply_spec
 from trainmaster.cluster import ClusterError
 from trainmaster.cluster._real_nodes import NodeLayout, layouts
+from trainmaster.image import Progress
 from trainmaster.kubeclient import SyncKube, pod_path, trainingjob_path
 from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import ClusterSpec, Job, load_spec
@@ -76,6 +77,16 @@ def source_root() -> Path:
             f"{root} is not a trainmaster source tree (no pyproject.toml): run the demo from "
             "a clone (`make demo`), which builds the image from its sources")
     return root
+
+
+class _BuildSteps(Progress):
+    """An image build's steps as report lines (a cold build takes minutes)."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def step(self, index: int, name: str, detail: str) -> None:
+        self.report(f"building the image: step {index}/5 {name}: {detail}")
 
 
 def placed_on_real_nodes(doc: dict[str, Any], image: str) -> tuple[dict[str, Any], list[str]]:
@@ -137,7 +148,7 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
     image = spec.image.reference
     doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), image)
     report(f"building the image {image} (cached by its inputs)")
-    built = build_image(source_root(), image)
+    built = build_image(source_root(), image, _BuildSteps(report))
     result = cluster.up(spec_path, real_nodes=real_nodes, report=report)
     record = result.record
     if not record.real_nodes:
