@@ -81,7 +81,10 @@ def test_the_job_trains_on_the_real_nodes_placed_by_the_in_cluster_scheduler(
 
 
 def test_a_killed_container_resumes_from_the_last_checkpoint(stack: RealStack) -> None:
-    result = run_drill(stack, "container-kill", _log)
+    newest = max(int(p.name.split("-")[1]) for p in stack.checkpoints.glob("step-*")
+                 if p.name.split("-")[1].isdigit())
+    result = run_drill(stack, "container-kill", _log, after_checkpoint=newest)
+    assert result.last_checkpoint_step is not None and result.last_checkpoint_step > newest
     assert result.killed.what.startswith("container ")
     assert result.resumed_step == result.last_checkpoint_step, result
     assert result.steps_after > result.resumed_step

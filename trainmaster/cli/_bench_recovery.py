@@ -133,9 +133,11 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
             raise RecoveryBenchError(
                 f"{len(names) * repeat} drills need as many restarts, but {stack.job.name} "
                 f"allows {allowed} (restartPolicy.maxRestarts): lower --repeat")
+        after = 0
         for _ in range(repeat):
             for name in names:
-                result = run_drill(stack, name, report, timeout)
+                result = run_drill(stack, name, report, timeout, after)
+                after = max(after, result.last_checkpoint_step or 0)
                 rows.append(result.row())
                 report(f"{name}: {json.dumps(result.row())}")
     except ClusterError as exc:

@@ -86,10 +86,11 @@ def _logs(stack: RealStack, pods: list[dict[str, Any]]) -> dict[int, RankLog | N
 
 
 def wait_training(stack: RealStack, kube: SyncKube, report: Report, timeout: float = 300,
-                  after_step: int = 0) -> tuple[int, list[dict[str, Any]]]:
+                  after_checkpoint: int = 0) -> tuple[int, list[dict[str, Any]]]:
     """The job's current attempt and its pods, once every rank runs on a real node and has
-    logged a step past `after_step`, and the newest checkpoint on disk is the one the
-    TrainingJob records (the launcher has reported it)."""
+    logged a step, and the newest checkpoint on disk is the one the TrainingJob records
+    (the launcher has reported it) and is past `after_checkpoint` (so a drill after
+    another one resumes from a checkpoint of its own)."""
     ns, job = stack.namespace, stack.job
 
     def training() -> tuple[int, list[dict[str, Any]]] | None:
@@ -103,9 +104,9 @@ def wait_training(stack: RealStack, kube: SyncKube, report: Report, timeout: flo
         recorded = (status.get("lastCheckpoint") or {}).get("step")
         report(f"{job.name}: {status.get('phase', '-')}, attempt {attempt}, ranks at steps "
                f"{dict(sorted(steps.items()))}, checkpoints {on_disk[-3:]}, recorded {recorded}")
-        if (len(pods) == job.nodes and all((s or 0) > after_step for s in steps.values())
+        if (len(pods) == job.nodes and all(s for s in steps.values())
                 and all(p["spec"].get("nodeName") in stack.record.real_nodes for p in pods)
-                and on_disk and recorded == on_disk[-1]):
+                and on_disk and recorded == on_disk[-1] and on_disk[-1] > after_checkpoint):
             return attempt, pods
         return None
 
@@ -114,11 +115,11 @@ def wait_training(stack: RealStack, kube: SyncKube, report: Report, timeout: flo
     return found
 
 
-def run_drill(stack: RealStack, scenario: str, report: Report, timeout: float = 300
-              ) -> DrillResult:
+def run_drill(stack: RealStack, scenario: str, report: Report, timeout: float = 300,
+              after_checkpoint: int = 0) -> DrillResult:
     fault = SCENARIOS[scenario]
     with SyncKube.connect(stack.kubeconfig) as kube:
-        attempt, pods = wait_training(stack, kube, report, timeout)
+        attempt, pods = wait_training(stack, kube, report, timeout, after_checkpoint)
         victim = max(pods, key=_index)  # the last rank (rank 0 hosts the rendezvous)
         before = {i: (lg.last_step() or 0) for i, lg in _logs(stack, pods).items() if lg}
         killed_at = time.time()
