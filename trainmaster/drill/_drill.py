@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from trainmaster.cluster import ClusterError
@@ -147,12 +148,13 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
         status = job_status(kube, ns, name)
         return status if int(status.get("attempt", 0)) > attempt else None
 
-    _wait(moved_on, f"the operator to restart {name}", timeout, 0.2)
+    restarted: dict[str, Any] = _wait(moved_on, f"the operator to restart {name}", timeout, 0.2)
     detect = time.time() - killed_at
     on_disk = checkpoint_steps(stack.checkpoints)
     last_checkpoint = on_disk[-1] if on_disk else None
     report(f"{scenario}: the operator restarted the gang after {detect:.1f}s; newest "
-           f"checkpoint on disk: step {last_checkpoint}")
+           f"checkpoint on disk: step {last_checkpoint}"
+           f"{_completed_vs_decision(stack, last_checkpoint, restarted)}")
 
     def back() -> tuple[float, int, tuple[str, int] | None, tuple[str, ...]] | None:
         status = job_status(kube, ns, name)
@@ -180,6 +182,22 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
     return DrillResult(scenario, killed, attempt, detect, recover, last_checkpoint,
                        resumed_step, resumed_from, max(before.values(), default=0),
                        steps_after, where)
+
+def _completed_vs_decision(stack: RealStack, step: int | None, status: dict[str, Any]) -> str:
+    """When the newest checkpoint was completed (its COMPLETE marker's mtime), against the
+    time the operator recorded its restart decision: a dying gang may still write one."""
+    history = status.get("restartHistory") or []
+    if step is None or not history or not history[-1].get("time"):
+        return ""
+    decided = datetime.fromisoformat(str(history[-1]["time"]).replace("Z", "+00:00"))
+    try:
+        done = (stack.checkpoints / f"step-{step}" / "COMPLETE").stat().st_mtime
+    except OSError:
+        return ""
+    delta = done - decided.timestamp()
+    return (f", completed {abs(delta):.2f}s {'after' if delta > 0 else 'before'} the restart "
+            f"decision (resume from {history[-1].get('resumeFrom')})")
+
 
 def ensure_scenario(name: str) -> None:
     if name not in SCENARIOS:
