@@ -46,8 +46,9 @@ host-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(REAL_NODE_PACKAGES); \
 	fi
 
-## The main job: a local cluster from the dev stack with the scheduler and operator on it.
-demo: $(STAMP)
+## The main job: the dev stack on a local cluster with 2 real nodes (trainmaster's controllers
+## as pods, a real training job killed and resumed from its checkpoint). Needs root.
+demo: $(STAMP) host-packages
 	$(BIN)/trainmaster demo --spec stacks/dev/cluster.yaml
 
 ## Lint, type-check and the whole test suite (integration tests start their own cluster).

@@ -1,9 +1,12 @@
-"""The README's main job works end to end: cluster, scheduler, operator, a recovery."""
+"""The README's main job works end to end: a cluster with 2 real nodes, the scheduler and
+the operator as pods on them, the real training job killed and resumed at its checkpoint,
+and `cluster down` stopping everything."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +15,7 @@ import pytest
 
 from tests.helpers import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 
 
 def _alive(pid: int) -> bool:
@@ -29,18 +32,27 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
     state = tmp_path / "clusters" / "dev"
     try:
         proc = subprocess.run([sys.executable, "-m", "trainmaster", "demo"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "recovered: gpt-small lost pod gpt-small-r0-" in proc.stderr
-        assert "resuming from /checkpoints/gpt-small/step-1000" in proc.stderr
-        assert "Training jobs" in proc.stdout
+                              capture_output=True, text=True, timeout=1500)
+        assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+        out = proc.stdout
+        assert "dp-example: resumed at its checkpointed step" in proc.stderr
+        resumed = re.search(r"resumed at step (\d+) \(rank 0: \"resumed from "
+                            r"/checkpoints/dp-example/step-(\d+) at step", out)
+        newest = re.search(r"newest checkpoint on disk when the gang died: step (\d+)", out)
+        assert resumed and newest, out
+        assert resumed.group(1) == resumed.group(2) == newest.group(1)
+        # The controllers run as pods on the real nodes under their own ServiceAccounts.
+        for name in ("trainmaster-scheduler", "dev-operator"):
+            assert re.search(rf"trainmaster-system +{name}-\S+ +1/1 +Running +\d+ +10\.244\.\S+ "
+                             rf"+leaf-0-node-[01] +{name}\n", out), out
+        assert re.search(r"trainmaster +dp-example-r1-0-\S+ +1/1 +Running .* leaf-0-node-[01] +"
+                         r"dp-example-trainer", out), out
         record = json.loads((state / "cluster.json").read_text())
-        names = [p["name"] for p in record["processes"]]
-        assert {"trainmaster-scheduler", "trainmaster-operator"} <= set(names)
+        assert record["real_nodes"] == ["leaf-0-node-0", "leaf-0-node-1"]
         pids = [p["pid"] for p in record["processes"]]
     finally:
         down = subprocess.run([sys.executable, "-m", "trainmaster", "cluster", "down",
                                "--name", "dev"], env=env, capture_output=True, text=True,
-                              timeout=120)
+                              timeout=300)
     assert down.returncode == 0, down.stderr
     assert not any(_alive(pid) for pid in pids)

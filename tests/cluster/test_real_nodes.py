@@ -131,6 +131,7 @@ def test_real_nodes_are_ready_with_spec_labels_and_resources(core: client.CoreV1
         assert labels["topology.trainmaster.io/spine"] == "spine-0"
         assert labels["topology.trainmaster.io/leaf"] == "leaf-0"
         assert labels["trainmaster.io/real-node"] == "true"
+        assert labels["nvidia.com/gpu.present"] == "false"  # no GPU agents land here
         assert "type" not in labels  # kwok's marker
         assert "kwok.x-k8s.io/node" not in (node.metadata.annotations or {})
         assert node.status.allocatable["nvidia.com/gpu"] == "8"

@@ -33,7 +33,8 @@ def recovery_cmd(
     scenario: Annotated[
         list[str] | None,
         typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
-                     "node-not-ready, missing-heartbeat."),
+                     "node-not-ready, missing-heartbeat; with --real: process-kill, "
+                     "container-kill, node-not-ready."),
     ] = None,
     baseline: Annotated[
         bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
@@ -43,9 +44,21 @@ def recovery_cmd(
     ] = 10,
     timeout: Annotated[float, typer.Option(help="Seconds before a run counts as failed.")] = 120,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the JSON rows.")] = False,
+    real: Annotated[bool, typer.Option(
+        "--real", help="Drill the real training job on real nodes instead (kill its process "
+        "or container for real; resume measured from its logs and checkpoints; needs root)."
+    )] = False,
+    spec: Annotated[Path, typer.Option(
+        "--spec", help="With --real: the stack whose CPU job is drilled.")] = Path(
+        "stacks/dev/cluster.yaml"),
 ) -> None:
     """Inject pod, node and heartbeat faults into a running 16-pod TrainingJob; time from
-    the fault to every pod of the new gang Running with the right resume checkpoint."""
+    the fault to every pod of the new gang Running with the right resume checkpoint.
+    With --real: kill the real training job's process or container on a real node and time
+    until every rank trains again, resumed from its last checkpoint."""
+    if real:
+        _real(spec, scenario or [], repeat if repeat != 3 else 1, timeout, as_json)
+        return
     from trainmaster.operator._bench import SCENARIOS, BenchError, RecoveryOptions
     from trainmaster.operator._bench import run_recovery_bench as run
 
@@ -87,3 +100,57 @@ def recovery_cmd(
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json: bool) -> None:
+    from trainmaster.cli._tools import build_with_progress
+    from trainmaster.cluster import ClusterError, down_state_dir
+    from trainmaster.drill import SCENARIOS, ensure_scenario, run_drill, start_real_stack
+    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+
+    names = scenarios or list(SCENARIOS)
+    # The node drill leaves its node fenced: it goes last.
+    names.sort(key=lambda n: n == "node-not-ready")
+    try:
+        for name in names:
+            ensure_scenario(name)
+    except ClusterError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--scenario") from None
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES])
+
+    def report(line: str) -> None:
+        _err.print(line, highlight=False)
+
+    rows: list[dict[str, object]] = []
+    try:
+        # A gang of whole nodes moves off a NotReady node only if two others are free.
+        stack = start_real_stack(spec, 3 if "node-not-ready" in names else 2, report)
+    except ClusterError as exc:
+        raise RecoveryBenchError(str(exc)) from None
+    try:
+        allowed = stack.job.restart_policy.max_restarts
+        if len(names) * repeat > allowed:
+            raise RecoveryBenchError(
+                f"{len(names) * repeat} drills need as many restarts, but {stack.job.name} "
+                f"allows {allowed} (restartPolicy.maxRestarts): lower --repeat")
+        after = 0
+        for _ in range(repeat):
+            for name in names:
+                result = run_drill(stack, name, report, timeout, after)
+                after = max(after, result.last_checkpoint_step or 0)
+                rows.append(result.row())
+                report(f"{name}: {json.dumps(result.row())}")
+    except ClusterError as exc:
+        raise RecoveryBenchError(str(exc)) from None
+    finally:
+        if stack.started:
+            down_state_dir(stack.state_dir)
+    if as_json:
+        print(json.dumps(rows))
+        return
+    table = Table(title=f"recovery of the real job {stack.job.name} on real nodes")
+    for column in rows[0] if rows else []:
+        table.add_column(column, justify="left" if column == "scenario" else "right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    _out.print(table)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,30 +16,76 @@ def demo(
     spec: Annotated[Path, typer.Option("--spec", help="Example stack to run.")] = Path(
         "stacks/dev/cluster.yaml"
     ),
+    real_nodes: Annotated[int, typer.Option(
+        "--real-nodes", help="Run the spec's first N nodes as real nodes (kubelet + "
+        "containerd + runc on this host; needs root).")] = 2,
 ) -> None:
-    """Start a local cluster from a stack, run trainmaster-scheduler and the operator on it,
-    and show a job recovering from a pod failure from its last checkpoint."""
+    """Start a local cluster from a stack with real nodes, deploy trainmaster on it as pods,
+    train the stack's CPU example job on the real nodes, kill one rank's process and show
+    the job resuming from its last checkpoint."""
     from rich.console import Console
 
     from trainmaster.cli._tools import build_with_progress
+    from trainmaster.cluster import ClusterError
     from trainmaster.demo import run_demo
-    from trainmaster.toolchain import CLUSTER_FAMILIES
+    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
 
+    if real_nodes < 1:
+        raise typer.BadParameter("the demo trains on real nodes: give 1 or more",
+                                 param_hint="--real-nodes")
     err = Console(stderr=True, soft_wrap=True)
-    build_with_progress(list(CLUSTER_FAMILIES))
-    with err.status("starting") as status:
-        record, shown = run_demo(spec, lambda step: status.update(step))
-    err.print(
-        f"[bold green]recovered[/]: {shown.job} lost pod {shown.failed_pod}; the operator "
-        f"restarted its whole gang in {shown.seconds:.1f}s (restart {shown.restarts}), "
-        f"resuming from {shown.resumed_from}"
-    )
-    # The resource view, as an operator of the platform would look at it.
-    subprocess.run(
-        [sys.executable, "-m", "trainmaster", "status", "--kubeconfig", record.kubeconfig],
-        check=False,
-    )
-    err.print("The cluster, trainmaster-scheduler and the operator keep running:")
-    err.print(f"  export KUBECONFIG={record.kubeconfig}")
+    out = Console(soft_wrap=True)
+    started = time.monotonic()
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES])
+    try:
+        if err.is_terminal:
+            with err.status("starting") as status:
+                result = run_demo(spec, lambda step: status.update(step), real_nodes)
+        else:
+            result = run_demo(spec, _Lines(err).report, real_nodes)
+    except ClusterError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        err.print("`trainmaster cluster down` stops what was started.")
+        raise typer.Exit(1) from None
+    drill, stack = result.drill, result.stack
+    out.print(f"Pods while {stack.job.name} trains (kubectl get pods -o wide):")
+    out.print(result.pods_before, highlight=False)
+    out.print()
+    out.print(f"Killed {drill.killed.what} of {drill.killed.pod} on {drill.killed.node}.")
+    out.print(f"  the operator restarted the gang after {drill.detect_seconds:.1f}s "
+              f"(attempt {drill.attempt} -> a new one)")
+    out.print(f"  newest checkpoint on disk when the gang died: step "
+              f"{drill.last_checkpoint_step} ({stack.checkpoints})")
+    out.print(f"  resumed at step {drill.resumed_step} (rank 0: \"resumed from "
+              f"{drill.resumed_from} at step {drill.resumed_step}\")")
+    out.print(f"  steps lost: {drill.lost_steps} (last step logged before the kill: "
+              f"{drill.last_step_before})")
+    out.print(f"  every rank trained again {drill.recover_seconds:.1f}s after the kill")
+    out.print()
+    out.print(result.pods_after, highlight=False)
+    verdict = ("[bold green]resumed at its checkpointed step[/]" if drill.ok else
+               "[bold red]did NOT resume at its last checkpoint[/]")
+    err.print(f"{stack.job.name}: {verdict} ({time.monotonic() - started:.0f}s in all)")
+    err.print("The cluster and the job keep running:")
+    err.print(f"  export KUBECONFIG={stack.kubeconfig}")
+    err.print(f"  kubectl get pods -A -o wide; kubectl logs -n {stack.namespace} "
+              f"-l trainmaster.io/job={stack.job.name}")
     err.print("  trainmaster status            # jobs, GPUs per leaf, fenced nodes, gangs")
     err.print("  trainmaster cluster down      # stop everything")
+    if not drill.ok:
+        raise typer.Exit(1)
+
+
+class _Lines:
+    """Progress for a log (no terminal): a line when the topic changes, else every 15 s."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+        self.topic = ""
+        self.shown = 0.0
+
+    def report(self, line: str) -> None:
+        topic = line.split(":", 1)[0]
+        if topic != self.topic or time.monotonic() - self.shown > 15:
+            self.console.print(line, highlight=False)
+            self.topic, self.shown = topic, time.monotonic()

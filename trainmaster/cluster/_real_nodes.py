@@ -374,6 +374,10 @@ def _spec_labels(spec: ClusterSpec, node: ResolvedNode) -> dict[str, str]:
         if k != "type" and not k.split("/")[0].endswith(("kubernetes.io", "k8s.io"))
     }
     labels[REAL_NODE_LABEL] = "true"
+    # No GPU is really present here: node agents that select GPU nodes and tolerate every
+    # taint (the GPU exporter, whose image only a registry serves) must not land on it and
+    # sit in ErrImagePull. The advertised nvidia.com/gpu capacity still places whole-node jobs.
+    labels["nvidia.com/gpu.present"] = "false"
     return labels
 
 

@@ -84,8 +84,16 @@ def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
                 JOB_LABEL: job.name,
             },
         },
-        "spec": job.model_dump(by_alias=True, exclude_none=True, mode="json"),
+        "spec": _job_spec(job),
     }
+
+
+def _job_spec(job: Job) -> dict[str, Any]:
+    spec: dict[str, Any] = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+    for placement in ("nodeSelector", "tolerations"):  # unset placement renders as before
+        if not spec.get(placement):
+            spec.pop(placement, None)
+    return spec
 
 
 def build_training_jobs(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -430,8 +438,11 @@ def build_gang_job(
                     ],
                     "volumes": volumes,
                     "tolerations": [
-                        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+                        *(t.model_dump(by_alias=True, exclude_none=True)
+                          for t in job.tolerations),
                     ],
+                    **({"nodeSelector": dict(job.node_selector)} if job.node_selector else {}),
                 },
             },
         },

@@ -522,6 +522,11 @@ class Job(_Model):
     """Queue from `scheduler.queues`."""
     priority: int | None = Field(None, ge=0, le=1_000_000_000)
     """The job's priority (its pods' PriorityClass); unset: its queue's priority."""
+    node_selector: dict[str, str] = {}
+    """Node labels the job's pods require (pod `nodeSelector`), e.g. a local cluster's
+    real nodes (`trainmaster.io/real-node: "true"`); empty: any GPU node."""
+    tolerations: list[Toleration] = []
+    """Taints the job's pods tolerate besides the GPU taint, which they always tolerate."""
 
 
 class Metadata(_Model):

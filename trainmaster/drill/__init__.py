@@ -1,0 +1,33 @@
+"""The real training job on a local cluster's real nodes, and recovery drills on it (a
+process or container really killed, the gang restarted by the operator from its own
+checkpoint). Used by `trainmaster demo`, the realnode tests and `bench recovery --real`."""
+
+from trainmaster.drill._drill import (
+    SCENARIOS,
+    DrillResult,
+    ensure_scenario,
+    run_drill,
+    wait_training,
+)
+from trainmaster.drill._faults import Killed
+from trainmaster.drill._stack import (
+    RealStack,
+    placed_on_real_nodes,
+    pods_table,
+    start_real_stack,
+    wait_controllers,
+)
+
+__all__ = [
+    "SCENARIOS",
+    "DrillResult",
+    "Killed",
+    "RealStack",
+    "ensure_scenario",
+    "placed_on_real_nodes",
+    "pods_table",
+    "run_drill",
+    "start_real_stack",
+    "wait_controllers",
+    "wait_training",
+]

@@ -1,0 +1,132 @@
+"""Real faults on a real node: nothing is told to the API server, the operator finds out
+the way it would on any cluster.
+
+- `kill_process`: SIGKILL to the training process itself, found on the host through its
+  container's cgroup (the container's id from the pod's status);
+- `kill_container`: SIGKILL to the container's task through its node's containerd (`ctr
+  tasks kill`), which takes every process of the container with it;
+- `stop_kubelet`: SIGSTOP to the node's kubelet: it stops renewing its Lease and reporting
+  status, so the node controller marks the node NotReady (its containers run on, as they
+  do when a kubelet hangs); `Killed.undo` (SIGCONT) brings it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainmaster.cluster import ClusterError, ClusterRecord, _host
+from trainmaster.cluster._real_nodes import NodeLayout
+from trainmaster.toolchain import tool_path
+
+TRAINING_SCRIPT = "train.py"
+
+
+@dataclass(frozen=True)
+class Killed:
+    what: str
+    """What was killed, for the report (pid and command, or the container id)."""
+    node: str
+    pod: str
+    undo: Callable[[], None] | None = None
+    """Puts the node back as it was (a stopped kubelet resumed), if the fault needs it."""
+
+
+def container_id(pod: dict[str, Any], container: str = "trainer") -> str:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == container and status.get("containerID"):
+            return str(status["containerID"]).split("://", 1)[-1]
+    raise ClusterError(f"pod {pod['metadata']['name']} has no running container {container}")
+
+
+def _node(nodes: list[NodeLayout], pod: dict[str, Any]) -> NodeLayout:
+    name = pod["spec"].get("nodeName")
+    for node in nodes:
+        if node.name == name:
+            return node
+    raise ClusterError(f"pod {pod['metadata']['name']} is on {name}, not on a real node")
+
+
+def container_pids(node: NodeLayout, cid: str) -> list[int]:
+    """The host pids of a container's processes: its cgroup is `<pod cgroup>/<id>` under the
+    node's kubelet cgroup root (cgroupfs driver)."""
+    for root in _host.cgroup_dirs(node.cgroup_root):
+        if root.parent.name != "pids":
+            continue
+        for folder in root.rglob(cid):
+            procs = folder / "cgroup.procs"
+            if procs.exists():
+                return [int(p) for p in procs.read_text().split()]
+    raise ClusterError(f"no cgroup for container {cid[:12]} under {node.cgroup_root}")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def training_process(pids: list[int]) -> tuple[int, list[str]]:
+    """The process that runs the training script: of the container's processes whose
+    command line names it (the `trainmaster launch` wrapper names it too), the one whose
+    parent is another of them, or the only one."""
+    commands = {pid: _cmdline(pid) for pid in pids}
+    named = {pid: argv for pid, argv in commands.items()
+             if any(a.endswith(TRAINING_SCRIPT) for a in argv)}
+    leaves = [pid for pid in named if _ppid(pid) in named] or list(named)
+    if len(leaves) != 1:
+        raise ClusterError(f"expected one {TRAINING_SCRIPT} process among {pids}, found "
+                           f"{ {p: ' '.join(a) for p, a in named.items()} }")
+    return leaves[0], named[leaves[0]]
+
+
+def kill_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                 ) -> Killed:
+    node = _node(nodes, pod)
+    pid, argv = training_process(container_pids(node, container_id(pod)))
+    os.kill(pid, signal.SIGKILL)
+    return Killed(f"pid {pid} ({' '.join(a for a in argv if a)})", node.name,
+                  pod["metadata"]["name"])
+
+
+def kill_container(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                   ) -> Killed:
+    node = _node(nodes, pod)
+    cid = container_id(pod)
+    ctr = [str(tool_path("ctr")), "--address", str(node.socket), "-n", "k8s.io"]
+    done = subprocess.run([*ctr, "tasks", "kill", "--signal", "SIGKILL", cid],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ClusterError(f"ctr tasks kill {cid[:12]} on {node.name}: {done.stderr.strip()}")
+    return Killed(f"container {cid[:12]} (ctr tasks kill --signal SIGKILL)", node.name,
+                  pod["metadata"]["name"])
+
+
+def stop_kubelet(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                 ) -> Killed:
+    node = _node(nodes, pod)
+    kubelets = [p for p in record.processes if p.name == f"kubelet-{node.name}"]
+    if not kubelets:
+        raise ClusterError(f"no kubelet of {node.name} in the cluster's record")
+    pid = kubelets[-1].pid
+    os.kill(pid, signal.SIGSTOP)
+
+    def resume() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    return Killed(f"kubelet pid {pid} (SIGSTOP)", node.name, pod["metadata"]["name"], resume)

@@ -1,0 +1,235 @@
+"""A local cluster with real nodes, the stack deployed on it as pods: where the demo, the
+realnode drill test and `bench recovery --real` start.
+
+1. `cluster up --real-nodes N` for the spec's topology;
+2. build the trainmaster image (cached by its inputs) and load it into every real node;
+3. a checkpoint volume: a PersistentVolume on a host folder that every real node mounts
+   (the nodes share this host, so the folder is an honest stand-in for shared storage)
+   and the claim the spec's jobs name;
+4. the spec's objects, applied as `trainmaster pulumi up` registers them, with
+   trainmaster's controllers and the jobs that run the trainmaster image placed on the real
+   nodes (select their label, tolerate their taint); the other jobs stay on kwok's nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainmaster import cluster
+from trainmaster.apply import apply_spec
+from trainmaster.cluster import ClusterError
+from trainmaster.cluster._real_nodes import NodeLayout, layouts
+from trainmaster.image import Progress
+from trainmaster.kubeclient import SyncKube, pod_path, trainingjob_path
+from trainmaster.polling import WaitTimeout, wait_until
+from trainmaster.spec import ClusterSpec, Job, load_spec
+
+Report = Callable[[str], None]
+REAL_NODE_LABEL = "trainmaster.io/real-node"
+ON_REAL_NODES: dict[str, Any] = {
+    "nodeSelector": {REAL_NODE_LABEL: "true"},
+    "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
+}
+
+
+@dataclass(frozen=True)
+class RealStack:
+    record: cluster.ClusterRecord
+    spec: ClusterSpec
+    spec_path: Path
+    """The spec as applied (placement added), in the cluster's state folder."""
+    job: Job
+    """The training job that really runs (the first on the real nodes with a checkpoint)."""
+    checkpoints: Path
+    """The host folder behind the checkpoint volume (the job's checkpoint path in its pods)."""
+    started: bool
+    """This call started the cluster (False: it was running already)."""
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.record.kubeconfig)
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.record.state_dir)
+
+    @property
+    def namespace(self) -> str:
+        return self.spec.metadata.namespace
+
+    @property
+    def nodes(self) -> list[NodeLayout]:
+        assert self.record.net_slot is not None
+        return layouts(self.state_dir, self.record.net_slot, self.record.real_nodes)
+
+
+def source_root() -> Path:
+    """The trainmaster tree this code runs from (the image is built from it)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        raise ClusterError(
+            f"{root} is not a trainmaster source tree (no pyproject.toml): run the demo from "
+            "a clone (`make demo`), which builds the image from its sources")
+    return root
+
+
+class _BuildSteps(Progress):
+    """An image build's steps as report lines (a cold build takes minutes)."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def step(self, index: int, name: str, detail: str) -> None:
+        self.report(f"building the image: step {index}/5 {name}: {detail}")
+
+
+def placed_on_real_nodes(doc: dict[str, Any], image: str) -> tuple[dict[str, Any], list[str]]:
+    """The spec document with trainmaster's controllers and every job that runs `image` on
+    the real nodes; and those jobs' names."""
+    out = copy.deepcopy(doc)
+    out["system"] = copy.deepcopy(ON_REAL_NODES)
+    moved = []
+    for job in out.get("jobs") or []:
+        if job.get("image") == image:
+            job.update(copy.deepcopy(ON_REAL_NODES))
+            moved.append(str(job["name"]))
+    return out, moved
+
+
+def _wait(check: Callable[[], Any], what: str, timeout: float, every: float = 0.5) -> Any:
+    try:
+        return wait_until(check, what, timeout, every)
+    except WaitTimeout:
+        raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}") from None
+
+
+def _checkpoint_volume(kube: SyncKube, spec: ClusterSpec, claim: str, folder: Path,
+                       report: Report) -> None:
+    """A hostPath PersistentVolume bound to the claim `claim` in the spec's namespace."""
+    ns = spec.metadata.namespace
+    folder.mkdir(parents=True, exist_ok=True)
+    labels = {"app.kubernetes.io/managed-by": "trainmaster-local-cluster",
+              "app.kubernetes.io/part-of": spec.metadata.name}
+    report(f"checkpoint volume {claim}: host folder {folder}, shared by the real nodes")
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": labels}})
+    kube.apply({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": f"{ns}-{claim}", "labels": labels},
+        "spec": {
+            "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+            "hostPath": {"path": str(folder), "type": "Directory"},
+            "claimRef": {"namespace": ns, "name": claim},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": REAL_NODE_LABEL, "operator": "In", "values": ["true"]}]}]}},
+        },
+    })
+    kube.apply({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": ns, "labels": labels},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "volumeName": f"{ns}-{claim}", "resources": {"requests": {"storage": "10Gi"}}},
+    })
+
+
+def start_real_stack(spec_path: Path, real_nodes: int = 2,
+                     report: Report = lambda _: None) -> RealStack:
+    """Everything in this module's docstring; `cluster down` stops all of it."""
+    from trainmaster.image import build_image
+
+    spec = load_spec(spec_path)
+    image = spec.image.reference
+    doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), image)
+    report(f"building the image {image} (cached by its inputs)")
+    built = build_image(source_root(), image, _BuildSteps(report))
+    result = cluster.up(spec_path, real_nodes=real_nodes, report=report)
+    record = result.record
+    if not record.real_nodes:
+        raise ClusterError(
+            f"cluster {record.name} is already running without real nodes: stop it with "
+            "`trainmaster cluster down`, then run this again")
+    state_dir = Path(record.state_dir)
+    placed = state_dir / "spec-on-real-nodes.yaml"
+    placed.write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec = load_spec(placed)
+    real_jobs = [j for j in spec.jobs if j.name in moved and j.checkpoint is not None]
+    if not real_jobs:
+        raise ClusterError(
+            f"{spec_path}: no job runs the image {image} with a checkpoint, so nothing can "
+            "train on the real nodes; add one (see examples/data-parallel)")
+    job = real_jobs[0]
+    assert job.checkpoint is not None
+    report(f"loading {image} into {', '.join(record.real_nodes)}")
+    cluster.import_image(state_dir, built.archive)
+    folder = state_dir / "volumes" / job.checkpoint.volume
+    with SyncKube.connect(Path(record.kubeconfig)) as kube:
+        _checkpoint_volume(kube, spec, job.checkpoint.volume, folder, report)
+    report("applying the stack (the objects `trainmaster pulumi up` registers)")
+    apply_spec(Path(record.kubeconfig), spec, report)
+    return RealStack(record, spec, placed, job, folder, not result.already_running)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or [])
+
+
+def wait_controllers(stack: RealStack, report: Report, timeout: float = 240) -> None:
+    """trainmaster-scheduler and the operator Running and Ready on the real nodes."""
+    system = f"{stack.namespace}-system"
+    names = (stack.spec.scheduler.name, f"{stack.spec.metadata.name}-operator")
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        def ready() -> bool:
+            pods = kube.list(pod_path(system))
+            up = [p for p in pods if _ready(p)
+                  and (p["spec"].get("nodeName") or "") in stack.record.real_nodes]
+            report(f"controllers: {len(up)} of {len(pods)} pods Running and Ready on real nodes")
+            return all(any(p["metadata"]["name"].startswith(n + "-") for p in up) for n in names)
+        _wait(ready, "trainmaster-scheduler and the operator to run on the real nodes", timeout)
+
+
+def job_pods(kube: SyncKube, ns: str, job: str, attempt: int | None = None
+             ) -> list[dict[str, Any]]:
+    from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL
+    selector = f"{JOB_LABEL}={job}" + (f",{ATTEMPT_LABEL}={attempt}" if attempt is not None
+                                       else "")
+    return kube.list(pod_path(ns), selector)
+
+
+def job_status(kube: SyncKube, ns: str, job: str) -> dict[str, Any]:
+    status: dict[str, Any] = kube.get(trainingjob_path(ns, job)).get("status") or {}
+    return status
+
+
+def pods_table(kubeconfig: Path, namespaces: list[str]) -> str:
+    """What `kubectl get pods -o wide` shows, plus each pod's ServiceAccount."""
+    rows = [("NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "IP", "NODE",
+             "SERVICEACCOUNT")]
+    with SyncKube.connect(kubeconfig) as kube:
+        for ns in namespaces:
+            for pod in sorted(kube.list(pod_path(ns)), key=lambda p: p["metadata"]["name"]):
+                status = pod.get("status") or {}
+                containers = status.get("containerStatuses") or []
+                ready = sum(1 for c in containers if c.get("ready"))
+                waiting = [c["state"]["waiting"].get("reason", "") for c in containers
+                           if "waiting" in (c.get("state") or {})]
+                rows.append((
+                    ns, pod["metadata"]["name"], f"{ready}/{len(pod['spec']['containers'])}",
+                    waiting[0] if waiting else status.get("phase", "-"),
+                    str(sum(int(c.get("restartCount", 0)) for c in containers)),
+                    status.get("podIP") or "<none>", pod["spec"].get("nodeName") or "<none>",
+                    pod["spec"].get("serviceAccountName") or "default",
+                ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
