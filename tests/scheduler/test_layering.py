@@ -42,7 +42,7 @@ CORE: Mapping[str, tuple[int, str]] = {
     "_quota": (1, "queue quotas, borrowing and the per-queue GPU ledger"),
     "_snapshot": (3, "cluster state, assume/forget/confirm, the read API"),
     "_framework": (4, "plugin registry and profiles"),
-    "_blocked": (4, "the nodes a cycle's reservations block, counted per domain"),
+    "_blocked": (4, "a cycle's reserved nodes, kept incrementally"),
     "_placement": (5, "one gang into the smallest domain"),
     "_plan": (5, "joint leaf assignment for a burst of gangs"),
     "_fragmentation": (5, "how scattered free GPUs are"),

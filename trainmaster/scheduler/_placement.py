@@ -26,10 +26,9 @@ views, no copies.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from operator import itemgetter
 
 from ._blocked import BlockedNodes
 from ._contracts import FilterPlugin, ScorePlugin
@@ -90,7 +89,6 @@ class _Group:
 
 
 Assignment = list[tuple[PodRequest, int]]
-_second: Callable[[tuple[str, int]], int] = itemgetter(1)
 _Base = Sequence[Mapping[str, int]]
 
 
@@ -170,12 +168,13 @@ class _Search:
             # Same answer as the scan below (least free GPUs, then name) via the buckets,
             # each kept in name order: the walk stops at the first fitting node.
             order = snap.gpu_bucket_order
-            allowed = mask.__getitem__
             for free_gpus in sorted(k for k in order if k >= need):
-                # The mask is applied in C (filter/map), so masked and reserved nodes
-                # at the head of a bucket cost little to skip.
-                for i in filter(allowed, map(_second, order[free_gpus])):
-                    if len(nodes[i].topology) >= min_depth and fit_count(totals, base[i]) >= 1:
+                for _, i in order[free_gpus]:
+                    if (
+                        mask[i]
+                        and len(nodes[i].topology) >= min_depth
+                        and fit_count(totals, base[i]) >= 1
+                    ):
                         return i
             return None
         alloc = cols.allocatable
@@ -479,16 +478,34 @@ def _best_node_target(
         # Each bucket in name order (``gpu_bucket_order``): masks first (they drop the
         # blocked nodes), and the first node that is deep and large enough is the answer.
         order = snapshot.gpu_bucket_order
-        mask = masks[0] if len(masks) == 1 else bytes(map(min, zip(*masks, strict=True)))
-        allowed = mask.__getitem__
+        single = masks[0] if len(masks) == 1 else None
+
+        def fits(i: int) -> bool:
+            if not (single[i] if single is not None else all(m[i] for m in masks)):
+                return False
+            cap = capacity[i]
+            return len(nodes[i].topology) >= node_depth and all(
+                cap.get(r, 0) >= q for r, q in totals
+            )
+
+        held = search.grown.indices if search.grown is not None else None
+        buckets = snapshot.gpu_buckets
         for free_gpus in sorted(order, reverse=True):
-            # The mask (with the reserved nodes) is applied in C: under starvation the
-            # fullest buckets are mostly reserved nodes that drain.
-            for i in filter(allowed, map(_second, order[free_gpus])):
-                cap = capacity[i]
-                if len(nodes[i].topology) >= node_depth and all(
-                    cap.get(r, 0) >= q for r, q in totals
-                ):
+            bucket = buckets[free_gpus]
+            if held and len(held) >= len(bucket) // 2:
+                # Under starvation the fullest buckets are mostly reserved nodes that
+                # drain: drop those in C, then take the rest by name rank.
+                left = bucket - held
+                if not left:
+                    continue
+                if len(left) * 2 < len(bucket):
+                    ranks = snapshot.name_ranks
+                    for i in sorted(left, key=ranks.__getitem__):
+                        if fits(i):
+                            return i
+                    continue
+            for _, i in order[free_gpus]:
+                if fits(i):
                     return i
         return None
     primary = search.primary

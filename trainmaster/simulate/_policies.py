@@ -61,14 +61,9 @@ class Guard:
 
     def __init__(self, placer: Placer) -> None:
         self._placer = placer
-        self._uniform: dict[int, tuple[Gang, int]] = {}  # id(gang) -> (gang, GPUs per pod)
-        self._memo_cycle: object = None
-        self._memo: dict[int, int] = {}
         self.new_cycle()
 
     def new_cycle(self) -> None:
-        self._memo_cycle = None
-        self._memo = {}
         self._cycle: object = None
         self._size = -1  # len(blocked) when the histogram was made
         self._seen: set[str] = set()  # for a plain collection of names
@@ -96,37 +91,20 @@ class Guard:
                     hist[f] = hist.get(f, 0) + 1
         return sum((f // per_pod) * n for f, n in self._hist.items())
 
-    def _per_pod(self, gang: Gang) -> int:
-        """GPUs per pod of a gang of identical GPU pods, else 0; remembered per gang
-        object (gangs are immutable and the queue holds the same object every cycle)."""
-        memo = self._uniform.get(id(gang))
-        if memo is not None and memo[0] is gang:
-            return memo[1]
-        first = gang.members[0]
-        per_pod = first.effective_requests.get(GPU, 0)
-        if any(p.effective_requests != first.effective_requests for p in gang.members):
-            per_pod = 0
-        if len(self._uniform) >= 65536:
-            self._uniform.clear()
-        self._uniform[id(gang)] = (gang, per_pod)
-        return per_pod
-
     def hopeless(self, snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str]) -> bool:
         """True only if no placement of ``gang`` exists now. For a gang of identical GPU
         pods: fewer free pod slots on the schedulable, unblocked nodes than pods (exact
         for a gang that may use the whole cluster: every policy then places it whenever
         the slots exist), or, for a ``required`` level, no domain there with enough free
         GPUs (a necessary condition only)."""
-        per_pod = self._per_pod(gang)
-        if per_pod <= 0:
+        first = gang.members[0]
+        per_pod = first.effective_requests.get(GPU, 0)
+        if per_pod <= 0 or any(p.effective_requests != first.effective_requests
+                               for p in gang.members):
             return False
         buckets = snapshot.gpu_buckets
         count = len(gang.members)
-        memo = self._memo_for(blocked)
-        slots = memo.get(per_pod)
-        if slots is None:
-            slots = memo[per_pod] = sum(
-                (free // per_pod) * len(nodes) for free, nodes in buckets.items())
+        slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
         if blocked and slots >= count:
             slots -= self._blocked_slots(snapshot, blocked, per_pod)
         if slots < count:
@@ -137,25 +115,8 @@ class Guard:
             if rank == 0:
                 return max(buckets, default=0) < need
             if rank <= len(snapshot.levels):
-                most = memo.get(-rank)  # the most free GPUs of any domain at ``rank``
-                if most is None:
-                    most = memo[-rank] = max(
-                        (d.free.get(GPU, 0) for d in snapshot.live_domains(rank)), default=0)
-                return most < need
+                return all(d.free.get(GPU, 0) < need for d in snapshot.live_domains(rank))
         return False
-
-    def _memo_for(self, blocked: Collection[str]) -> dict[int, int]:
-        """Answers that hold until the snapshot changes: free slots per pod size (key
-        > 0) and the most free GPUs per domain rank (key -rank). Only within a cycle's
-        ``BlockedNodes`` (a scheduling cycle changes the snapshot only through the
-        placements this guard lets through, which clear it); empty otherwise."""
-        if isinstance(blocked, BlockedNodes):
-            if blocked is not self._memo_cycle:
-                self._memo_cycle = blocked
-                self._memo = {}
-            return self._memo
-        self._memo_cycle = None
-        return {}
 
     def __call__(
         self,
@@ -168,7 +129,4 @@ class Guard:
     ) -> Placement | Unschedulable:
         if gang.members and self.hopeless(snapshot, gang, blocked):
             return Unschedulable(gang.key, "not enough free GPUs")
-        result = self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
-        if isinstance(result, Placement):
-            self._memo = {}  # the scheduler is about to assume it: free GPUs change
-        return result
+        return self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
