@@ -75,3 +75,32 @@ def _hang_deadline(job: Job, state: JobState, now: datetime) -> float | None:
         return None
     left = job.restart_policy.hang_timeout_seconds - (now - last).total_seconds()
     return max(left, 0.0) + 0.5  # just past the deadline, so the next look sees the hang
+
+
+DRAIN_GRACE_SECONDS = 90.0
+"""How long a new attempt's gang waits for the old gang's pods to finish: their grace
+period, in which a trainer may write a final checkpoint (preemption victims do)."""
+
+
+def old_gang_wait(
+    gang: GangView,
+    health: Mapping[str, NodeHealth],
+    restarted_at: datetime | None,
+    now: datetime,
+    grace: float = DRAIN_GRACE_SECONDS,
+) -> float | None:
+    """Seconds the new attempt's gang should still wait for the old one to stop, or None
+    to create it now. Waited for: pods of other attempts on a node that is not sick and not
+    yet Succeeded/Failed (being deleted or not). Pods on a sick node are not: its kubelet
+    may never confirm they stopped, so they were force-deleted and nothing can be learnt
+    by waiting. The wait is bounded by `grace` from the restart decision."""
+    alive = [
+        p for p in (*gang.pods, *gang.stale_pods, *gang.draining)
+        if p.attempt != gang.attempt and p.node and p.node not in health
+        and p.phase not in ("Succeeded", "Failed")
+    ]
+    if not alive or restarted_at is None:
+        return None
+    left = grace - (now - restarted_at).total_seconds()
+    return left if left > 0 else None
+

@@ -144,11 +144,14 @@ def gang_view(
     current: list[PodView] = []
     stale: list[PodView] = []
     preempted_by = None
+    draining: list[PodView] = []
     for pod in pods:
         view = pod_view(pod)
         if view.preempted_by and view.attempt == attempt:
             preempted_by = view.preempted_by  # seen even while it is being deleted
         if view.deleting:
+            if view.phase not in ("Succeeded", "Failed"):
+                draining.append(view)
             continue
         # A pod of this attempt that the current Job does not own was left behind by a
         # Job deleted with orphaning: it is not part of the gang.
@@ -163,6 +166,7 @@ def gang_view(
         stale_jobs=tuple(sorted(stale_jobs)),
         stale_pods=tuple(stale),
         preempted_by=preempted_by,
+        draining=tuple(draining),
     )
 
 

@@ -143,6 +143,13 @@ class JobState:
         return value if isinstance(value, str) and value else None
 
     @property
+    def resume_point(self) -> str | None:
+        """The checkpoint a gang created now resumes from: the newest one reported, which
+        may have arrived after the restart was decided (the old gang's last one)."""
+        checkpoint = self.last_checkpoint
+        return checkpoint.path if checkpoint is not None else self.resume_from
+
+    @property
     def gang_generation(self) -> int | None:
         value = self.status.get("gangGeneration")
         return value if isinstance(value, int) else None
@@ -216,7 +223,9 @@ class GangView:
     stale_pods: tuple[PodView, ...] = ()
     preempted_by: str | None = None
     """A pod of this attempt (deleted or not) was preempted: the scheduler's message."""
-    """Pods of other attempts not yet being deleted."""
+    draining: tuple[PodView, ...] = ()
+    """Pods being deleted that have not finished: an old gang still in its grace period,
+    which may yet write a final checkpoint."""
 
     @property
     def nodes(self) -> list[str]:

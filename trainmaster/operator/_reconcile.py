@@ -19,7 +19,7 @@ from typing import Any
 from trainmaster.kubeclient import Kube, is_status, trainingjob_path
 from trainmaster.operator._announce import Announcer, fenced
 from trainmaster.operator._datasets import datasets_waiting, holds
-from trainmaster.operator._decide import decide
+from trainmaster.operator._decide import decide, old_gang_wait
 from trainmaster.operator._fence import fence
 from trainmaster.operator._gang import GangObjects
 from trainmaster.operator._model import (
@@ -30,6 +30,7 @@ from trainmaster.operator._model import (
     GangView,
     JobState,
     Key,
+    parse_time,
     utcnow,
 )
 from trainmaster.operator._nodes import NodeBook
@@ -40,6 +41,7 @@ from trainmaster.operator._status import (
     invalid_spec_patch,
     observe_patch,
     restart_patch,
+    resume_patch,
     start_patch,
     succeed_patch,
 )
@@ -49,6 +51,9 @@ from trainmaster.spec import ClusterSpec, Job
 log = logging.getLogger(__name__)
 HOLD_RECHECK_SECONDS = 10.0
 """How often a job held for its datasets looks again."""
+DRAIN_RECHECK_SECONDS = 1.0
+"""How often a restart waiting for the old gang's pods to finish looks again (pod
+deletions also wake it)."""
 
 
 class Reconciler:
@@ -143,7 +148,11 @@ class Reconciler:
         # OBSERVE: a healthy gang. Make its objects match (restores drift), then record.
         if state.phase == RESTARTING:
             await self.announce.restart(body, state, job, now)
-        if apply or not gang.job_exists:
+        if state.phase == RESTARTING and not gang.job_exists:
+            waited = await self._next_gang(body, spec, job, state, gang, now)
+            if waited is not None:
+                return waited
+        elif apply or not gang.job_exists:
             await self.gang.apply(spec, job, body, state.attempt, state.resume_from)
         if gang.stale_jobs or gang.stale_pods:
             await self.gang.clean(ns, job, gang, state.attempt, self.book.health())
@@ -187,8 +196,30 @@ class Reconciler:
         await self.gang.clean(state.namespace, job, gang, new.attempt, self.book.health())
         if decision.backoff > 0:
             return decision.backoff
-        await self.gang.apply(spec, job, body, new.attempt, new.resume_from)
+        # The new gang is created by the next pass, from a fresh look at the old pods.
         return 0.0
+
+    async def _next_gang(self, body: dict[str, Any], spec: ClusterSpec, job: Job,
+                         state: JobState, gang: GangView, now: datetime) -> float | None:
+        """Create the restarted attempt's gang once the old gang has stopped (or its grace
+        is up), resuming from the newest checkpoint reported by then: an old gang keeps
+        training until its pods are gone and may finish one more checkpoint. Returns the
+        seconds until the next look while it waits, else None."""
+        history = state.status.get("restartHistory") or []
+        entry = history[-1] if history and isinstance(history[-1], dict) else {}
+        restarted_at = (parse_time(entry.get("time"))
+                        if entry.get("newAttempt") == state.attempt else None)
+        wait = old_gang_wait(gang, self.book.health(), restarted_at, now)
+        if wait is not None:
+            await self.gang.clean(state.namespace, job, gang, state.attempt,
+                                  self.book.health())
+            return min(wait, DRAIN_RECHECK_SECONDS)
+        patch = resume_patch(state)
+        if patch:
+            # Guarded: a checkpoint reported meanwhile makes this pass decide again.
+            state = await self._write(state, patch)
+        await self.gang.apply(spec, job, body, state.attempt, state.resume_from)
+        return None
 
     async def _fence(self, node: str, now: datetime) -> None:
         health = self.book.health().get(node)

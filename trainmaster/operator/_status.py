@@ -105,8 +105,7 @@ def restart_patch(state: JobState, decision: Decision, now: datetime) -> dict[st
     assert decision.fault is not None
     attempt = state.attempt + 1
     restarts = state.restarts + (1 if decision.counted else 0)
-    checkpoint = state.last_checkpoint
-    resume = checkpoint.path if checkpoint is not None else state.resume_from
+    resume = state.resume_point
     record = _fault_record(decision.fault, state.attempt, now)
     entry = {**record, "restart": restarts, "newAttempt": attempt, "resumeFrom": resume}
     history = [*list(state.status.get("restartHistory") or [])[-(HISTORY_LIMIT - 1):], entry]
@@ -130,6 +129,20 @@ def restart_patch(state: JobState, decision: Decision, now: datetime) -> dict[st
     if decision.counted:
         patch["lastFailure"] = record
     return patch
+
+
+def resume_patch(state: JobState) -> dict[str, Any]:
+    """Move the current attempt's resumeFrom (and its restart record) to the newest
+    checkpoint reported since the restart was decided, just before its gang is created;
+    nothing when it has not changed."""
+    resume = state.resume_point
+    if resume == state.resume_from:
+        return {}
+    history = list(state.status.get("restartHistory") or [])
+    if history and isinstance(history[-1], dict) and \
+            history[-1].get("newAttempt") == state.attempt:
+        history[-1] = {**history[-1], "resumeFrom": resume}
+    return {"resumeFrom": resume, "restartHistory": history}
 
 
 def fail_patch(state: JobState, job: Job, decision: Decision, now: datetime) -> dict[str, Any]:
