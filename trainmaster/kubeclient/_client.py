@@ -4,8 +4,8 @@ apply, status, the demo).
 Why not the generated API classes: they turn every object into model instances, which
 costs about a millisecond per pod in Python, and the scheduler reads a handful of fields
 of thousands of pods per second. Kubeconfig and in-cluster config come from a small
-loader (``_fastconfig``; kubernetes_asyncio only for the shapes it leaves out); requests and watch streams are
-plain JSON dicts, and every failure is one ``ApiError``.
+loader (``_fastconfig``; kubernetes_asyncio only for the shapes it leaves out);
+requests and watch streams are plain JSON dicts, and every failure is one ``ApiError``.
 
 Every call except reads and watches waits for a token of the client-side rate limit
 (``qps`` / ``burst``), so a component stays a polite API client however many writes it

@@ -37,8 +37,9 @@ class KubeConfigError(Exception):
     """A kubeconfig (or the in-cluster service account) that cannot be used."""
 
 
-class Unsupported(Exception):  # noqa: N818 - a signal to fall back, not a failure
-    """A kubeconfig shape this loader leaves to kubernetes_asyncio."""
+class Unsupported(Exception):
+    """A kubeconfig shape this loader leaves to kubernetes_asyncio (a signal to fall
+    back, not a failure)."""
 
 
 @dataclass

@@ -63,6 +63,8 @@ async def load_configuration(explicit: Path | None = None) -> Any:
             )
     except kubernetes_asyncio.config.ConfigException as err:
         raise KubeConfigError(str(err)) from err
+    if not cfg.host:  # kubernetes_asyncio accepts a cluster without a server
+        raise KubeConfigError(f"{path}: the current context's cluster has no server")
     return cfg
 
 
