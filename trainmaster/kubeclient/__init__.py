@@ -2,7 +2,7 @@
 the demo all talk to the API server through it.
 
 - ``choose_kubeconfig``: the one kubeconfig rule (argument, $KUBECONFIG, in-cluster,
-  the local trainmaster cluster, ~/.kube/config);
+  the local trainmaster cluster, ~/.kube/config); ``KubeConfigError`` when unusable;
 - ``Kube``: async raw-JSON requests, server-side ``apply`` as the ``trainmaster`` field
   manager, ``watch`` streams, an optional client-side rate limit (``TokenBucket``);
   ``SyncKube`` runs the same client's calls blocking;
@@ -17,6 +17,7 @@ the demo all talk to the API server through it.
 from ._client import FIELD_MANAGER, JSON, SKIPPED, Kube
 from ._conflict import retry_on_conflict
 from ._errors import CONFLICT, GONE, NOT_FOUND, TRANSIENT_STATUSES, ApiError, is_status
+from ._fastconfig import KubeConfig, KubeConfigError
 from ._http import HttpError, HttpPool
 from ._kubeconfig import (
     choose_kubeconfig,
@@ -63,6 +64,8 @@ __all__ = [
     "HttpError",
     "HttpPool",
     "Kube",
+    "KubeConfig",
+    "KubeConfigError",
     "Reflector",
     "SyncKube",
     "TokenBucket",

@@ -3,9 +3,9 @@ apply, status, the demo).
 
 Why not the generated API classes: they turn every object into model instances, which
 costs about a millisecond per pod in Python, and the scheduler reads a handful of fields
-of thousands of pods per second. kubernetes_asyncio still does what it does well
-(kubeconfig and in-cluster config, TLS, token refresh); requests and watch streams are
-plain JSON dicts, and every failure is one ``ApiError``.
+of thousands of pods per second. Kubeconfig and in-cluster config come from a small
+loader (``_fastconfig``; kubernetes_asyncio only for the shapes it leaves out);
+requests and watch streams are plain JSON dicts, and every failure is one ``ApiError``.
 
 Every call except reads and watches waits for a token of the client-side rate limit
 (``qps`` / ``burst``), so a component stays a polite API client however many writes it
@@ -75,7 +75,7 @@ class Kube:
 
     def __init__(self, cfg: Any, limiter: TokenBucket | None = None,
                  user_agent: str = "trainmaster") -> None:
-        """``cfg``: a loaded ``kubernetes_asyncio.client.Configuration``."""
+        """``cfg``: a ``KubeConfig`` or a kubernetes_asyncio ``Configuration``."""
         self._cfg = cfg
         self._host: str = cfg.host.rstrip("/")
         self._server_hostname: str | None = cfg.tls_server_name or None

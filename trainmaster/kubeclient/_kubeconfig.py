@@ -9,13 +9,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ._fastconfig import KubeConfigError, Unsupported, load_incluster, load_kubeconfig
 
 if TYPE_CHECKING:
     import kubernetes
-    import kubernetes_asyncio
+
+log = logging.getLogger(__name__)
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
@@ -37,20 +41,30 @@ def choose_kubeconfig(explicit: Path | None = None) -> Path | None:
     return Path.home() / ".kube" / "config"
 
 
-async def load_configuration(
-    explicit: Path | None = None,
-) -> kubernetes_asyncio.client.Configuration:
-    """kubernetes_asyncio's configuration (server, TLS, credentials) by the rule."""
+async def load_configuration(explicit: Path | None = None) -> Any:
+    """The server, TLS and credentials by the rule: a ``KubeConfig`` from the small
+    loader for the common kubeconfig shapes (no kubernetes_asyncio import, ~6 s), else
+    kubernetes_asyncio's ``Configuration`` (auth-provider, exec plugins, ...). Both carry
+    the attributes ``Kube`` reads. Failures raise ``KubeConfigError``."""
+    path = choose_kubeconfig(explicit)
+    try:
+        return load_incluster() if path is None else load_kubeconfig(path)
+    except Unsupported as why:
+        log.debug("kubeconfig %s: %s; loading it with kubernetes_asyncio", path, why)
     import kubernetes_asyncio
 
     cfg = kubernetes_asyncio.client.Configuration()
-    path = choose_kubeconfig(explicit)
-    if path is None:
-        kubernetes_asyncio.config.load_incluster_config(client_configuration=cfg)
-    else:
-        await kubernetes_asyncio.config.load_kube_config(
-            config_file=str(path), client_configuration=cfg
-        )
+    try:
+        if path is None:
+            kubernetes_asyncio.config.load_incluster_config(client_configuration=cfg)
+        else:
+            await kubernetes_asyncio.config.load_kube_config(
+                config_file=str(path), client_configuration=cfg
+            )
+    except kubernetes_asyncio.config.ConfigException as err:
+        raise KubeConfigError(str(err)) from err
+    if not cfg.host:  # kubernetes_asyncio accepts a cluster without a server
+        raise KubeConfigError(f"{path}: the current context's cluster has no server")
     return cfg
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from kubernetes_asyncio.config import ConfigException as KubeConfigError
+from trainmaster.kubeclient import KubeConfigError
 
 from ._config import ConfigError, SchedulerConfig
 from ._service import ServiceOptions, serve
