@@ -14,14 +14,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 log = logging.getLogger("trainmaster.scheduler")
 
 
-async def cancel_all(tasks: Iterable[asyncio.Future[object] | asyncio.Task[None]],
+async def cancel_all(tasks: Iterable[asyncio.Future[Any]],
                      timeout: float = 10.0, every: float = 0.2) -> bool:
     """Cancel ``tasks`` and wait for them, cancelling again every ``every`` seconds (a
     swallowed cancellation is retried); give up after ``timeout``. True if all ended."""
+    tasks = list(tasks)
     pending = {t for t in tasks if not t.done()}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
