@@ -354,6 +354,12 @@ class SchedulerRuntime:
             return None
         if any(k not in submitted or k in self._failures for k in self._gangs):
             return None
+        # A gang found partly bound (a restart in the middle of its binds) must finish in
+        # its domain; a joint plan of the others does not know the room it still needs
+        # there and may fill it (capacity exactly used: the gang then waits forever).
+        snap = self.cache.snapshot
+        if any(snap.placed_members(k) for k in self._gangs):
+            return None
         if len({g.priority for g in self._gangs.values()}) != 1:
             return None
         level = self.config.levels[-1]
