@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -194,9 +194,12 @@ def test_bind_refused_mid_gang_is_undone_then_the_gang_binds_whole(
         policy.remove()
 
 
-def _restart_apiserver(state_dir: Path) -> None:
+def _restart_apiserver(state_dir: Path, down: float = 2.0,
+                       while_down: Callable[[], None] | None = None) -> None:
     """Stop the cluster's kube-apiserver process and start it again with the same command
-    line and log, then record the new pid (so that ``cluster down`` stops it)."""
+    line and log, then record the new pid (so that ``cluster down`` stops it). It stays
+    down ``down`` seconds (long enough that every client sees refused connections), and
+    ``while_down`` runs meanwhile."""
     from trainmaster.cluster import _processes as procs
     from trainmaster.cluster._state import ClusterRecord
 
@@ -205,7 +208,10 @@ def _restart_apiserver(state_dir: Path) -> None:
     entry = next(p for p in record.processes if p.name == "kube-apiserver")
     argv = Path(f"/proc/{entry.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
     procs.stop(entry.pid)
-    time.sleep(2)  # down long enough that every client sees refused connections
+    deadline = time.monotonic() + down
+    if while_down is not None:
+        while_down()
+    time.sleep(max(0.0, deadline - time.monotonic()))
     proc = procs.start("kube-apiserver", [a.decode() for a in argv], Path(entry.log))
     entry.pid = proc.pid
     record.save()
@@ -321,3 +327,47 @@ def test_a_late_unschedulable_report_never_overwrites_a_bind(
         judged = {e.involved_object.name for e in events if e.reason == "FailedScheduling"}
         assert judged == {f"r{r}" for r in range(rounds)}  # every round was reported first
         assert not [p for p in pods.values() if TEST_LABEL not in (p.spec.node_selector or {})]
+
+
+def test_lease_lost_in_an_outage_longer_than_the_lease_exits_and_a_new_leader_binds(
+    small_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    """The API server is down longer than the renew deadline (8 s of ``SchedulerProcess``):
+    the leader cannot renew, so it must stop and exit with code 1 (EXIT_LOST_LEASE, its
+    Deployment restarts it as a standby), not hang. Without a leader nothing is bound; a
+    new replica takes the lease over and binds what is pending."""
+    from trainmaster.scheduler._service import EXIT_LOST_LEASE
+
+    scratch.add_node("l0")
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    with processes() as procs:
+        # Two writes a second: binds are still in flight (and their reports queued)
+        # when the lease runs out, as in the hang this guards against (the end of the
+        # cancelled binds woke the report writers as they were being cancelled).
+        one = SchedulerProcess(small_cluster.kubeconfig, scratch, tmp_path, "one",
+                               "--client-qps", "2", "--client-burst", "1")
+        procs.append(one)
+        scratch.create_pods([scratch.pod("before", gpus=8)])
+        wait_for(lambda: "before" in scratch.bound(), "a pod bound by the leader", 120)
+        scratch.create_pods([scratch.pod(f"burst-{i}", gpus=0) for i in range(40)])
+        wait_for(lambda: any(p.startswith("burst-") for p in scratch.bound()),
+                 "the burst's binds under way", 60)
+        # Down for 25 s, three times the renew deadline.
+        _restart_apiserver(small_cluster.state_dir, down=25)
+        wait_for(lambda: _api_ready(scratch), "the API server back", 120)
+        # It exits on its own, with the documented code (a bound, not a timing claim:
+        # the hang this guards against lasted minutes).
+        wait_for(lambda: not one.alive(), "the leader that lost its lease to exit", 60)
+        text = one.log.read_text()
+        assert one.proc.returncode == EXIT_LOST_LEASE, text[-3000:]
+        assert "lost the lease" in text
+
+        # With no leader, a pod created now stays unbound; a new replica takes over.
+        scratch.create_pods([scratch.pod("after", gpus=0)])
+        time.sleep(3)
+        assert "after" not in scratch.bound()
+        two = SchedulerProcess(small_cluster.kubeconfig, scratch, tmp_path, "two")
+        procs.append(two)
+        wait_for(lambda: "after" in scratch.bound(), "a pod bound by the new leader", 120)
+        assert two.alive()
+        assert "before" in scratch.bound()

@@ -9,7 +9,7 @@ The **core** is the placement engine: pure computation over value types that a
 simulator, a benchmark or a what-if run uses without a cluster. It may import only the
 standard library and other core modules. Everything else in the package is either
 runtime (network, processes, asyncio: ``_binder``, ``_loop``, ``_leader``,
-``_metrics``, ``_service``, ``_events``, ``_report``, ``cli``; the API client itself is
+``_metrics``, ``_service``, ``_events``, ``_report``, ``_tasks``, ``cli``; the API client itself is
 ``trainmaster.kubeclient``) or an adapter that turns API objects and config
 into core values (``_convert``, ``_config``, ``_gangs``, ``_cache``, ``_keys``). Those
 may import the core; the core never imports them.
@@ -54,7 +54,7 @@ CORE: Mapping[str, tuple[int, str]] = {
 RUNTIME = frozenset(
     {
         "_binder", "_loop", "_leader", "_metrics", "_service", "_events", "_report", "cli",
-        "_preempt",
+        "_preempt", "_tasks",
     }
 )  # fmt: skip
 CLIENTS = frozenset(

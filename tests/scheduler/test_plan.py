@@ -71,3 +71,41 @@ def test_runtime_plans_a_burst_and_binds_every_gang_in_one_leaf() -> None:
         leaves = {node.rsplit("-", 1)[0] for pod, node in cluster.binds.items()
                   if pod.startswith(f"{name}-")}
         assert len(leaves) == 1, (name, leaves)
+
+
+LIVE_SIZES = {"g0": 6, "g1": 6, "g2": 4, "g3": 4, "g4": 2, "g5": 2}
+"""test_live's gangs: they fill both leaves exactly (6+6 | 4+4+2+2)."""
+
+
+def test_restart_with_a_gang_cut_mid_bind_finishes_it_before_planning_the_rest() -> None:
+    """The state a scheduler killed mid-run leaves (test_live's kill-and-restart case):
+    g0 bound whole and g1 bound 2 of 6 in leaf-a, so leaf-a has room for exactly g1's
+    other 4 pods. A joint plan of the fresh gangs (g2..g5) alone would put g2 there (the
+    tightest fit) and g1 could never finish: the restarted scheduler must not plan then."""
+    nodes = [node_obj(f"{leaf}-{i}", leaf=leaf) for leaf in ("leaf-a", "leaf-b")
+             for i in range(6)]
+    pods, groups = [], []
+    for name, size in LIVE_SIZES.items():
+        groups.append(group_obj(name, size, domain="leaf", mode="required"))
+    bound = {**{f"g0-{i}": f"leaf-a-{i // 2}" for i in range(6)},
+             "g1-0": "leaf-a-3", "g1-1": "leaf-a-3"}
+    for name, size in LIVE_SIZES.items():
+        pods += [pod_obj(f"{name}-{i}", group=name, gpus=4, node=bound.get(f"{name}-{i}"))
+                 for i in range(size)]
+    cluster = Cluster(nodes, pods, groups)
+    rt = SchedulerRuntime(FakeApi(cluster), SchedulerConfig())  # type: ignore[arg-type]
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.shutdown()
+
+    asyncio.run(run())
+    assert len(cluster.binds) == 24 - len(bound)
+    placed = {**bound, **cluster.binds}
+    for name in LIVE_SIZES:
+        leaves = {node.rsplit("-", 1)[0] for pod, node in placed.items()
+                  if pod.startswith(f"{name}-")}
+        assert len(leaves) == 1, (name, leaves)
+    assert {placed[f"g1-{i}"].rsplit("-", 1)[0] for i in range(6)} == {"leaf-a"}

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 
 from trainmaster.kubeclient import ApiError, Kube, pod_path
 
+from ._tasks import cancel_all
+
 log = logging.getLogger("trainmaster.scheduler")
 
 Write = Callable[[], Awaitable[object]]
@@ -82,8 +84,7 @@ class ApiWriter:
         while True:
             write = await self._queue.get()
             if self._quiet is not None and not self._quiet.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._quiet.wait(), self._max_delay)
+                await self._wait_quiet(self._quiet)
             try:
                 await write()
             except ApiError as err:
@@ -95,17 +96,23 @@ class ApiWriter:
             finally:
                 self._queue.task_done()
 
+    async def _wait_quiet(self, quiet: asyncio.Event) -> None:
+        # Not ``asyncio.wait_for``: on 3.11 it swallows a cancel that comes as the event
+        # is set (the binds end as ``stop`` cancels us), and the worker would run on.
+        waiter = asyncio.ensure_future(quiet.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=self._max_delay)
+        finally:
+            waiter.cancel()
+
     async def drain(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), timeout)
 
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Cancel the workers (queued writes are dropped); bounded, never hangs."""
+        tasks, self._tasks = self._tasks, []
+        await cancel_all(tasks, timeout)
 
 
 class EventRecorder:

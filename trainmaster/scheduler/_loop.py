@@ -21,7 +21,6 @@ turns into "taken". A gang found partly bound is finished, pinned to its domain
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -44,6 +43,7 @@ from ._preempt import Preemptor, QuotaAdmission, nominations
 from ._queue import CycleResult, GangScheduler, queue_key
 from ._report import Reporter
 from ._status import Code
+from ._tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -183,12 +183,8 @@ class SchedulerRuntime:
     async def shutdown(self, drain: float = 10.0) -> None:
         """Stop watching; let in-flight binds finish (so no gang is cut in half by a
         clean stop); flush reports."""
-        for task in self._watches:
-            task.cancel()
-        for task in self._watches:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._watches = []
+        watches, self._watches = self._watches, []
+        await cancel_all(watches)
         if self._binds:
             _, late = await asyncio.wait(set(self._binds), timeout=drain)
             for task in late:
@@ -196,14 +192,13 @@ class SchedulerRuntime:
         await self.writer.drain(min(drain, 2.0))
         await self.writer.stop()
 
-    async def abort(self) -> None:
-        """Stop now (leadership lost): another replica may already be binding."""
-        for task in [*self._watches, *self._binds]:
-            task.cancel()
-        for task in [*self._watches, *self._binds]:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.writer.stop()
+    async def abort(self, timeout: float = 5.0) -> None:
+        """Stop now (leadership lost): another replica may already be binding. Bounded:
+        a task that will not stop must not keep this replica from exiting."""
+        tasks = [*self._watches, *self._binds]
+        self._watches = []
+        await cancel_all(tasks, timeout)
+        await self.writer.stop(timeout)
 
     async def idle(self) -> None:
         """Wait until no bind is in flight (tests, benchmarks)."""
@@ -358,6 +353,12 @@ class SchedulerRuntime:
         if not self.config.levels or len(self._gangs) < 2:
             return None
         if any(k not in submitted or k in self._failures for k in self._gangs):
+            return None
+        # A gang found partly bound (a restart in the middle of its binds) must finish in
+        # its domain; a joint plan of the others does not know the room it still needs
+        # there and may fill it (capacity exactly used: the gang then waits forever).
+        snap = self.cache.snapshot
+        if any(snap.placed_members(k) for k in self._gangs):
             return None
         if len({g.priority for g in self._gangs.values()}) != 1:
             return None

@@ -27,6 +27,7 @@ from ._events import default_identity
 from ._leader import LeaderElector
 from ._loop import SchedulerRuntime
 from ._metrics import SchedulerMetrics
+from ._tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -109,14 +110,13 @@ async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: Schedu
         await asyncio.wait({running, holding}, return_when=asyncio.FIRST_COMPLETED)
         if holding.done() and not stop.is_set():
             metrics.leader.set(0)
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
+            # Bounded: nothing may keep a replica that lost its lease from exiting.
+            await cancel_all([running])
             await runtime.abort()
+            log.error("%s: exiting (code %d) to campaign again as a standby", identity,
+                      EXIT_LOST_LEASE)
             return EXIT_LOST_LEASE
-        holding.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await holding
+        await cancel_all([holding])  # hold() awaits wait_for: cancel until it ends
         await running
         await runtime.shutdown()
         if elector is not None:
