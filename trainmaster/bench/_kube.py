@@ -137,11 +137,16 @@ async def wait_nodes_settled(api: Kube, timeout: float = 180.0) -> int:
     node count. A contender must not start while capacity is still appearing."""
 
     async def settled() -> tuple[int] | None:  # a tuple: zero nodes is an answer too
-        nodes = await api.list(node_path(), "type=kwok")
+        # From the watch cache (resourceVersion=0), with room: listing 5000 nodes from
+        # etcd took over the client's 30 s on a loaded 2-core machine.
+        answer = await api.request("GET", node_path(), limited=False, timeout=180,
+                                   params={"labelSelector": "type=kwok",
+                                           "resourceVersion": "0"})
+        nodes = answer.get("items") or []
         return None if any(not _settled(n) for n in nodes) else (len(nodes),)
 
     count, = await wait_until_async(settled, "every kwok node to be Ready, untainted",
-                                    timeout, 0.5)
+                                    timeout, 2.0)
     return count
 
 

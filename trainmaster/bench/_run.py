@@ -47,7 +47,7 @@ from trainmaster.bench._workload import (
     workload,
 )
 from trainmaster.errors import TrainmasterError
-from trainmaster.kubeclient import Kube, node_path, pod_path, podgroup_path
+from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
 from trainmaster.scheduler import pod_requests
 
 Report = Callable[[str], None]
@@ -325,4 +325,9 @@ def _run_scheduler_bench(options: BenchOptions, report: Report) -> BenchResult:
         raise BenchError(f"{options.pods} pods of {GPUS_PER_POD} GPUs do not fit on "
                          f"{options.nodes} nodes of 8 GPUs")
     with bench_cluster(options.nodes, options.kubeconfig, report) as kubeconfig:
-        return asyncio.run(_bench(options, kubeconfig, report))
+        try:
+            return asyncio.run(_bench(options, kubeconfig, report))
+        except ApiError as err:  # a clear error, not a traceback (the cluster still stops)
+            raise BenchError(f"the API server call failed during the benchmark: {err}; "
+                             "see the control plane's logs or retry on a quieter "
+                             "machine") from None

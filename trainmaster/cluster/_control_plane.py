@@ -28,6 +28,7 @@ from trainmaster.cluster import _real_nodes
 from trainmaster.cluster._certs import write_pki
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._register import register_nodes, wait_nodes_ready
+from trainmaster.cluster._sizing import ClusterSizing, cluster_sizing
 from trainmaster.cluster._state import (
     STATE_EXTENSION,
     ClusterRecord,
@@ -196,16 +197,20 @@ def up(
         real_nodes=[n.name for n in spec.nodes[:real_nodes]],
     )
     record.save()
+    progress = report  # progress lines, not steps: they must not split the step timing
     report = timer = _StepTimer(report)
     simulated = [n for n in build_nodes(spec) if n["metadata"]["name"] not in record.real_nodes]
+    sizing = cluster_sizing(len(simulated))
     try:
-        _start_all(record, state_dir, kubeconfig, kube_scheduler, report)
+        _start_all(record, state_dir, kubeconfig, kube_scheduler, report, sizing)
         if record.real_nodes:
             _start_real_nodes(record, spec_path, state_dir, kubeconfig, report)
         report(f"registering {len(simulated)} simulated nodes")
         register_nodes(kubeconfig, simulated)
         report(f"waiting for {len(simulated)} nodes to become Ready")
-        wait_nodes_ready(kubeconfig, {n["metadata"]["name"] for n in simulated}, timeout=120)
+        wait_nodes_ready(kubeconfig, {n["metadata"]["name"] for n in simulated},
+                         timeout=sizing.ready_timeout, every=sizing.poll_seconds,
+                         report=progress)
     except BaseException:
         down_state_dir(state_dir)
         if kubeconfig.parent != state_dir:
@@ -221,7 +226,12 @@ def up(
 
 
 def _start_all(
-    record: ClusterRecord, state_dir: Path, kubeconfig: Path, kube_scheduler: bool, report: Report
+    record: ClusterRecord,
+    state_dir: Path,
+    kubeconfig: Path,
+    kube_scheduler: bool,
+    report: Report,
+    sizing: ClusterSizing,
 ) -> None:
     pki = state_dir / "pki"
     report("writing certificates")
@@ -322,6 +332,8 @@ def _start_all(
             "--use-service-account-credentials=true",
             "--kube-api-qps=1000",
             "--kube-api-burst=2000",
+            # kwok's Leases are longer at scale (see _sizing): judge them by their length.
+            f"--node-monitor-grace-period={sizing.grace_seconds}s",
             "--v=1",
         ],
         [],
@@ -366,7 +378,7 @@ def _start_all(
             f"--server-address=127.0.0.1:{kwok_port}",
             "--node-ip=10.96.0.1",
             "--cidr=10.64.0.1/10",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={sizing.lease_seconds}",
             *[f"--config={stage}" for stage in stages],
         ],
         [kwok_port],

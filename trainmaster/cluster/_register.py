@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +39,26 @@ def _is_ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-async def _wait_ready(kubeconfig: Path, names: set[str], timeout: float) -> None:
+async def _wait_ready(
+    kubeconfig: Path, names: set[str], timeout: float, every: float,
+    report: Callable[[str], None],
+) -> None:
     async with await Kube.connect(kubeconfig) as kube:
         ready: set[str] = set()
+        said = time.monotonic()
 
         async def all_ready() -> bool:
-            nonlocal ready
-            listing = await kube.list(node_path(), "type=kwok")
+            nonlocal ready, said
+            # resourceVersion=0: served from the API server's watch cache, not etcd.
+            listing = await kube.list(node_path(), "type=kwok", {"resourceVersion": "0"})
             ready = {n["metadata"]["name"] for n in listing if _is_ready(n)}
+            if time.monotonic() - said >= 10:
+                said = time.monotonic()
+                report(f"{len(names & ready)}/{len(names)} nodes Ready")
             return names <= ready
 
         try:
-            await wait_until_async(all_ready, "the nodes to be Ready", timeout)
+            await wait_until_async(all_ready, "the nodes to be Ready", timeout, every=every)
         except WaitTimeout:
             missing = sorted(names - ready)
             raise ClusterError(
@@ -57,5 +67,14 @@ async def _wait_ready(kubeconfig: Path, names: set[str], timeout: float) -> None
             ) from None
 
 
-def wait_nodes_ready(kubeconfig: Path, names: set[str], timeout: float = 120) -> None:
-    asyncio.run(_wait_ready(kubeconfig, names, timeout))
+def _silent(_: str) -> None:
+    pass
+
+
+def wait_nodes_ready(
+    kubeconfig: Path, names: set[str], timeout: float = 120, every: float = 0.25,
+    report: Callable[[str], None] = _silent,
+) -> None:
+    """Wait until every node in ``names`` is Ready; ``report`` hears "N/M nodes Ready"
+    every ten seconds."""
+    asyncio.run(_wait_ready(kubeconfig, names, timeout, every, report))
