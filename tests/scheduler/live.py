@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes import client
 
+from trainmaster.kubeclient import generated_client as client_for
 from trainmaster.objects._crds import podgroup_crd
 from trainmaster.polling import wait_until
 
@@ -205,6 +206,18 @@ class SchedulerProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=15)
+
+
+@contextlib.contextmanager
+def scratch_box(kubeconfig: Path) -> Iterator[Scratch]:
+    """A Scratch on the cluster of ``kubeconfig`` (PodGroup CRD ensured), cleaned up after."""
+    api_client = client_for(kubeconfig)
+    ensure_podgroup_crd(api_client)
+    box = Scratch(api_client)
+    try:
+        yield box
+    finally:
+        box.cleanup()
 
 
 @contextlib.contextmanager

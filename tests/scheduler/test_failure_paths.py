@@ -32,11 +32,10 @@ from tests.scheduler.live import (
     TEST_LABEL,
     SchedulerProcess,
     Scratch,
-    ensure_podgroup_crd,
     processes,
+    scratch_box,
     wait_for,
 )
-from trainmaster.kubeclient import generated_client
 
 pytestmark = pytest.mark.integration
 
@@ -65,13 +64,9 @@ def small_cluster(trainmaster_home: Path,
 
 @pytest.fixture()
 def scratch(small_cluster: LocalCluster) -> Iterator[Scratch]:
-    api_client = generated_client(small_cluster.kubeconfig)
-    ensure_podgroup_crd(api_client)
-    box = Scratch(api_client)
-    try:
+    """This module's own cluster, not the shared one (it restarts the API server)."""
+    with scratch_box(small_cluster.kubeconfig) as box:
         yield box
-    finally:
-        box.cleanup()
 
 
 def _live_bound(scratch: Scratch) -> dict[str, str]:

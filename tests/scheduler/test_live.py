@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,24 +19,11 @@ from tests.conftest import LocalCluster
 from tests.scheduler.live import (
     SchedulerProcess,
     Scratch,
-    ensure_podgroup_crd,
     processes,
     wait_for,
 )
-from trainmaster.kubeclient import generated_client
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture()
-def scratch(local_cluster: LocalCluster) -> Iterator[Scratch]:
-    api_client = generated_client(local_cluster.kubeconfig)
-    ensure_podgroup_crd(api_client)
-    box = Scratch(api_client)
-    try:
-        yield box
-    finally:
-        box.cleanup()
 
 
 def _condition(pod: client.V1Pod) -> client.V1PodCondition | None:

@@ -3,7 +3,6 @@ control plane (issue #12: fragmentation was computed but never exported)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,24 +11,11 @@ from tests.conftest import LocalCluster
 from tests.scheduler.live import (
     SchedulerProcess,
     Scratch,
-    ensure_podgroup_crd,
     processes,
     wait_for,
 )
-from trainmaster.kubeclient import generated_client
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture()
-def scratch(local_cluster: LocalCluster) -> Iterator[Scratch]:
-    api_client = generated_client(local_cluster.kubeconfig)
-    ensure_podgroup_crd(api_client)
-    box = Scratch(api_client)
-    try:
-        yield box
-    finally:
-        box.cleanup()
 
 
 def _expected_allocatable(scratch: Scratch) -> float:

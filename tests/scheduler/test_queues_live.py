@@ -21,26 +21,13 @@ from tests.conftest import LocalCluster
 from tests.scheduler.live import (
     SchedulerProcess,
     Scratch,
-    ensure_podgroup_crd,
     processes,
     wait_for,
 )
-from trainmaster.kubeclient import generated_client
 
 pytestmark = pytest.mark.integration
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-
-
-@pytest.fixture()
-def scratch(local_cluster: LocalCluster) -> Iterator[Scratch]:
-    api_client = generated_client(local_cluster.kubeconfig)
-    ensure_podgroup_crd(api_client)
-    box = Scratch(api_client)
-    try:
-        yield box
-    finally:
-        box.cleanup()
 
 
 @contextlib.contextmanager
