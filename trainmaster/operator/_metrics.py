@@ -11,8 +11,9 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from trainmaster.metrics_server import MetricsServer
 from trainmaster.objects import GPU_RESOURCE
 from trainmaster.operator._model import NodeHealth
 
@@ -59,8 +60,7 @@ class OperatorMetrics:
             "label for every level, 0 if some level is unknown.", ["node"], registry=r,
         )  # fmt: skip
         self.fences = Counter(f"{ns}_fences", "Nodes fenced by the operator.", registry=r)
-        self._server: Any = None
-        self._thread: Any = None
+        self._http = MetricsServer(r)
 
     def observe_node(self, node: Mapping[str, Any], health: NodeHealth) -> None:
         name = str((node.get("metadata") or {}).get("name", ""))
@@ -77,15 +77,7 @@ class OperatorMetrics:
 
     def serve(self, address: str, port: int) -> int:
         """Start the /metrics HTTP server in a thread; returns the bound port."""
-        self._server, self._thread = start_http_server(port, addr=address,
-                                                       registry=self.registry)
-        return int(self._server.server_port)
+        return self._http.serve(address, port)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._http.stop()

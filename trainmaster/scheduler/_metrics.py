@@ -7,10 +7,9 @@ Binds per second is ``rate(trainmaster_scheduler_bound_pods_total[1m])``.
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from trainmaster.metrics_server import MetricsServer
 
 from ._fragmentation import FragmentationReport
 
@@ -83,8 +82,7 @@ class SchedulerMetrics:
         self.total_gpus = Gauge(
             f"{ns}_allocatable_gpus", "Allocatable GPUs on schedulable nodes.", registry=r
         )
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._http = MetricsServer(r)
 
     def observe_fragmentation(self, report: FragmentationReport) -> None:
         self.fragmentation.set(report.fragmentation_ratio)
@@ -94,15 +92,7 @@ class SchedulerMetrics:
 
     def serve(self, address: str, port: int) -> int:
         """Start the /metrics HTTP server in a thread; returns the bound port."""
-        server, thread = start_http_server(port, addr=address, registry=self.registry)
-        self._server, self._thread = server, thread
-        return int(server.server_port)
+        return self._http.serve(address, port)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._http.stop()
