@@ -112,6 +112,15 @@ class Scratch:
         for body in pods:
             self.core.create_namespaced_pod(self.namespace, body)
 
+    def create_gangs(self, sizes: dict[str, int], gpus: int) -> int:
+        """A PodGroup per gang and its pods (``<gang>-<i>``); returns how many pods."""
+        pods = []
+        for gang, size in sizes.items():
+            self.create_group(gang, size)
+            pods += [self.pod(f"{gang}-{i}", gpus=gpus, group=gang) for i in range(size)]
+        self.create_pods(pods)
+        return len(pods)
+
     def create_group(self, name: str, min_member: int, domain: str = "leaf",
                      mode: str = "required") -> None:
         self.custom.create_namespaced_custom_object(*PODGROUPS[:2], self.namespace,

@@ -230,12 +230,7 @@ def test_scheduler_recovers_after_the_api_server_restarts(
     wait_for(scratch.nodes_ready, "scratch nodes Ready")
     # 24 pods of 4 GPUs fill both leaves exactly, in gangs of 6, 6, 4, 4, 2, 2.
     sizes = {"g0": 6, "g1": 6, "g2": 4, "g3": 4, "g4": 2, "g5": 2}
-    pods = []
-    for gang, size in sizes.items():
-        scratch.create_group(gang, size)
-        pods += [scratch.pod(f"{gang}-{i}", gpus=4, group=gang) for i in range(size)]
-    scratch.create_pods(pods)
-    total = len(pods)
+    total = scratch.create_gangs(sizes, gpus=4)
     with processes() as procs:
         # Slow binds (4 a second) so that the restart lands in the middle of them. The
         # lease outlasts the outage (a restart takes 10-30 s on this shared machine): this

@@ -101,12 +101,7 @@ def test_killed_mid_run_then_restarted_binds_nothing_twice_and_finishes(
     # 24 pods of 4 GPUs fill both leaves (12 each) exactly: in queue order, best fit packs
     # them whole (6+6 | 4+4+2+2).
     sizes = {"g0": 6, "g1": 6, "g2": 4, "g3": 4, "g4": 2, "g5": 2}
-    pods = []
-    for gang, size in sizes.items():
-        scratch.create_group(gang, size)
-        pods += [scratch.pod(f"{gang}-{i}", gpus=4, group=gang) for i in range(size)]
-    scratch.create_pods(pods)
-    total = len(pods)
+    total = scratch.create_gangs(sizes, gpus=4)
     with processes() as procs:
         # Slow on purpose (3 binds a second) so that it dies in the middle.
         first = SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "first",
