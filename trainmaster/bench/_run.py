@@ -46,6 +46,7 @@ from trainmaster.bench._workload import (
     pod_group,
     workload,
 )
+from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
 from trainmaster.scheduler import pod_requests
@@ -202,7 +203,8 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
         )
     finally:
         report(f"{name}: deleting {namespace}")
-        await delete_namespace(api, namespace)
+        # 10,000 pods take minutes to go on a loaded machine; 180 s suits 1000.
+        await delete_namespace(api, namespace, max(180.0, total * 0.05))
 
 
 async def _warm_up(api: Kube, rdma: Sequence[str], report: Report) -> None:
@@ -229,9 +231,12 @@ async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> Ben
     gangs = workload(options.pods, options.seed)
     api = await Kube.connect(kubeconfig, pool=72)
     async with api:
+        # The controller manager lifts not-ready taints at a rate, not all at once: the
+        # wait grows with the cluster as `cluster up`'s Ready wait does (400 s at 5000).
+        settle_limit = cluster_sizing(options.nodes).ready_timeout
         report("waiting for every node to be Ready and untainted, then quiet")
-        await wait_nodes_settled(api)
-        waited = await wait_nodes_quiet(api)
+        await wait_nodes_settled(api, settle_limit)
+        waited = await wait_nodes_quiet(api, timeout=settle_limit)
         report(f"nodes quiet after {waited:.0f}s")
         await ensure_podgroup_crd(api)
         nodes = await api.list(node_path(), "type=kwok")
