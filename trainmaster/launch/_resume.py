@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shlex
 import sys
 import time
@@ -152,7 +153,8 @@ def _read(final: Path, wait_seconds: float) -> dict[str, object] | None:
 
 def _publish(final: Path, body: str) -> bool:
     """Create `final` holding `body` unless it exists; True if this call created it."""
-    private = final.with_name(f"{final.name}.{os.uname().nodename}.{os.getpid()}.tmp")
+    private = final.with_name(f"{final.name}.{os.uname().nodename}.{os.getpid()}."
+                              f"{secrets.token_hex(4)}.tmp")
     with open(private, "w") as out:
         out.write(body)
         out.flush()
