@@ -80,3 +80,40 @@ def test_bad_bundle_usage_exits_2(tmp_path: Path, args: list[str], message: str)
                             env={"PATH": os.environ.get("PATH", "/usr/bin")}, timeout=60)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ranks_of_the_bundle_resume_from_the_same_newer_checkpoint(tmp_path: Path) -> None:
+    """Four launcher processes of one gang (the bundle, on a bare Python, as in the
+    training image) start while the old gang completes checkpoints: each starts its
+    command from the same checkpoint, newer than TRAINMASTER_RESUME_FROM."""
+    bundle = write_bundle(tmp_path / "launcher")
+    ckpt = tmp_path / "ckpt"
+
+    def complete(step: int) -> None:
+        (ckpt / f"step-{step}").mkdir(parents=True)
+        (ckpt / f"step-{step}" / "COMPLETE").touch()
+
+    complete(220)
+    complete(240)
+    reported = str(ckpt / "step-220")
+    show = "import os, sys; print(sys.argv[1:], os.environ['TRAINMASTER_RESUME_FROM'])"
+    procs = []
+    for rank in range(4):
+        env = {"PATH": "/usr/bin:/bin", "TRAINMASTER_JOB": "gpt", "TRAINMASTER_RESTART": "1",
+               "JOB_COMPLETION_INDEX": str(rank), "TRAINMASTER_GANG_UID": "uid-7",
+               "TRAINMASTER_CHECKPOINT_DIR": str(ckpt), "TRAINMASTER_RESUME_FROM": reported,
+               "TRAINMASTER_RESUME_ARGS": f"--resume-from {reported}",
+               "TRAINMASTER_RESUME_TEMPLATE": "--resume-from {path}"}
+        procs.append(subprocess.Popen(
+            [BARE, "-I", str(bundle), "--", BARE, "-I", "-c", show, "--resume-from", reported],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        complete(260 + 20 * rank)  # completes while the ranks start
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4
+    lines = {out.strip() for out, _ in outputs}
+    assert len(lines) == 1, outputs
+    (line,) = lines
+    chosen = line.split()[-1]
+    assert chosen != reported and line.startswith(f"['--resume-from', '{chosen}']")
+    assert all(f"resuming from {chosen}" in err and "Traceback" not in err
+               for _, err in outputs)

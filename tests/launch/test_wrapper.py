@@ -46,6 +46,7 @@ class Recorder:
     def __init__(self) -> None:
         self.beats: list[datetime] = []
         self.checkpoints: list[tuple[str, int]] = []
+        self.resumes: list[tuple[str, int, int]] = []
 
     def heartbeat(self, when: datetime) -> bool:
         self.beats.append(when)
@@ -53,6 +54,10 @@ class Recorder:
 
     def checkpoint(self, path: str, step: int, when: datetime) -> bool:
         self.checkpoints.append((path, step))
+        return True
+
+    def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool:
+        self.resumes.append((path, step, attempt))
         return True
 
 

@@ -150,3 +150,27 @@ def test_the_gang_brings_the_launcher_and_serves_metrics() -> None:
     script = render_launch_script(job)
     assert "/opt/trainmaster-launch/trainmaster-launch.pyz" in script
     assert "--learning-rate=0.0003" in script and "--resume-from" not in script
+
+
+def test_the_gang_carries_the_resume_template_and_its_job_uid() -> None:
+    """The launcher renders the resume arguments again for a newer checkpoint it finds at
+    start-up (trainmaster.launch._resume); its ranks agree under the attempt's Job uid."""
+    import shlex
+
+    import yaml
+
+    from trainmaster.launch._resume import render_resume_args
+    from trainmaster.objects import build_gang_job
+
+    spec = load_spec_text(yaml.safe_dump(stack_doc("dev")), "dev.yaml")
+    job = spec.job("gpt-small")
+    trainer = build_gang_job(spec, job, 2, "/checkpoints/gpt-small/step-1000"
+                             )["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in trainer["env"]}
+    template = shlex.split(env["TRAINMASTER_RESUME_TEMPLATE"]["value"])
+    assert template == ["--resume-from", "{path}"]
+    newer = "/checkpoints/gpt-small/step-1200"
+    assert render_resume_args(template, job.launcher, newer, "/checkpoints/gpt-small") == \
+        resume_args(job, newer)
+    assert env["TRAINMASTER_GANG_UID"]["valueFrom"] == {"fieldRef": {
+        "fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']"}}

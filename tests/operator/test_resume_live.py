@@ -76,3 +76,36 @@ def test_a_checkpoint_reported_during_the_restart_backoff_is_resumed_from(
     for pod in new:
         assert _env(pod)["TRAINMASTER_RESUME_FROM"] == "/checkpoints/gpt/step-240"
     assert env.wait_phase("gpt", "Running")["resumeFrom"] == "/checkpoints/gpt/step-240"
+
+
+def test_a_gang_resumed_from_a_newer_checkpoint_on_disk_is_recorded_and_announced(
+        env: OperatorEnv) -> None:
+    """The launcher found a checkpoint on disk newer than TRAINMASTER_RESUME_FROM (one the
+    old gang finished but never reported) and resumed from it: what its rank 0 reports
+    reaches the status, and the operator posts a ResumedNewer Event naming it."""
+    from datetime import UTC, datetime
+
+    from trainmaster.launch import ApiSink
+
+    env.create_job(job_doc("gpt", nodes=2))
+    env.wait_gang_running("gpt", 0, 2)
+    env.wait_phase("gpt", "Running")
+    sink = ApiSink(env.namespace, "gpt", env.kubeconfig)
+    try:
+        # A report for an older attempt is not this gang's: no Event.
+        assert sink.resumed("/checkpoints/gpt/step-100", 100, 7, datetime.now(UTC))
+        time.sleep(2)
+        assert not env.events("ResumedNewer")
+        assert sink.resumed("/checkpoints/gpt/step-240", 240, 0, datetime.now(UTC))
+        assert sink.checkpoint("/checkpoints/gpt/step-240", 240, datetime.now(UTC))
+    finally:
+        sink.close()
+    (event,) = wait_for(lambda: env.events("ResumedNewer"), "the ResumedNewer Event")
+    assert event["type"] == "Normal"
+    assert "gang gpt-r0 resumed from /checkpoints/gpt/step-240 (step 240)" in event["message"]
+    assert "newer than the start" in event["message"]
+    status = env.status("gpt")
+    assert status["lastCheckpoint"]["step"] == 240
+    assert status["resumedFrom"]["path"] == "/checkpoints/gpt/step-240"
+    time.sleep(2)  # further passes of the operator post it once
+    assert len(env.events("ResumedNewer")) == 1

@@ -137,7 +137,8 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
         for _ in range(repeat):
             for name in names:
                 result = run_drill(stack, name, report, timeout, after)
-                after = max(after, result.last_checkpoint_step or 0)
+                after = max(after, result.last_checkpoint_step or 0,
+                            result.checkpoint_at_start or 0)
                 rows.append(result.row())
                 report(f"{name}: {json.dumps(result.row())}")
     except ClusterError as exc:

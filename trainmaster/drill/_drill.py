@@ -5,6 +5,9 @@ restart the gang, and measure from the files what came back.
     recover_seconds  the kill -> every rank of the new attempt has logged a training step
                      (the runtime's timestamps on the ranks' log lines)
     last_checkpoint_step  newest complete checkpoint in the volume when the gang died
+    checkpoint_at_start   newest complete checkpoint in the volume when the new gang's first
+                     rank decided where to resume (its decision file's mtime): a dying gang
+                     may complete one after the restart was decided
     resumed_step     the step rank 0 logs it resumed at ("resumed from ... at step N")
     lost_steps       the last step any rank of the killed attempt logged - resumed_step
 
@@ -24,6 +27,8 @@ from trainmaster.drill._faults import Killed, kill_container, kill_process, stop
 from trainmaster.drill._logs import RankLog, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube
+from trainmaster.launch._resume import decision_file
+from trainmaster.objects._jobs import GANG_UID_LABEL
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 Fault = Callable[[list[Any], Any, dict[str, Any]], Killed]
@@ -52,6 +57,7 @@ class DrillResult:
     """The highest step every rank of the new attempt had logged when the drill ended."""
     nodes_after: tuple[str, ...]
     """Where the new attempt's pods run."""
+    checkpoint_at_start: int | None = None
 
     @property
     def lost_steps(self) -> int:
@@ -61,8 +67,9 @@ class DrillResult:
     def ok(self) -> bool:
         moved = (self.scenario not in MOVES_THE_GANG
                  or self.killed.node not in self.nodes_after)
+        expected = self.checkpoint_at_start or self.last_checkpoint_step
         return (self.last_checkpoint_step is not None
-                and self.resumed_step == self.last_checkpoint_step
+                and self.resumed_step == expected
                 and self.steps_after > self.resumed_step and moved)
 
     def row(self) -> dict[str, Any]:
@@ -71,6 +78,7 @@ class DrillResult:
             "detect_seconds": round(self.detect_seconds, 2),
             "recover_seconds": round(self.recover_seconds, 2),
             "last_checkpoint_step": self.last_checkpoint_step,
+            "checkpoint_at_start": self.checkpoint_at_start,
             "resumed_step": self.resumed_step,
             "lost_steps": self.lost_steps,
             "ok": self.ok,
@@ -156,7 +164,7 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
            f"checkpoint on disk: step {last_checkpoint}"
            f"{_completed_vs_decision(stack, last_checkpoint, restarted)}")
 
-    def back() -> tuple[float, int, tuple[str, int] | None, tuple[str, ...]] | None:
+    def back() -> tuple[float, int, tuple[str, int] | None, tuple[str, ...], str] | None:
         status = job_status(kube, ns, name)
         now = int(status.get("attempt", 0))
         new = [p for p in job_pods(kube, ns, name, now)
@@ -171,17 +179,39 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
         resumed = rank0.resumed() if rank0 else None
         latest = min((lg.last_step() or 0) for lg in logs.values() if lg)
         where = tuple(sorted(p["spec"].get("nodeName") or "" for p in new))
-        return max(t for t, _ in firsts) - killed_at, latest, resumed, where
+        uid = (new[0]["metadata"].get("labels") or {}).get(GANG_UID_LABEL, "")
+        return max(t for t, _ in firsts) - killed_at, latest, resumed, where, uid
 
-    recover, steps_after, resumed, where = _wait(back, f"{name} to train again", timeout,
-                                                 0.3)
+    recover, steps_after, resumed, where, uid = _wait(back, f"{name} to train again",
+                                                      timeout, 0.3)
+    at_start = _newest_at_decision(stack, uid)
+    report(f"{scenario}: newest complete checkpoint when the new gang decided where to "
+           f"resume: step {at_start}")
     if resumed is None:
         resumed_from, resumed_step = "", 0  # started over: nothing to resume from
     else:
         resumed_from, resumed_step = resumed
     return DrillResult(scenario, killed, attempt, detect, recover, last_checkpoint,
                        resumed_step, resumed_from, max(before.values(), default=0),
-                       steps_after, where)
+                       steps_after, where, at_start)
+
+
+def _newest_at_decision(stack: RealStack, gang_uid: str) -> int | None:
+    """The newest checkpoint whose COMPLETE marker is older than the new gang's resume
+    decision (trainmaster.launch._resume publishes it as a file in the volume)."""
+    try:
+        decided = decision_file(stack.checkpoints, gang_uid).stat().st_mtime
+    except OSError:
+        return None
+    steps = []
+    for step in checkpoint_steps(stack.checkpoints):
+        try:
+            done = (stack.checkpoints / f"step-{step}" / "COMPLETE").stat().st_mtime
+        except OSError:
+            continue
+        if done <= decided:
+            steps.append(step)
+    return max(steps, default=None)
 
 def _completed_vs_decision(stack: RealStack, step: int | None, status: dict[str, Any]) -> str:
     """When the newest checkpoint was completed (its COMPLETE marker's mtime), against the

@@ -12,6 +12,10 @@ any of these says so, strongest first:
 
 Names ending in .tmp/.partial/.incomplete/.lock, and hidden names, are never checkpoints:
 that is how writers that rename on completion stay invisible until they are done.
+
+At start-up (newest_complete, for resuming) only evidence counts, never rule 3: a pointer,
+a marker, or, for a single-file checkpoint, torch.save's zip format ending in its central
+directory (written last). A half-written checkpoint is never resumed from.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +91,39 @@ def _pointed(directory: Path) -> set[str]:
     return names
 
 
+def candidates(directory: Path) -> list[tuple[int, Path]]:
+    """(step, path) of the directory's entries that name a step, newest first."""
+    try:
+        with os.scandir(directory) as entries:
+            found = [(step_of(e.name), Path(e.path)) for e in entries]
+    except OSError:
+        return []
+    return sorted(((s, p) for s, p in found if s is not None), reverse=True)
+
+
+def evidence(path: Path, pointed: set[str]) -> str | None:
+    """How `path` is known complete without watching it: "pointer", "marker", "zip"."""
+    if path.name in pointed:
+        return "pointer"
+    if path.is_dir():
+        return "marker" if any((path / m).exists() for m in MARKERS) else None
+    # torch.save (PyTorch >= 1.6) writes a zip archive, whose central directory comes last.
+    try:
+        return "zip" if path.is_file() and zipfile.is_zipfile(path) else None
+    except OSError:
+        return None
+
+
+def newest_complete(directory: Path) -> Found | None:
+    """The newest checkpoint of `directory` that evidence shows complete, or None."""
+    pointed = _pointed(directory)
+    for step, path in candidates(directory):
+        how = evidence(path, pointed)
+        if how is not None:
+            return Found(path, step, how)
+    return None
+
+
 class CheckpointWatcher:
     """poll() returns a checkpoint newer than any returned before, once it is complete."""
 
@@ -100,14 +138,6 @@ class CheckpointWatcher:
         self._clock = clock
         self._seen: dict[str, tuple[float, int, int]] = {}
         self.reported_step = -1
-
-    def _candidates(self) -> list[tuple[int, Path]]:
-        try:
-            with os.scandir(self.directory) as entries:
-                found = [(step_of(e.name), Path(e.path)) for e in entries]
-        except OSError:
-            return []
-        return sorted(((s, p) for s, p in found if s is not None), reverse=True)
 
     def _complete(self, path: Path, pointed: set[str]) -> str | None:
         if path.name in pointed:
@@ -124,7 +154,7 @@ class CheckpointWatcher:
 
     def poll(self) -> Found | None:
         pointed = _pointed(self.directory)
-        for step, path in self._candidates():
+        for step, path in candidates(self.directory):
             if step <= self.reported_step:
                 break
             how = self._complete(path, pointed)

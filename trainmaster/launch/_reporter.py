@@ -3,6 +3,8 @@ TrainingJob's status, written with a JSON merge patch (so nothing else is touche
 
     status.lastHeartbeat   RFC 3339 time of the last sign of progress
     status.lastCheckpoint  {path, step, time} of the newest complete checkpoint
+    status.resumedFrom     {path, step, attempt, time}: the gang resumed from a newer
+                           checkpoint on disk than the operator's resumeFrom (see _resume)
 
 Reporting never stops training: a failed report is logged and retried on the next tick.
 """
@@ -34,6 +36,8 @@ class Sink(Protocol):
 
     def checkpoint(self, path: str, step: int, when: datetime) -> bool: ...
 
+    def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool: ...
+
 
 def heartbeat_patch(when: datetime) -> dict[str, Any]:
     return {"status": {"lastHeartbeat": rfc3339(when)}}
@@ -44,6 +48,12 @@ def checkpoint_patch(path: str, step: int, when: datetime) -> dict[str, Any]:
     # A completed checkpoint is progress too: it moves the heartbeat along with it.
     return {"status": {"lastCheckpoint": {"path": path, "step": step, "time": stamp},
                        "lastHeartbeat": stamp}}
+
+
+def resumed_patch(path: str, step: int, attempt: int, when: datetime) -> dict[str, Any]:
+    stamp = rfc3339(when)
+    return {"status": {"resumedFrom": {"path": path, "step": step, "attempt": attempt,
+                                       "time": stamp}}}
 
 
 class ApiSink:
@@ -92,4 +102,7 @@ class ApiSink:
 
     def checkpoint(self, path: str, step: int, when: datetime) -> bool:
         return self._patch(checkpoint_patch(path, step, when), f"checkpoint {path}")
+
+    def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool:
+        return self._patch(resumed_patch(path, step, attempt, when), f"resuming from {path}")
 

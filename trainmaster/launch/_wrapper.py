@@ -10,6 +10,8 @@ Progress it reports as a heartbeat, at most every --heartbeat-seconds (see _prog
 - a step written to $TRAINMASTER_PROGRESS_FILE, or a touch of $TRAINMASTER_HEARTBEAT_FILE,
   for quiet programs;
 - a completed checkpoint (see _checkpoints).
+Before it starts the command, it may move the resume point to a newer complete checkpoint
+in the checkpoint directory, the same one on every rank (see _resume).
 Other output is not progress. Only rank 0 reports to the TrainingJob by default ($RANK
 when torchrun runs the wrapper, else the pod's JOB_COMPLETION_INDEX): ranks of one gang
 progress together, and one writer keeps the API load flat however large the gang. Every
@@ -43,6 +45,7 @@ from trainmaster.launch._progress import (
     compile_step_pattern,
 )
 from trainmaster.launch._reporter import UTC_ZONE, ApiSink, Sink
+from trainmaster.launch._resume import plan_start, print_notes
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 HEARTBEAT_FILE_ENV = "TRAINMASTER_HEARTBEAT_FILE"
@@ -130,6 +133,17 @@ class _Reports:
         self.sent_at = 0.0
         self.sent_activity = 0.0
 
+    def resumed(self, path: str, step: int | None) -> None:
+        """The gang resumes from a newer checkpoint than the operator passed: that is its
+        last checkpoint now (sent with the first tick), and the TrainingJob records it."""
+        if step is None:
+            return
+        if self.watcher is not None:
+            self.watcher.reported_step = max(self.watcher.reported_step, step)
+        self.pending = Found(Path(path), step, "resumed")
+        when = datetime.fromtimestamp(time.time(), UTC_ZONE)
+        self.sink.resumed(path, step, self.config.attempt, when)
+
     def _last_progress(self) -> float:
         try:
             touched = self.heartbeat_file.stat().st_mtime
@@ -167,6 +181,9 @@ class _NullSink:
     def checkpoint(self, path: str, step: int, when: datetime) -> bool:
         return True
 
+    def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool:
+        return True
+
 
 def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = None) -> int:
     """Run `command` to completion while reporting; return its exit code."""
@@ -178,7 +195,10 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
     heartbeat_file = Path(tempfile.gettempdir()) / f"trainmaster-heartbeat-{os.getpid()}"
     progress_file = Path(os.environ.get(PROGRESS_FILE_ENV) or
                          Path(tempfile.gettempdir()) / f"trainmaster-progress-{os.getpid()}")
-    env = {**os.environ, HEARTBEAT_FILE_ENV: str(heartbeat_file),
+    start = plan_start(command, os.environ, config.checkpoint_dir)
+    print_notes(start)
+    command = start.command
+    env = {**start.env, HEARTBEAT_FILE_ENV: str(heartbeat_file),
            PROGRESS_FILE_ENV: str(progress_file)}
     try:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -200,6 +220,8 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
     restore = _pass_signals(child)
     metrics = _serve_metrics(config)
     reports = _Reports(config, sink, progress, heartbeat_file, progress_file, metrics)
+    if start.resumed is not None:
+        reports.resumed(*start.resumed)
     try:
         reports.tick(force=True)  # started: the first sign of life
         while child.poll() is None:

@@ -31,7 +31,11 @@ from trainmaster.objects._labels import (
     QUEUE_LABEL,
     app_labels,
 )
-from trainmaster.objects._launch_args import hyper_parameter_args, resume_args_env
+from trainmaster.objects._launch_args import (
+    hyper_parameter_args,
+    resume_args_env,
+    resume_template_env,
+)
 from trainmaster.objects._netpol import allow_within_job
 from trainmaster.objects._networks import (
     NETWORKS_ANNOTATION,
@@ -297,6 +301,9 @@ def build_pod_group(
     }
 
 
+GANG_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+
 def _container_env(
     spec: ClusterSpec, job: Job, attempt: int, resume_from: str | None
 ) -> list[dict[str, Any]]:
@@ -315,6 +322,8 @@ def _container_env(
         "TRAINMASTER_RESTART": str(attempt),
         "TRAINMASTER_RESUME_FROM": resume_from or "",
         "TRAINMASTER_RESUME_ARGS": resume_args_env(job, resume_from),
+        # For the launcher to resume from a newer complete checkpoint it finds at start-up.
+        "TRAINMASTER_RESUME_TEMPLATE": resume_template_env(job),
         # Every rank serves its progress to the PodMonitor on the `metrics` port (the
         # job's NetworkPolicy admits only the scraper to it).
         "TRAINMASTER_METRICS_PORT": str(METRICS_PORT),
@@ -329,6 +338,10 @@ def _container_env(
     env.update(job.env)
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
     out.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    # The attempt's Job uid (its controller sets the label): the ranks of one gang agree
+    # on the checkpoint to resume from under this name (trainmaster.launch._resume).
+    out.append({"name": "TRAINMASTER_GANG_UID", "valueFrom": {"fieldRef": {
+        "fieldPath": f"metadata.labels['{GANG_UID_LABEL}']"}}})
     return out
 
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
+# Rendering lives with the launcher, which renders again for a checkpoint it finds.
+from trainmaster.launch._resume import fill, render_resume_args
+from trainmaster.launch._resume import resume_values as resume_values
 from trainmaster.spec import Job
-
-_STEP = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
-_MEGATRON_ITER = re.compile(r"iter_\d+")
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 @dataclass(frozen=True)
@@ -58,66 +56,26 @@ def hyper_parameter_args(job: Job) -> list[str]:
     out: list[str] = []
     for key, value in job.hyper_parameters.items():
         values = {"name": _kebab(key), "key": key, "snake": _snake(key), "value": str(value)}
-        out.extend(_fill(word, values) for word in template.split())
+        out.extend(fill(word, values) for word in template.split())
     return out
 
 
-def resume_values(launcher: str, path: str, checkpoint_dir: str | None = None
-                  ) -> dict[str, str]:
-    """{path, root, tag, step} of a checkpoint path, as the launcher's loader wants them.
-
-    The path is one entry of the job's checkpoint directory (what the launcher reports) or
-    that directory itself (a root, for DeepSpeed and Megatron to read their pointer file);
-    outside it, the name decides: Megatron's entries are iter_N, others end in a step."""
-    clean = path.rstrip("/") or path
-    entry = PurePosixPath(clean)
-    match = _STEP.search(entry.name)
-    root_dir = PurePosixPath(checkpoint_dir.rstrip("/") or "/") if checkpoint_dir else None
-    if root_dir is not None and entry == root_dir:
-        stepped = False
-    elif root_dir is not None and entry.parent == root_dir:
-        stepped = True
-    elif launcher == "megatron":
-        stepped = bool(_MEGATRON_ITER.fullmatch(entry.name))
-    else:
-        stepped = match is not None and not entry.name.startswith(".")
-    root = str(entry.parent) if stepped else clean
-    return {
-        "path": clean,
-        "root": root,
-        "tag": entry.name if stepped else "",
-        "step": str(int(match.group(1))) if match and stepped else "",
-    }
+def resume_template(job: Job) -> list[str]:
+    template = job.arguments.resume
+    return list(DEFAULTS[job.launcher].resume if template is None else template)
 
 
 def resume_args(job: Job, path: str | None) -> list[str]:
     """The resume arguments of `job` for checkpoint `path` ([] without one)."""
-    if not path:
-        return []
-    template = job.arguments.resume
-    words = list(DEFAULTS[job.launcher].resume if template is None else template)
-    values = resume_values(job.launcher, path,
-                           job.checkpoint.path if job.checkpoint is not None else None)
-    out: list[str] = []
-    for word in words:
-        filled = _fill(word, values)
-        if _PLACEHOLDER.search(word) and not filled:
-            if out and out[-1].startswith("-") and out[-1] in words:
-                out.pop()  # the flag of an empty value goes with it
-            continue
-        out.append(filled)
-    return out
+    return render_resume_args(resume_template(job), job.launcher, path,
+                              job.checkpoint.path if job.checkpoint is not None else None)
 
 
 def resume_args_env(job: Job, path: str | None) -> str:
     return shlex.join(resume_args(job, path))
 
 
-def _fill(word: str, values: dict[str, str]) -> str:
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in values:
-            raise KeyError(name)
-        return values[name]
-
-    return _PLACEHOLDER.sub(one, word)
+def resume_template_env(job: Job) -> str:
+    """The template itself, for the launcher to render again for a newer checkpoint it
+    finds complete at start-up (trainmaster.launch._resume)."""
+    return shlex.join(resume_template(job))

@@ -67,6 +67,23 @@ class Announcer:
         await self._once(body, "Warning", "Restarting", message, now,
                          f"r{state.attempt}.restarting")
 
+    async def resumed(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
+        """The current gang's launcher resumed from a newer checkpoint than resumeFrom, one
+        it found complete in the checkpoint directory at start-up (status.resumedFrom,
+        written by the launcher: trainmaster.launch._resume)."""
+        entry = state.status.get("resumedFrom")
+        if not isinstance(entry, dict) or entry.get("attempt") != state.attempt:
+            return
+        path = entry.get("path")
+        if not path or path == state.resume_from:
+            return
+        chosen = state.resume_from or "the start (no checkpoint reported)"
+        await self._once(body, "Normal", "ResumedNewer",
+                         f"gang {gang_name(state.name, state.attempt)} resumed from {path} "
+                         f"(step {entry.get('step')}), found complete in the checkpoint "
+                         f"directory at start-up: newer than {chosen}, the newest reported "
+                         "when the gang was created", now, f"r{state.attempt}.resumed")
+
     async def end(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
         if state.phase == SUCCEEDED:
             await self._once(body, "Normal", "Succeeded",

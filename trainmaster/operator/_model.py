@@ -11,6 +11,8 @@ its own restarts lives there, and is written before the side effects it causes:
     status.runningSince    when every pod of the current attempt was first Running
     status.lastCheckpoint  {path, step, time}: written by the launcher, never by us
     status.lastHeartbeat   written by the launcher, never by us
+    status.resumedFrom     {path, step, attempt, time}: written by the launcher when its
+                           gang resumed from a newer checkpoint on disk than resumeFrom
 """
 
 from __future__ import annotations

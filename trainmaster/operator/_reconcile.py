@@ -148,6 +148,7 @@ class Reconciler:
         # OBSERVE: a healthy gang. Make its objects match (restores drift), then record.
         if state.phase == RESTARTING:
             await self.announce.restart(body, state, job, now)
+        await self.announce.resumed(body, state, now)
         if state.phase == RESTARTING and not gang.job_exists:
             waited = await self._next_gang(body, spec, job, state, gang, now)
             if waited is not None:
