@@ -12,6 +12,7 @@ from trainmaster.drill._drill import (
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._stack import (
     RealStack,
+    host_volume,
     placed_on_real_nodes,
     pods_table,
     start_real_stack,
@@ -24,6 +25,7 @@ __all__ = [
     "Killed",
     "RealStack",
     "ensure_scenario",
+    "host_volume",
     "placed_on_real_nodes",
     "pods_table",
     "run_drill",
