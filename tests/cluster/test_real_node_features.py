@@ -15,6 +15,11 @@ differs from dev where a real node needs it:
 - the NIC agent reads a fake sysfs tree the test writes (`monitoring.nicAgent.sysfsPath`),
   every 2 s; the GPU exporter (whose image only a registry serves) is off;
 - one scheduler replica: the node has the host's 2 CPUs.
+
+The first gang may be refused by the kubelet (`OutOfcpu`): kube-scheduler places the
+warm-up Job's later pods on the same node while trainmaster-scheduler places the gang
+(two schedulers, one node); the operator then restarts the gang, as it should, and the
+tests below wait for the attempt that trains.
 """
 
 from __future__ import annotations
