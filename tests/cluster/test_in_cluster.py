@@ -23,6 +23,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.cluster.diagnose import describe_namespace
 from trainmaster.kubeclient import generated_client as sync_client
 from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import load_spec
@@ -57,25 +58,6 @@ def _dev_spec_on_real_node(path: Path) -> Path:
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
-
-
-def _describe(core: client.CoreV1Api, ns: str) -> str:
-    """Pods, their states and the namespace's events: what a failure message needs."""
-    lines = []
-    for pod in core.list_namespaced_pod(ns).items:
-        states = [(s.name, s.restart_count, s.state.to_dict() if s.state else None)
-                  for s in pod.status.container_statuses or []]
-        lines.append(f"{pod.metadata.name} {pod.status.phase} {pod.spec.node_name} {states}")
-        for s in pod.status.container_statuses or []:
-            try:
-                log = core.read_namespaced_pod_log(pod.metadata.name, ns, container=s.name,
-                                                   tail_lines=30)
-                lines.append(f"--- log {pod.metadata.name}/{s.name}:\n{log}")
-            except client.ApiException as exc:
-                lines.append(f"--- no log {pod.metadata.name}: {exc.reason}")
-    for ev in core.list_namespaced_event(ns).items:
-        lines.append(f"event {ev.involved_object.name} {ev.reason}: {ev.message}")
-    return "\n".join(lines)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +119,7 @@ def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
         try:
             wait_for(_ready_check(core, ns, deployment), f"{deployment} Running and Ready", 180)
         except WaitTimeout as exc:
-            raise AssertionError(f"{exc}\n{_describe(core, ns)}") from None
+            raise AssertionError(f"{exc}\n{describe_namespace(core, ns)}") from None
         for pod in _deployment_pods(core, ns, deployment):
             assert pod.spec.node_name == in_cluster.real_node
             assert pod.spec.service_account_name == account
@@ -145,10 +127,10 @@ def test_controllers_run_as_pods_on_the_real_node_and_stay_up(
     time.sleep(20)  # a controller that cannot reach or may not read the API crashes by now
     for deployment in (in_cluster.scheduler, in_cluster.operator):
         pods = _deployment_pods(core, ns, deployment)
-        assert pods and all(_ready(p) for p in pods), _describe(core, ns)
+        assert pods and all(_ready(p) for p in pods), describe_namespace(core, ns)
         for pod in pods:
             restarts = [s.restart_count for s in pod.status.container_statuses]
-            assert restarts == [0], _describe(core, ns)
+            assert restarts == [0], describe_namespace(core, ns)
 
 
 def test_in_cluster_scheduler_binds_a_gang(in_cluster: InCluster, core: client.CoreV1Api
@@ -181,7 +163,8 @@ def test_in_cluster_scheduler_binds_a_gang(in_cluster: InCluster, core: client.C
         nodes = wait_for(bound, f"gang {group} bound by the in-cluster scheduler", 90)
     except WaitTimeout as exc:
         raise AssertionError(
-            f"{exc}\n{_describe(core, ns)}\n{_describe(core, in_cluster.system)}") from None
+            f"{exc}\n{describe_namespace(core, ns)}\n"
+            f"{describe_namespace(core, in_cluster.system)}") from None
     assert in_cluster.real_node not in nodes.values()
     for name in names:
         pod = core.read_namespaced_pod(name, ns)

@@ -11,7 +11,11 @@ from trainmaster.drill._drill import (
 )
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._stack import (
+    ON_REAL_NODES,
     RealStack,
+    host_volume,
+    job_pods,
+    job_status,
     placed_on_real_nodes,
     pods_table,
     start_real_stack,
@@ -19,11 +23,15 @@ from trainmaster.drill._stack import (
 )
 
 __all__ = [
+    "ON_REAL_NODES",
     "SCENARIOS",
     "DrillResult",
     "Killed",
     "RealStack",
     "ensure_scenario",
+    "host_volume",
+    "job_pods",
+    "job_status",
     "placed_on_real_nodes",
     "pods_table",
     "run_drill",

@@ -109,14 +109,14 @@ def _wait(check: Callable[[], Any], what: str, timeout: float, every: float = 0.
         raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}") from None
 
 
-def _checkpoint_volume(kube: SyncKube, spec: ClusterSpec, claim: str, folder: Path,
-                       report: Report) -> None:
-    """A hostPath PersistentVolume bound to the claim `claim` in the spec's namespace."""
+def host_volume(kube: SyncKube, spec: ClusterSpec, claim: str, folder: Path) -> None:
+    """A hostPath PersistentVolume on `folder` (which every real node of this host sees),
+    bound to the claim `claim` in the spec's namespace: a job's checkpoint volume, or a
+    dataset's source volume (`cache.datasets[].volume`)."""
     ns = spec.metadata.namespace
     folder.mkdir(parents=True, exist_ok=True)
     labels = {"app.kubernetes.io/managed-by": "trainmaster-local-cluster",
               "app.kubernetes.io/part-of": spec.metadata.name}
-    report(f"checkpoint volume {claim}: host folder {folder}, shared by the real nodes")
     kube.apply({"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": ns, "labels": labels}})
     kube.apply({
@@ -170,7 +170,9 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
     cluster.import_image(state_dir, built.archive)
     folder = state_dir / "volumes" / job.checkpoint.volume
     with SyncKube.connect(Path(record.kubeconfig)) as kube:
-        _checkpoint_volume(kube, spec, job.checkpoint.volume, folder, report)
+        report(f"checkpoint volume {job.checkpoint.volume}: host folder {folder}, shared by "
+               "the real nodes")
+        host_volume(kube, spec, job.checkpoint.volume, folder)
     report("applying the stack (the objects `trainmaster pulumi up` registers)")
     apply_spec(Path(record.kubeconfig), spec, report)
     return RealStack(record, spec, placed, job, folder, not result.already_running)

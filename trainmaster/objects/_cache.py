@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from trainmaster.objects._labels import DOMAIN, app_labels
+from trainmaster.objects._labels import DOMAIN, GPU_RESOURCE, app_labels
 from trainmaster.objects._rbac import service_account
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
-from trainmaster.spec import ClusterSpec, parse_quantity
+from trainmaster.spec import CacheSpec, ClusterSpec, Dataset, parse_quantity
 
 DATASET_LABEL = f"{DOMAIN}/dataset"
 """Label of a warm-up Job and its pods: the dataset it copies."""
@@ -23,6 +24,34 @@ DATASET_LABEL = f"{DOMAIN}/dataset"
 def dataset_label(dataset: str) -> str:
     """Node label the operator sets once the node holds the dataset: <label>=true."""
     return f"dataset.{DOMAIN}/{dataset}"
+
+
+def _source_mounts(dataset: Dataset) -> list[dict[str, Any]]:
+    """The dataset's volume, read-only at the path its file:// source names."""
+    if dataset.volume is None:
+        return []
+    path = urlsplit(dataset.source).path
+    return [{"name": "source", "mountPath": unquote(path), "readOnly": True}]
+
+
+def _source_volumes(dataset: Dataset) -> list[dict[str, Any]]:
+    if dataset.volume is None:
+        return []
+    return [{"name": "source",
+             "persistentVolumeClaim": {"claimName": dataset.volume, "readOnly": True}}]
+
+
+def _placement(cache: CacheSpec) -> dict[str, Any]:
+    """Where warm-ups run: the GPU nodes whose caches jobs read, so they tolerate the GPU
+    taint as the jobs' pods do; `cache.nodeSelector`/`tolerations` narrow or widen it."""
+    tolerations = [
+        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+        *(t.model_dump(by_alias=True, exclude_none=True) for t in cache.tolerations),
+    ]
+    out: dict[str, Any] = {"tolerations": tolerations}
+    if cache.node_selector:
+        out["nodeSelector"] = dict(cache.node_selector)
+    return out
 
 
 def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -134,15 +163,20 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                                         **confined_container(),
                                         "readOnlyRootFilesystem": True,
                                     },
-                                    "volumeMounts": [{"name": "cache", "mountPath": cache.path}],
+                                    "volumeMounts": [
+                                        {"name": "cache", "mountPath": cache.path},
+                                        *_source_mounts(dataset),
+                                    ],
                                 }
                             ],
                             "volumes": [
                                 {
                                     "name": "cache",
                                     "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"},
-                                }
+                                },
+                                *_source_volumes(dataset),
                             ],
+                            **_placement(cache),
                         },
                     },
                 },

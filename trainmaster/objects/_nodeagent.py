@@ -28,6 +28,7 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
         return []
     ns, cluster, name = spec.metadata.namespace, spec.metadata.name, nic_agent_name(spec)
     labels = app_labels("nic-agent", "monitoring", cluster)
+    sysfs = spec.monitoring.nic_agent.sysfs_path  # the host's /sys, or a tree laid out as it
     selector = {"app.kubernetes.io/name": "nic-agent", "app.kubernetes.io/instance": cluster}
     command = [
         "trainmaster", "node-agent", "nic",
@@ -71,8 +72,7 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
                             ],
                         }
                     ],
-                    "volumes": [{"name": "sys", "hostPath": {"path": "/sys",
-                                                             "type": "Directory"}}],
+                    "volumes": [{"name": "sys", "hostPath": {"path": sysfs, "type": "Directory"}}],
                 },
             },
         },

@@ -18,7 +18,9 @@ from trainmaster.spec._load import (
 )
 from trainmaster.spec._model import (
     API_VERSION,
+    CacheSpec,
     ClusterSpec,
+    Dataset,
     ImageSpec,
     Job,
     Queue,
@@ -32,7 +34,9 @@ from trainmaster.spec._rules import job_domain_rule, rule_for_size
 
 __all__ = [
     "API_VERSION",
+    "CacheSpec",
     "ClusterSpec",
+    "Dataset",
     "DomainCapacity",
     "ImageSpec",
     "Job",

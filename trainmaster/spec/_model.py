@@ -269,6 +269,19 @@ class SchedulerSpec(_Model):
 # --- cache ---------------------------------------------------------------------------
 
 
+class Toleration(_Model):
+    """A Kubernetes toleration (core/v1 `Toleration`, without `tolerationSeconds`)."""
+
+    key: str | None = Field(None, min_length=1, max_length=316)
+    """Taint key; omit with `operator: Exists` to tolerate every taint."""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    """`Equal` matches `value`; `Exists` matches any value."""
+    value: str | None = Field(None, max_length=63)
+    """Taint value, for `operator: Equal`."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect; omit to tolerate every effect."""
+
+
 class Dataset(_Model):
     """A dataset that jobs read and the node cache holds."""
 
@@ -278,6 +291,10 @@ class Dataset(_Model):
     """Where the dataset lives, as a URI."""
     size: Quantity
     """Size of the dataset."""
+    volume: Name | None = None
+    """A PersistentVolumeClaim (in the cluster's namespace) that holds a `file://` source:
+    mounted read-only into the warm-up pods at the source's path, e.g. a CSI-mounted bucket
+    or an NFS share. Omit for http(s) sources and for paths the warm-up image already has."""
 
 
 class CacheSpec(_Model):
@@ -297,6 +314,12 @@ class CacheSpec(_Model):
     (warm-up optional: the job reads whatever the cache holds)."""
     datasets: list[Dataset] = []
     """Datasets jobs may name."""
+    node_selector: dict[str, str] = {}
+    """Node labels the warm-up pods require (pod `nodeSelector`): the nodes whose cache
+    they fill; empty: any node."""
+    tolerations: list[Toleration] = []
+    """Taints the warm-up pods tolerate besides the GPU taint, which they always tolerate
+    (they fill the GPU nodes' caches)."""
 
 
 # --- monitoring ----------------------------------------------------------------------
@@ -332,6 +355,9 @@ class NicAgent(_Model):
     """Run the agent on every GPU node."""
     interval_seconds: int = Field(30, ge=1, le=3600)
     """Seconds between two looks at the ports."""
+    sysfs_path: str = Field("/sys", pattern=r"^/")
+    """Host folder mounted (read-only) as the agent's sysfs: `/sys`, or a tree laid out as
+    sysfs (`class/infiniband/<device>/ports/<n>/state`, ...), as the real-node test uses."""
 
 
 class MonitoringSpec(_Model):
@@ -381,19 +407,6 @@ class ImageSpec(_Model):
 
 
 # --- system placement --------------------------------------------------------------
-
-
-class Toleration(_Model):
-    """A Kubernetes toleration (core/v1 `Toleration`, without `tolerationSeconds`)."""
-
-    key: str | None = Field(None, min_length=1, max_length=316)
-    """Taint key; omit with `operator: Exists` to tolerate every taint."""
-    operator: Literal["Exists", "Equal"] = "Equal"
-    """`Equal` matches `value`; `Exists` matches any value."""
-    value: str | None = Field(None, max_length=63)
-    """Taint value, for `operator: Equal`."""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    """Taint effect; omit to tolerate every effect."""
 
 
 class SystemPlacement(_Model):

@@ -223,6 +223,12 @@ def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
         return
     for name in sorted(_dupes([d.name for d in cache.datasets])):
         yield SpecIssue("cache.datasets", f"dataset name {name!r} is used more than once")
+    for i, dataset in enumerate(cache.datasets):
+        if dataset.volume is not None and not dataset.source.startswith("file:///"):
+            yield SpecIssue(
+                f"cache.datasets[{i}].volume",
+                f"a volume holds a file:///path source, not {dataset.source!r}: "
+                "make the source the path the volume is mounted at, or drop the volume")
     capacity = parse_quantity(cache.capacity)
     smallest = min(spec.nodes, key=lambda n: n.local_disk_bytes, default=None)
     if smallest is not None and capacity > smallest.local_disk_bytes:

@@ -1,0 +1,69 @@
+"""Where the warm-up pods and the NIC agent run and what they mount: the spec fields
+`cache.nodeSelector`/`tolerations`, `cache.datasets[].volume` and
+`monitoring.nicAgent.sysfsPath` (the real-node test, tests/cluster/test_real_node_features.py,
+uses all three)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helpers import small_spec_doc
+from trainmaster.objects import build_all
+from trainmaster.spec import SpecInvalidError, validate_data
+
+
+def _kinds(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    objs = [o for group in build_all(validate_data(doc, "test")).values() for o in group]
+    return [o for o in objs if o["kind"] == kind]
+
+
+def _warmup_pod(doc: dict[str, Any]) -> dict[str, Any]:
+    [job] = [j for j in _kinds(doc, "Job") if "-warmup-" in j["metadata"]["name"]]
+    pod: dict[str, Any] = job["spec"]["template"]["spec"]
+    return pod
+
+
+def test_warmups_tolerate_the_gpu_taint_and_run_where_the_cache_says() -> None:
+    doc = small_spec_doc("c")
+    assert _warmup_pod(doc)["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert "nodeSelector" not in _warmup_pod(doc)
+    doc["cache"]["nodeSelector"] = {"pool": "gpu-a"}
+    doc["cache"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    pod = _warmup_pod(doc)
+    assert pod["nodeSelector"] == {"pool": "gpu-a"}
+    assert pod["tolerations"][1] == {"key": "dedicated", "operator": "Exists"}
+
+
+def test_a_dataset_volume_is_mounted_read_only_at_its_file_source() -> None:
+    doc = small_spec_doc("c")
+    doc["cache"]["datasets"] = [{"name": "tiny", "source": "file:///datasets/tiny",
+                                 "size": "1Gi", "volume": "tiny-source"}]
+    pod = _warmup_pod(doc)
+    assert {"name": "source", "persistentVolumeClaim": {
+        "claimName": "tiny-source", "readOnly": True}} in pod["volumes"]
+    mounts = pod["containers"][0]["volumeMounts"]
+    assert {"name": "source", "mountPath": "/datasets/tiny", "readOnly": True} in mounts
+
+
+def test_a_dataset_volume_needs_a_file_source() -> None:
+    doc = small_spec_doc("c")
+    doc["cache"]["datasets"][0]["volume"] = "tiny-source"  # its source is s3://
+    with pytest.raises(SpecInvalidError) as err:
+        validate_data(doc, "test")
+    assert [i.path for i in err.value.issues] == ["cache.datasets[0].volume"]
+    assert "file:///path" in str(err.value)
+
+
+def test_the_nic_agent_mounts_the_sysfs_path_of_the_spec() -> None:
+    def volumes(doc: dict[str, Any]) -> Any:
+        [agent] = [d for d in _kinds(doc, "DaemonSet") if d["metadata"]["name"] == "c-nic-agent"]
+        return agent["spec"]["template"]["spec"]["volumes"]
+
+    doc = small_spec_doc("c")
+    assert volumes(doc)[0]["hostPath"]["path"] == "/sys"
+    doc["monitoring"] = {"nicAgent": {"sysfsPath": "/srv/fake-sys"}}
+    assert volumes(doc) == [
+        {"name": "sys", "hostPath": {"path": "/srv/fake-sys", "type": "Directory"}}]
