@@ -124,7 +124,8 @@ def test_queues_file_with_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     [
         ("queues:\n  - {name: a, borrowingLimit: 4}\n",
          "queues[0].borrowingLimit: borrowing needs a cohort"),
-        ("queues:\n  - {name: a, nominalQuota: -1}\n", "queues[0].nominalQuota: Input should be greater than or equal to 0"),
+        ("queues:\n  - {name: a, nominalQuota: -1}\n",
+         "queues[0].nominalQuota: Input should be greater than or equal to 0"),
         ("queues: []\npriority: 3\n", "priority: unknown key"),
         ("- a\n", "a queues file is a mapping with `queues:`"),
     ],
