@@ -156,3 +156,13 @@ def test_unknown_queue_names_file_line_and_column(tmp_path: Path,
 def test_queues_with_spec_is_a_usage_error(tmp_path: Path) -> None:
     assert main(["simulate", "--spec", str(EXAMPLE / "cluster.yaml"), "--synthetic",
                  "--queues", str(tmp_path / "q.yaml")]) == 2
+
+
+def test_report_has_a_per_queue_table(tmp_path: Path) -> None:
+    rc = main(["simulate", "--spec", str(EXAMPLE / "cluster.yaml"), "--trace",
+               str(EXAMPLE / "jobs.csv"), "--policy", "trainmaster", "--report",
+               str(tmp_path / "rep")])
+    assert rc == 0
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert "<h2>Per queue</h2>" in page and "2 preemptions" in page
+    assert "<td>research</td><td>32</td><td>3</td>" in page and "[{" not in page
