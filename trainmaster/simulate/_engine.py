@@ -69,6 +69,8 @@ class _Run:
     pods: tuple[PodRequest, ...] = ()
     finished: float = -1.0
     split: bool = False
+    key: str = ""
+    """Its gang's key (with preemption only)."""
     bindings: tuple[tuple[PodRequest, str], ...] = ()
     held: float = 0.0
     """Seconds it held its GPUs, over all attempts."""
@@ -156,6 +158,8 @@ class Simulation:
                      or any(q.cohort is not None for q in queues.queues))):
             self.preemptor = Preemptor(queues, self.ledger, placer)
         self.pending: dict[str, Gang] = {}
+        self.index_of: dict[str, int] = {}
+        """gang key -> job index (with preemption only, for the victims)."""
         self.running: set[int] = set()
         self.running_priorities: Counter[int] = Counter()
         self.preemptions = 0
@@ -213,6 +217,8 @@ class Simulation:
         self.sched.submit(gang)
         if self.preemptor is not None:
             self.pending[gang.key] = gang
+            self.index_of[gang.key] = index
+            self.runs[index].key = gang.key
 
     def _start(self, index: int, bindings: Sequence[tuple[PodRequest, str]]) -> None:
         run = self.runs[index]
@@ -390,12 +396,11 @@ class Simulation:
                 return
 
     def _running(self) -> Iterator[RunningGang]:
-        step = self.faults.checkpoint_minutes * 60
         for index in sorted(self.running):
             run = self.runs[index]
-            saved = self.faults.saved_work(self.now - run.started) if step > 0 else 0.0
-            yield RunningGang(f"j{index}", self.priority_of[index], self.queue_of[index],
-                              run.bindings, run.started, run.started + saved)
+            checkpoint = run.started + self.faults.saved_work(self.now - run.started)
+            yield RunningGang(run.key, self.priority_of[index], self.queue_of[index],
+                              run.bindings, run.started, checkpoint)
 
     def _preempt(self, key: str) -> bool:
         assert self.preemptor is not None
@@ -407,7 +412,7 @@ class Simulation:
         if found is None:
             return False
         for victim in found.victims:
-            self._kill(int(victim.gang[1:]), preempted=True)
+            self._kill(self.index_of[victim.gang], preempted=True)
         return True
 
     def _fragmentation(self) -> float:
