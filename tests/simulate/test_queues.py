@@ -191,3 +191,15 @@ def test_unknown_queue_names_the_row() -> None:
                        r"queue of test: add it there or use one of a, b"):
         Simulation(bench_cluster(2), jobs, "trainmaster", POLICIES["trainmaster"],
                    queues=COHORT)
+
+
+@pytest.mark.parametrize(("queue", "gpus", "cap"), [("a", 24, 16), ("b", 32, 24)])
+def test_a_job_its_queue_can_never_hold_is_refused(queue: str, gpus: int, cap: int) -> None:
+    # a: 8 + borrowing limit 8; b: 16 + at most the cohort's other 8.
+    jobs = [Job("big", 0, 10, gpus // 8, 8, queue, line=2)]
+    with pytest.raises(WorkloadError, match=f"needs {gpus} GPUs, queue '{queue}' can never "
+                       f"hold more than {cap}"):
+        Simulation(bench_cluster(8), jobs, "trainmaster", POLICIES["trainmaster"],
+                   queues=COHORT)
+    Simulation(bench_cluster(8), [dataclasses.replace(jobs[0], pods=cap // 8)],
+               "trainmaster", POLICIES["trainmaster"], queues=COHORT, check=True).run()

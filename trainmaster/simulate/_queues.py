@@ -60,6 +60,20 @@ class QueueConfig:
                 return queue
         return None
 
+    def ceiling(self, name: str) -> int | None:
+        """The most GPUs a queue can ever hold at once (None: no limit): its nominal
+        quota, or in a cohort what it can borrow on top, up to its borrowing limit and
+        the cohort's whole nominal quota (``QueueLedger.refusal`` with an idle cohort)."""
+        spec = self.spec(name)
+        if spec is None or spec.nominal_quota is None:
+            return None
+        if spec.cohort is None:
+            return spec.nominal_quota
+        cohort = sum(q.nominal_quota or 0 for q in self.queues if q.cohort == spec.cohort)
+        if spec.borrowing_limit is not None:
+            cohort = min(cohort, spec.nominal_quota + spec.borrowing_limit)
+        return max(spec.nominal_quota, cohort)
+
 
 def _from_scheduler_section(queues: Sequence[Queue], preemption: bool,
                             source: str) -> QueueConfig:
@@ -123,15 +137,21 @@ def resolve(jobs: Sequence[Job], config: QueueConfig,
     """Each job's queue and priority, as the scheduler would see them; a queue that is
     not configured is an error naming the trace line and column (``source``: the trace)."""
     names = {q.name for q in config.queues}
+    ceilings = {name: config.ceiling(name) for name in names}
     queues, priorities = [], []
     for job in jobs:
         queue = job.queue or config.default
+        where = (f"{source}:{job.line}: column 'queue'" if source and job.line
+                 else f"{job.where()}: queue")
         if config.configured and queue not in names and queue != config.default:
-            where = (f"{source}:{job.line}: column 'queue'" if source and job.line
-                     else f"{job.where()}: queue")
             raise WorkloadError(
                 f"{where}: {queue!r} is not a queue of {config.source}: add it there or "
                 f"use one of {', '.join(sorted(names))}")
+        cap = ceilings.get(queue)
+        if cap is not None and job.gpus > cap:
+            raise WorkloadError(  # its quota would hold it forever
+                f"{where}: the job needs {job.gpus} GPUs, queue {queue!r} can never hold "
+                f"more than {cap} (nominalQuota, cohort, borrowingLimit of {config.source})")
         queues.append(queue)
         priority = job.priority
         priorities.append(priority if priority is not None
