@@ -166,3 +166,8 @@ def test_report_has_a_per_queue_table(tmp_path: Path) -> None:
     page = (tmp_path / "rep" / "index.html").read_text()
     assert "<h2>Per queue</h2>" in page and "2 preemptions" in page
     assert "<td>research</td><td>32</td><td>3</td>" in page and "[{" not in page
+
+
+def test_missing_queues_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["simulate", "--nodes", "2", "--synthetic", "--queues", str(tmp_path / "no.yaml")])
+    assert rc == 2 and "no.yaml: cannot read the file" in capsys.readouterr().err

@@ -100,7 +100,7 @@ def file_queues(path: Path) -> QueueConfig:
     ``scheduler`` section; every problem names the field and exits 1."""
     from pydantic import ValidationError
 
-    from trainmaster.spec import SpecInvalidError, SpecIssue
+    from trainmaster.spec import SpecInvalidError, SpecIssue, SpecReadError
     from trainmaster.spec._load import format_path
     from trainmaster.spec._model import SchedulerSpec
     from trainmaster.spec._semantic import queue_issues
@@ -109,8 +109,10 @@ def file_queues(path: Path) -> QueueConfig:
     source = str(path)
     try:
         text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"cannot read queues file {path}: {err}") from None
+    except OSError as err:
+        raise SpecReadError(source, f"cannot read the file: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise SpecReadError(source, f"not UTF-8 text (byte {err.start})") from None
     data, _ = parse_document(text, source)
     if not isinstance(data, dict) or "queues" not in data:
         raise SpecInvalidError(source, [SpecIssue(
