@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trainmaster.scheduler import QueueSpec
 from trainmaster.simulate import (
@@ -203,3 +205,40 @@ def test_a_job_its_queue_can_never_hold_is_refused(queue: str, gpus: int, cap: i
                    queues=COHORT)
     Simulation(bench_cluster(8), [dataclasses.replace(jobs[0], pods=cap // 8)],
                "trainmaster", POLICIES["trainmaster"], queues=COHORT, check=True).run()
+
+
+QUEUE_SIZES = st.sampled_from([(1, 1), (1, 8), (2, 8), (3, 4), (4, 8), (6, 8)])
+MIXED = QueueConfig(
+    (QueueSpec("research", nominal_quota=64, borrowing_limit=32, cohort="shared"),
+     QueueSpec("prod", nominal_quota=64, cohort="shared"),
+     QueueSpec("solo", nominal_quota=48)),
+    priorities={"research": 1, "prod": 5, "solo": 3}, preemption=True, source="test")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 500), st.integers(1, 400), QUEUE_SIZES,
+                       st.sampled_from(["research", "prod", "solo"]),
+                       st.sampled_from([None, 0, 9])), min_size=1, max_size=25),
+    st.sampled_from(list(POLICIES)),
+    st.booleans(),
+)
+def test_any_queued_workload_conserves(
+    raw: list[tuple[int, int, tuple[int, int], str, int | None]], policy: str,
+    faults_on: bool,
+) -> None:
+    # 20 nodes, 160 GPUs, fewer than the nominal quotas (64, 64, 48): both the quotas and
+    # the cluster bind, lenders reclaim and priorities preempt.
+    cluster = bench_cluster(20)
+    jobs = sorted((Job(f"j{n}", at, dur, pods, gpus, queue, priority)
+                   for n, (at, dur, (pods, gpus), queue, priority) in enumerate(raw)),
+                  key=lambda j: j.submit_s)
+    faults = FaultModel(node_mtbf_hours=5 if faults_on else None, repair_minutes=5,
+                        checkpoint_minutes=1, restart_seconds=30, seed=len(raw))
+    sim = Simulation(cluster, jobs, policy, POLICIES[policy], faults, queues=MIXED,
+                     check=True)  # GPUs never over-allocated, ledger = running, caps held
+    result = sim.run()
+    assert result.jobs_finished == len(jobs) == sim.finishes
+    assert all(r.remaining == 0 for r in sim.runs)
+    assert result.preemptions == sum(r.preempted for r in sim.runs)
+    assert all(w >= 0 for w in result.waits)
