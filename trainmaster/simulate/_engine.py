@@ -372,7 +372,7 @@ class Simulation:
                             self.now - begin, time.perf_counter() - started_wall)
 
     def _cycle(self) -> None:
-        preempted_for: set[str] = set()
+        preempted_for: set[str] = set()  # filled only when preemption is possible
         while True:
             self.guard.new_cycle()
             result = self.sched.run_cycle()
