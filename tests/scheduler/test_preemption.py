@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainmaster.scheduler import ClusterSnapshot
+from trainmaster.scheduler import ClusterSnapshot, Gang
 from trainmaster.scheduler._framework import DEFAULT_FILTERS, DEFAULT_SCORER
 from trainmaster.scheduler._placement import Placement, place_gang
 from trainmaster.scheduler._preemption import Preemption, Victim, select_victims, set_cost
@@ -106,3 +108,31 @@ def test_chosen_set_fits_is_minimal_and_has_the_least_possible_top_priority(
     top = max(v.priority for v in chosen)
     # no set made only of lower-priority gangs would have done
     assert not fits_without([v for v in victims if v.priority < top])
+
+
+def test_evictable_and_work_lost() -> None:
+    from trainmaster.scheduler import Victim, evictable, work_lost
+
+    low = Victim("low", 1, ())
+    assert evictable(low, 2) and not evictable(low, 1)
+    assert evictable(Victim("borrower", 9, (), borrowed=True), 1)
+    assert work_lost(1000.0, 900.0, 16) == 1600.0
+    assert work_lost(1000.0, 1200.0, 16) == 0.0  # a checkpoint after now loses nothing
+
+
+def test_the_victim_search_uses_the_placer_it_is_given() -> None:
+    # The simulator passes its baseline policies: every fit test goes through them.
+    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    low = _running(snap, "low", ["s0-l0-n0", "s0-l0-n1"], priority=1)
+    other = _running(snap, "other", ["s0-l1-n0", "s0-l1-n1"], priority=1, work=5.0)
+    asked: list[str] = []
+
+    def counting(snapshot: ClusterSnapshot, gang: Gang, **kwargs: Any) -> Any:
+        asked.append(gang.key)
+        return place_gang(snapshot, gang, **kwargs)
+
+    gang = make_gang("big", 2, gpus=8, level="leaf", mode="required", priority=100)
+    found = select_victims(snap, gang, [low, other], filters=DEFAULT_FILTERS,
+                           scorer=DEFAULT_SCORER, placer=counting)
+    assert found is not None and [v.gang for v in found.victims] == ["default/low"]
+    assert len(asked) >= 3  # as things are, after one eviction, after pruning

@@ -83,3 +83,14 @@ def test_cycle_admits_gangs_of_a_queue_only_up_to_its_quota() -> None:
     assert [u.reason for u in result.unschedulable] == [
         "queue research: 32/32 GPUs in use, gang needs 16"]
     assert ledger.used("research") == 32
+
+
+def test_reclaimable_from_names_the_borrowers_while_the_lender_is_within_quota() -> None:
+    ledger = _ledger()
+    ledger.charge("r", "research", 40)  # borrows 24 of prod's idle 32
+    assert ledger.reclaimable_from("prod", 32) == {"research"}
+    assert ledger.reclaimable_from("prod", 40) == set()  # beyond its own quota: no claim
+    assert ledger.reclaimable_from("solo", 8) == set()  # no cohort
+    assert ledger.reclaimable_from("research", 8) == set()  # over its quota itself
+    ledger.release("r")
+    assert ledger.reclaimable_from("prod", 32) == set()  # nobody borrows

@@ -87,3 +87,87 @@ def test_convert_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert (tmp_path / "o.csv").read_text().splitlines() == [
         "id,submit_s,duration_s,pods,gpus_per_pod,queue", "7,0,600,1,8,vc1"]
     assert main(["simulate", "convert", "--from", "alibaba", str(source), "x"]) == 2
+
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "simulate"
+
+
+def test_spec_queues_from_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    # examples/simulate (docs/simulate.md): prod-train takes its quota back from the two
+    # research sweeps that borrow it: they lose 140 s and 80 s x 16 GPUs since their
+    # checkpoints at 1800 s.
+    rc = main(["simulate", "--spec", str(EXAMPLE / "cluster.yaml"), "--trace",
+               str(EXAMPLE / "jobs.csv"), "--policy", "trainmaster", "--json"])
+    assert rc == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert list(result) == [*KEYS, "queues"]
+    assert result["preemptions"] == 2 and result["jobs_finished"] == 5
+    assert [(q["queue"], q["nominal_quota"], q["jobs"], q["preempted"])
+            for q in result["queues"]] == [("research", 32, 3, 2), ("prod", 32, 2, 0)]
+
+
+def test_queues_file_with_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("preemption: true\nqueues:\n  - {name: default}\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit_s,duration_s,pods,gpus_per_pod,queue,priority\n"
+                     "low,0,3600,2,8,,0\nhigh,1000,600,1,8,,10\n")
+    rc = main(["simulate", "--nodes", "2", "--trace", str(trace), "--queues", str(queues),
+               "--policy", "trainmaster", "--checkpoint-minutes", "5", "--json"])
+    assert rc == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["preemptions"] == 1 and result["queues"][0]["preempted"] == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("queues:\n  - {name: a, borrowingLimit: 4}\n",
+         "queues[0].borrowingLimit: borrowing needs a cohort"),
+        ("queues:\n  - {name: a, nominalQuota: -1}\n",
+         "queues[0].nominalQuota: Input should be greater than or equal to 0"),
+        ("queues: []\npriority: 3\n", "priority: unknown key"),
+        ("- a\n", "a queues file is a mapping with `queues:`"),
+    ],
+)
+def test_bad_queues_file_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 text: str, message: str) -> None:
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(text)
+    rc = main(["simulate", "--nodes", "2", "--synthetic", "--jobs", "5", "--queues",
+               str(queues)])
+    err = capsys.readouterr().err
+    assert rc == 1 and message in err and "Traceback" not in err
+
+
+def test_unknown_queue_names_file_line_and_column(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit_s,duration_s,pods,gpus_per_pod,queue\n"
+                     "a,0,10,1,8,research\nb,0,10,1,8,nope\n")
+    rc = main(["simulate", "--spec", str(EXAMPLE / "cluster.yaml"), "--trace", str(trace)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert (f"{trace}:3: column 'queue': 'nope' is not a queue of "
+            f"{EXAMPLE / 'cluster.yaml'} scheduler.queues: add it there or use one of prod, "
+            "research") in err
+
+
+def test_queues_with_spec_is_a_usage_error(tmp_path: Path) -> None:
+    assert main(["simulate", "--spec", str(EXAMPLE / "cluster.yaml"), "--synthetic",
+                 "--queues", str(tmp_path / "q.yaml")]) == 2
+
+
+def test_report_has_a_per_queue_table(tmp_path: Path) -> None:
+    rc = main(["simulate", "--spec", str(EXAMPLE / "cluster.yaml"), "--trace",
+               str(EXAMPLE / "jobs.csv"), "--policy", "trainmaster", "--report",
+               str(tmp_path / "rep")])
+    assert rc == 0
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert "<h2>Per queue</h2>" in page and "2 preemptions" in page
+    assert "<td>research</td><td>32</td><td>3</td>" in page and "[{" not in page
+
+
+def test_missing_queues_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["simulate", "--nodes", "2", "--synthetic", "--queues", str(tmp_path / "no.yaml")])
+    assert rc == 2 and "no.yaml: cannot read the file" in capsys.readouterr().err

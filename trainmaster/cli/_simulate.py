@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -45,6 +45,10 @@ def simulate_cmd(
         "--spec", help="Cluster from this spec file.")] = None,
     nodes: Annotated[int | None, typer.Option(
         help="Cluster of N nodes (8 GPUs, 20 per leaf, 5 leaves per spine).")] = None,
+    queues_file: Annotated[Path | None, typer.Option(
+        "--queues", help="With --nodes: queues as in a spec's scheduler section "
+        "(queues: [...], preemption: true|false). Default: one unlimited queue; with "
+        "--spec the spec's scheduler.queues.")] = None,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Workload CSV: id,submit_s,duration_s,pods,gpus_per_pod"
         "[,queue,priority,topology].")] = None,
@@ -72,16 +76,23 @@ def simulate_cmd(
         return
     from trainmaster.simulate import (
         FaultModel,
+        QueueConfig,
         bench_cluster,
+        file_queues,
         load_trace,
         policy_names,
+        resolve,
         simulate,
         spec_cluster,
+        spec_queues,
         synthetic_jobs,
     )
 
     if (spec is None) == (nodes is None):
         raise SimulateUsageError("give exactly one of --spec FILE or --nodes N")
+    if spec is not None and queues_file is not None:
+        raise SimulateUsageError("--queues goes with --nodes; with --spec the queues are the "
+                                 "spec's scheduler.queues")
     if (trace is None) == (not synthetic):
         raise SimulateUsageError("give exactly one of --trace FILE.csv or --synthetic")
     try:
@@ -92,12 +103,15 @@ def simulate_cmd(
         raise SimulateUsageError(str(err)) from None
     started = time.perf_counter()
     cluster = spec_cluster(spec) if spec is not None else bench_cluster(nodes or 0)
+    queues = (spec_queues(spec) if spec is not None
+              else file_queues(queues_file) if queues_file is not None else QueueConfig())
     workload = (load_trace(trace) if trace is not None
                 else synthetic_jobs(jobs, seed, cluster.gpus, cluster.largest_node_gpus, load))
+    resolve(workload, queues, str(trace) if trace is not None else None)  # names bad rows
     _err.print(f"{len(cluster.nodes)} nodes, {cluster.gpus} GPUs, {len(workload)} jobs "
                f"(loaded in {time.perf_counter() - started:.1f} s); policies: {', '.join(names)}",
                highlight=False)
-    result = simulate(cluster, workload, names, faults,
+    result = simulate(cluster, workload, names, faults, queues=queues,
                       progress=lambda line: _err.print(line, highlight=False))
     if report is not None:
         from trainmaster.simulate._report import write_report
@@ -122,6 +136,22 @@ def simulate_cmd(
                       f"{r['fragmentation']:.3f}", str(r["preemptions"]), f"{r['ettr']:.3f}",
                       str(r["jobs_finished"]))
     _out.print(table)
+    if queues.configured:
+        _out.print(_queue_table(result.to_json()["results"]))
+
+
+def _queue_table(results: list[dict[str, Any]]) -> Table:
+    table = Table(title="per queue")
+    for head in ("policy", "queue", "nominal\nquota", "jobs", "GPU\nallocation",
+                 "wait p50\n(s)", "wait p95\n(s)", "pre-\nempted"):
+        table.add_column(head, justify="left" if head in ("policy", "queue") else "right",
+                         no_wrap=True)
+    for r in results:
+        for q in r["queues"]:
+            table.add_row(r["policy"], q["queue"], _fmt(q["nominal_quota"]), str(q["jobs"]),
+                          f"{q['gpu_allocation']:.3f}", _fmt(q["wait_p50_s"]),
+                          _fmt(q["wait_p95_s"]), str(q["preempted"]))
+    return table
 
 
 @simulate_app.command("convert")

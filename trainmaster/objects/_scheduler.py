@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -80,18 +81,24 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
             r.model_dump(by_alias=True, exclude_none=True) for r in sched.topology_policy
         ],
         "defaultQueue": "default",
-        "queues": [
-            {
-                "name": q.name,
-                **({"nominalQuota": q.quota} if q.quota is not None else {}),
-                **({"cohort": q.cohort} if q.cohort is not None else {}),
-                **({"borrowingLimit": q.borrowing_limit} if q.borrowing_limit is not None
-                   else {}),
-                "preemption": q.preemption,
-            }
-            for q in sched.queues
-        ],
+        "queues": config_queues(sched.queues),
     }
+
+
+def config_queues(queues: Sequence[Queue]) -> list[dict[str, Any]]:
+    """The spec's queues as the scheduler config's ``queues`` entries (Kueue's names);
+    `trainmaster simulate` reads its queues through this too."""
+    return [
+        {
+            "name": q.name,
+            **({"nominalQuota": q.quota} if q.quota is not None else {}),
+            **({"cohort": q.cohort} if q.cohort is not None else {}),
+            **({"borrowingLimit": q.borrowing_limit} if q.borrowing_limit is not None
+               else {}),
+            "preemption": q.preemption,
+        }
+        for q in queues
+    ]
 
 
 def _priority_class(spec: ClusterSpec, queue: Queue, value: int, name: str) -> dict[str, Any]:

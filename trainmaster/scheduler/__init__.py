@@ -81,19 +81,27 @@ from ._model import (
 from ._placement import (
     Binding,
     Placement,
+    Placer,
     ReservationTarget,
     Unschedulable,
     place_gang,
     reservation_target,
 )
-from ._preemption import Preemption, Victim, select_victims, set_cost, victim_cost
+from ._preemption import (
+    Preemption,
+    Victim,
+    evictable,
+    select_victims,
+    set_cost,
+    victim_cost,
+    work_lost,
+)
 from ._queue import (
     Admission,
     Clock,
     CycleResult,
     GangQueue,
     GangScheduler,
-    Placer,
     Reservation,
     queue_key,
 )
@@ -265,6 +273,7 @@ __all__ = [
     "Victim",
     "best_fit_score",
     "contract_errors",
+    "evictable",
     "filter_key",
     "fit_count",
     "fragmentation_report",
@@ -288,4 +297,5 @@ __all__ = [
     "topology_label",
     "untolerated_taint",
     "victim_cost",
+    "work_lost",
 ]

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Protocol
 
 from ._blocked import BlockedNodes
 from ._contracts import FilterPlugin, ScorePlugin
@@ -321,6 +322,21 @@ def _last_rank(snapshot: ClusterSnapshot, gang: Gang) -> tuple[int, int]:
     rank = snapshot.rank(gang.topology.level)
     top = len(snapshot.levels) + 1
     return rank, rank if gang.topology.mode is TopologyMode.REQUIRED else top
+
+
+class Placer(Protocol):
+    """``place_gang``'s signature: the simulator plugs baseline policies in here (into
+    the queue's cycles and the preemption's victim search)."""
+
+    def __call__(
+        self,
+        snapshot: ClusterSnapshot,
+        gang: Gang,
+        *,
+        filters: Sequence[FilterPlugin],
+        scorer: ScorePlugin,
+        blocked: Collection[str],
+    ) -> Placement | Unschedulable: ...
 
 
 def place_gang(

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -37,7 +38,7 @@ from ._keys import PODGROUP_API_VERSION
 from ._metrics import SchedulerMetrics
 from ._model import GPU, Gang, PodRequest
 from ._placement import Placement
-from ._preemption import Preemption, Victim, select_victims
+from ._preemption import Preemption, Victim, evictable, select_victims, work_lost
 from ._queue import GangScheduler
 from ._quota import gang_gpus
 from ._snapshot import PodState
@@ -137,14 +138,8 @@ class Preemptor:
     def reclaim_from(self, gang: Gang) -> set[str]:
         """Queues whose gangs ``gang`` may evict whatever their priority: those that
         borrow from its cohort, while its own queue stays within its nominal quota."""
-        ledger = self.cache.ledger
-        queue = self.admission.queue_of_gang(gang)
-        spec = ledger.queues.get(queue)
-        if spec is None or spec.cohort is None or spec.nominal_quota is None \
-                or ledger.used(queue) + gang_gpus(gang) > spec.nominal_quota:
-            return set()
-        return {q.name for q in ledger.queues.values()
-                if q.cohort == spec.cohort and q.name != queue and ledger.borrowed(q.name) > 0}
+        return self.cache.ledger.reclaimable_from(self.admission.queue_of_gang(gang),
+                                                  gang_gpus(gang))
 
     def candidates(self, gang: Gang, reclaim_from: set[str]) -> list[Victim]:
         cache, ledger = self.cache, self.cache.ledger
@@ -165,16 +160,14 @@ class Preemptor:
             priority = max(p.priority for p, _ in pods)
             charged = ledger.charged(pods[0][0].uid)
             victim_queue = charged[0] if charged else ledger.default
-            borrowed = victim_queue in reclaim_from
-            if priority >= gang.priority and not borrowed:
+            victim = Victim(key, priority, tuple(pods), borrowed=victim_queue in reclaim_from)
+            if not evictable(victim, gang.priority):
                 continue
             group = cache.groups.get(key)
             checkpoint = group.last_checkpoint if group is not None else 0.0
             started = min(cache.started.get(p.uid, now) for p, _ in pods)
-            since = max(started, checkpoint)
-            gpus = sum(p.requests.get(GPU, 0) for p, _ in pods)
-            out.append(Victim(key, priority, tuple(pods), max(0.0, now - since) * gpus,
-                              borrowed))
+            lost = work_lost(now, max(started, checkpoint), victim.gpus)
+            out.append(dataclasses.replace(victim, work_lost=lost))
         return out
 
     def try_preempt(self, sched: GangScheduler, gang: Gang) -> Preemption | None:

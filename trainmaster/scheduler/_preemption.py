@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ._contracts import FilterPlugin, ScorePlugin
 from ._model import GPU, Gang, PodRequest
-from ._placement import Placement, place_gang
+from ._placement import Placement, Placer, place_gang
 from ._snapshot import ClusterSnapshot
 
 
@@ -52,6 +52,19 @@ class Victim:
     @property
     def nodes(self) -> frozenset[str]:
         return frozenset(node for _, node in self.pods)
+
+
+def work_lost(now: float, since: float, gpus: int) -> float:
+    """GPU-seconds a victim loses if evicted at ``now``: the work since ``since`` (its
+    last checkpoint, or its start without one)."""
+    return max(0.0, now - since) * gpus
+
+
+def evictable(victim: Victim, preemptor_priority: int) -> bool:
+    """Whether a pending gang of ``preemptor_priority`` may evict ``victim``: it has
+    lower priority, or its queue borrows from the preemptor's cohort (a lender taking its
+    quota back evicts borrowers whatever their priority)."""
+    return victim.borrowed or victim.priority < preemptor_priority
 
 
 def victim_cost(victim: Victim) -> tuple[bool, int, float, int, str]:
@@ -99,17 +112,19 @@ def select_victims(
     filters: Sequence[FilterPlugin],
     scorer: ScorePlugin,
     blocked: Collection[str] = (),
+    placer: Placer = place_gang,
 ) -> Preemption | None:
     """The cheapest minimal set of whole gangs whose eviction lets ``gang`` fit, with
     the placement it would get; None when evicting every candidate would not do, or
-    when the gang fits without evicting anything."""
+    when the gang fits without evicting anything. ``placer`` is the placement the cycle
+    uses (the simulator passes its baseline policies)."""
     ordered = sorted(candidates, key=victim_cost)
     if not ordered:
         return None
     sim = snapshot.copy()
 
     def fits() -> Placement | None:
-        result = place_gang(sim, gang, filters=filters, scorer=scorer, blocked=blocked)
+        result = placer(sim, gang, filters=filters, scorer=scorer, blocked=blocked)
         return result if isinstance(result, Placement) else None
 
     if fits() is not None:

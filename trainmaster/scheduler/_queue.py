@@ -26,16 +26,22 @@ binds them and calls ``confirm`` (or ``forget`` on failure).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ._blocked import BlockCache, BlockedNodes
-from ._contracts import FilterPlugin, ScorePlugin
 from ._coscheduling import GangManager
 from ._framework import DEFAULT_PLUGINS, REGISTRY, Handle, PluginFactory, Profile
 from ._model import Gang
-from ._placement import Placement, ReservationTarget, Unschedulable, place_gang, reservation_target
+from ._placement import (
+    Placement,
+    Placer,
+    ReservationTarget,
+    Unschedulable,
+    place_gang,
+    reservation_target,
+)
 from ._snapshot import ClusterSnapshot, OvercommitError
 from ._status import Code, Status
 
@@ -49,20 +55,6 @@ class Admission(Protocol):
     def refusal(self, gang: Gang) -> str | None: ...
 
     def admitted(self, gang: Gang, placement: Placement) -> None: ...
-
-
-class Placer(Protocol):
-    """``place_gang``'s signature: the simulator plugs baseline policies in here."""
-
-    def __call__(
-        self,
-        snapshot: ClusterSnapshot,
-        gang: Gang,
-        *,
-        filters: Sequence[FilterPlugin],
-        scorer: ScorePlugin,
-        blocked: Collection[str],
-    ) -> Placement | Unschedulable: ...
 
 
 def queue_key(gang: Gang) -> tuple[int, float, str]:

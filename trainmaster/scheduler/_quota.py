@@ -140,6 +140,17 @@ class QueueLedger:
             return 0
         return max(0, need - self.cohort_idle(spec.cohort))
 
+    def reclaimable_from(self, queue: str, need: int) -> set[str]:
+        """Queues whose gangs a gang of ``need`` GPUs in ``queue`` may evict whatever
+        their priority: those borrowing from its cohort, while ``queue`` stays within
+        its nominal quota with the gang (a lender taking its quota back)."""
+        spec = self.queues.get(queue)
+        if spec is None or spec.cohort is None or spec.nominal_quota is None \
+                or self.used(queue) + need > spec.nominal_quota:
+            return set()
+        return {q.name for q in self.queues.values()
+                if q.cohort == spec.cohort and q.name != queue and self.borrowed(q.name) > 0}
+
     def usage(self) -> list[QueueUsage]:
         names = sorted(set(self.queues) | {q for q, n in self._used.items() if n})
         return [

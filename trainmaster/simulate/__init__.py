@@ -11,6 +11,7 @@ from ._faults import FaultModel
 from ._jobs import Job, WorkloadError
 from ._metrics import PolicyResult, percentile
 from ._policies import POLICIES, policy_names
+from ._queues import QueueConfig, file_queues, resolve, spec_queues
 from ._run import SimulationResult, simulate
 from ._synthetic import synthetic_jobs
 from ._trace import TraceError, load_trace, parse_trace
@@ -21,6 +22,7 @@ __all__ = [
     "FaultModel",
     "Job",
     "PolicyResult",
+    "QueueConfig",
     "SimCluster",
     "Simulation",
     "SimulationResult",
@@ -28,11 +30,14 @@ __all__ = [
     "WorkloadError",
     "bench_cluster",
     "convert_trace",
+    "file_queues",
     "load_trace",
     "parse_trace",
     "percentile",
     "policy_names",
+    "resolve",
     "simulate",
     "spec_cluster",
+    "spec_queues",
     "synthetic_jobs",
 ]

@@ -9,6 +9,14 @@ on it (they keep the work up to their last checkpoint and are queued again after
 ``restart_seconds``). A failed node is held by a placeholder pod that takes all of its
 GPUs until it is repaired: for placement that is a cordon, without renumbering the
 snapshot's nodes (a cordon rebuilds the whole index: O(nodes) per failure).
+
+Queues (``_queues``, ``_admission``): with quotas, the cycle's ``Admission`` hook is the
+scheduler's ledger; with preemption possible, every gang the cycle could not place (for
+capacity, not quota) asks the scheduler's victim selection, the victims are evicted at
+that instant (each loses the work since its last checkpoint and is queued again after
+``restart_seconds``, as after a failure, but counted as a preemption, not a restart) and
+the cycle runs again at the same instant for the preemptor. With one unlimited queue
+(the default) none of this runs: no hook, no extra work per event.
 """
 
 from __future__ import annotations
@@ -16,26 +24,31 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from trainmaster.scheduler import (
     GPU,
     ClusterSnapshot,
+    Code,
     Gang,
     GangScheduler,
     Placer,
     PodRequest,
+    QueueLedger,
     SchedulerConfig,
     TopologyConstraint,
     TopologyMode,
 )
 
+from ._admission import LedgerAdmission, Preemptor, RunningGang
 from ._cluster import SimCluster
 from ._faults import FailureClock, FaultModel
 from ._jobs import Job, WorkloadError
-from ._metrics import PolicyResult, Series
+from ._metrics import PolicyResult, QueueFigures, Series
 from ._policies import Guard
+from ._queues import QueueConfig, resolve
 
 FINISH, FAIL, REPAIR, ARRIVE, RESTART = range(5)
 """Event kinds, in the order they apply within one instant."""
@@ -56,6 +69,12 @@ class _Run:
     pods: tuple[PodRequest, ...] = ()
     finished: float = -1.0
     split: bool = False
+    key: str = ""
+    """Its gang's key (with preemption only)."""
+    bindings: tuple[tuple[PodRequest, str], ...] = ()
+    held: float = 0.0
+    """Seconds it held its GPUs, over all attempts."""
+    preempted: int = 0
 
 
 def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterSnapshot) -> TopologyConstraint:
@@ -109,21 +128,41 @@ class Simulation:
         placer: Placer,
         faults: FaultModel = FaultModel(),
         *,
+        queues: QueueConfig = QueueConfig(),
         check: bool = False,
         progress: Progress | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
         self.faults = faults
+        self.queues = queues
         self.check = check
         self.progress = progress
         self.now = 0.0
         self.snapshot = ClusterSnapshot(cluster.nodes, levels=cluster.levels)
         config = SchedulerConfig(levels=cluster.levels)
         self.guard = Guard(placer)
+        self.queue_of, self.priority_of = resolve(jobs, queues)
+        self.ledger = QueueLedger(queues.queues, queues.default) if queues.configured else None
+        admission = (LedgerAdmission(self.ledger, self._queue_of_gang)
+                     if self.ledger is not None and queues.enforced else None)
+        self.admitting = admission is not None
         self.sched = GangScheduler(self.snapshot, clock=lambda: self.now,
                                    starvation_after=config.gang_timeout_seconds,
-                                   placer=self.guard)
+                                   placer=self.guard, admission=admission)
+        # Preemption can happen only with the switch on and someone to evict: gangs of
+        # lower priority, or borrowers in a cohort.
+        self.preemptor: Preemptor | None = None
+        if (self.ledger is not None and queues.preemption
+                and (len(set(self.priority_of)) > 1
+                     or any(q.cohort is not None for q in queues.queues))):
+            self.preemptor = Preemptor(queues, self.ledger, placer)
+        self.pending: dict[str, Gang] = {}
+        self.index_of: dict[str, int] = {}
+        """gang key -> job index (with preemption only, for the victims)."""
+        self.running: set[int] = set()
+        self.running_priorities: Counter[int] = Counter()
+        self.preemptions = 0
         self.runs = [_Run(job, job.duration_s) for job in jobs]
         self.topologies: list[TopologyConstraint] = []
         room = _Room(self.snapshot)
@@ -147,6 +186,9 @@ class Simulation:
         self.finishes = 0
         """Jobs whose last attempt ran to the end (a test checks it equals the job count)."""
 
+    def _queue_of_gang(self, key: str) -> str:
+        return self.queue_of[self.queued[key]]
+
     # --- events ---------------------------------------------------------------------
 
     def _push(self, when: float, kind: int, index: int, attempt: int = 0) -> None:
@@ -160,18 +202,23 @@ class Simulation:
         job = run.job
         name = f"j{index}"
         group = name if job.pods > 1 else None
+        priority = self.priority_of[index]
         members = tuple(
             PodRequest(f"{name}-{run.attempt}-{k}", requests={GPU: job.gpus_per_pod},
-                       priority=job.priority, creation_timestamp=job.submit_s, gang=group)
+                       priority=priority, creation_timestamp=job.submit_s, gang=group)
             for k in range(job.pods)
         )
-        return Gang(name, members, topology=self.topologies[index], priority=job.priority,
+        return Gang(name, members, topology=self.topologies[index], priority=priority,
                     creation_timestamp=job.submit_s)
 
     def _submit(self, index: int) -> None:
         gang = self._gang(index)
         self.queued[gang.key] = index
         self.sched.submit(gang)
+        if self.preemptor is not None:
+            self.pending[gang.key] = gang
+            self.index_of[gang.key] = index
+            self.runs[index].key = gang.key
 
     def _start(self, index: int, bindings: Sequence[tuple[PodRequest, str]]) -> None:
         run = self.runs[index]
@@ -181,6 +228,10 @@ class Simulation:
         run.pods = tuple(p for p, _ in bindings)
         run.nodes = tuple(sorted({n for _, n in bindings}))
         run.started = self.now
+        if self.preemptor is not None:
+            run.bindings = tuple(bindings)
+            self.running.add(index)
+            self.running_priorities[self.priority_of[index]] += 1
         if run.first_start < 0:
             run.first_start = self.now
         leaves = {self.leaf_of[n] for n in run.nodes}
@@ -193,9 +244,17 @@ class Simulation:
         run = self.runs[index]
         for pod in run.pods:
             self.snapshot.remove(pod.uid)
+        if self.ledger is not None:
+            for pod in run.pods:
+                self.ledger.release(pod.uid)
+        if self.preemptor is not None:
+            self.running.discard(index)
+            self.running_priorities[self.priority_of[index]] -= 1
+            run.bindings = ()
         for node in run.nodes:
             self.node_jobs[node].discard(index)
         self.allocated -= run.job.gpus
+        run.held += self.now - run.started
         run.pods, run.nodes = (), ()
 
     def _finish(self, index: int, attempt: int) -> None:
@@ -223,7 +282,10 @@ class Simulation:
         if upcoming is not None:
             self._push(upcoming[0], FAIL, upcoming[1])
 
-    def _kill(self, index: int) -> None:
+    def _kill(self, index: int, *, preempted: bool = False) -> None:
+        """Stop a job by a failure or a preemption: it keeps the work up to its last
+        checkpoint and is queued again ``restart_seconds`` later. A preemption is not a
+        failure: it counts as a preemption, not a restart (as the operator records it)."""
         run = self.runs[index]
         ran = self.now - run.started
         saved = min(self.faults.saved_work(ran), run.remaining)
@@ -231,7 +293,11 @@ class Simulation:
         run.remaining -= saved
         self._stop(index)
         run.attempt += 1
-        self.restarts += 1
+        if preempted:
+            run.preempted += 1
+            self.preemptions += 1
+        else:
+            self.restarts += 1
         self._push(self.now + self.faults.restart_seconds, RESTART, index)
 
     def _repair(self, node_index: int) -> None:
@@ -306,12 +372,48 @@ class Simulation:
                             self.now - begin, time.perf_counter() - started_wall)
 
     def _cycle(self) -> None:
-        self.guard.new_cycle()
-        result = self.sched.run_cycle()
-        for placement in result.placed:
-            index = self.queued.pop(placement.gang)
-            self.sched.remove(placement.gang)
-            self._start(index, [(b.pod, b.node) for b in placement.bindings])
+        preempted_for: set[str] = set()  # filled only when preemption is possible
+        while True:
+            self.guard.new_cycle()
+            result = self.sched.run_cycle()
+            for placement in result.placed:
+                index = self.queued.pop(placement.gang)
+                self.sched.remove(placement.gang)
+                self.pending.pop(placement.gang, None)
+                self._start(index, [(b.pod, b.node) for b in placement.bindings])
+            if self.preemptor is None:
+                return
+            # As the runtime: each gang the cycle could not place for capacity (a quota
+            # hold is UNSCHEDULABLE_AND_UNRESOLVABLE) may preempt, in queue order. A gang
+            # preempts at most once per instant; the cycle then runs again for it.
+            again = False
+            for failure in result.unschedulable:
+                if failure.code is Code.UNSCHEDULABLE and failure.gang not in preempted_for \
+                        and self._preempt(failure.gang):
+                    preempted_for.add(failure.gang)
+                    again = True
+            if not again:
+                return
+
+    def _running(self) -> Iterator[RunningGang]:
+        for index in sorted(self.running):
+            run = self.runs[index]
+            checkpoint = run.started + self.faults.saved_work(self.now - run.started)
+            yield RunningGang(run.key, self.priority_of[index], self.queue_of[index],
+                              run.bindings, run.started, checkpoint)
+
+    def _preempt(self, key: str) -> bool:
+        assert self.preemptor is not None
+        gang = self.pending[key]
+        lowest = min((p for p, n in self.running_priorities.items() if n > 0), default=None)
+        free = sum(gpus * len(nodes) for gpus, nodes in self.snapshot.gpu_buckets.items())
+        found = self.preemptor.choose(self.sched, gang, self.queue_of[self.queued[key]],
+                                      self._running, lowest, self.now, free)
+        if found is None:
+            return False
+        for victim in found.victims:
+            self._kill(self.index_of[victim.gang], preempted=True)
+        return True
 
     def _fragmentation(self) -> float:
         head = self.sched.queue.ordered()[0]
@@ -333,6 +435,31 @@ class Simulation:
         placeholders = sum(p.effective_requests.get(GPU, 0) for p in self.down.values())
         if held - placeholders != self.allocated:
             raise AssertionError(f"{held - placeholders} GPUs held, {self.allocated} accounted")
+        if self.admitting:
+            self._check_quotas()
+
+    def _check_quotas(self) -> None:
+        """The ledger matches the running jobs, and no queue holds more than its quota
+        allows: its nominal quota without a cohort, nominal + borrowing limit in one. (A
+        cohort's total may exceed its nominal sum: a lender within its own quota is
+        admitted while borrowers hold the idle GPUs, as in the scheduler.)"""
+        assert self.ledger is not None
+        running: Counter[str] = Counter()
+        for index, run in enumerate(self.runs):
+            if run.pods:
+                running[self.queue_of[index]] += run.job.gpus
+        for name in set(running) | set(self.ledger.queues):
+            used = self.ledger.used(name)
+            if used != running[name]:
+                raise AssertionError(f"queue {name}: ledger {used}, running {running[name]}")
+            spec = self.ledger.queues.get(name)
+            if spec is None or spec.nominal_quota is None:
+                continue
+            cap = spec.nominal_quota if spec.cohort is None else (
+                spec.nominal_quota + spec.borrowing_limit if spec.borrowing_limit is not None
+                else None)
+            if cap is not None and used > cap:
+                raise AssertionError(f"queue {name}: {used} GPUs in use, at most {cap}")
 
     def _result(self, series: Series, wait_s: float, alloc_wait: float, alloc_all: float,
                 frag_int: float, frag_s: float, span: float, wall: float) -> PolicyResult:
@@ -358,4 +485,25 @@ class Simulation:
             lost_gpu_seconds=self.lost_gpu_seconds,
             series=series,
             wall_seconds=wall,
+            preemptions=self.preemptions,
+            queues=self._queue_figures(span) if self.queues.configured else None,
         )
+
+    def _queue_figures(self, span: float) -> list[QueueFigures]:
+        names = [q.name for q in self.queues.queues]
+        names += sorted(set(self.queue_of) - set(names))
+        out = []
+        for name in names:
+            runs = [r for r, q in zip(self.runs, self.queue_of, strict=True) if q == name]
+            spec = self.queues.spec(name)
+            out.append(QueueFigures(
+                queue=name,
+                nominal_quota=spec.nominal_quota if spec is not None else None,
+                jobs=len(runs),
+                gpu_seconds=sum(r.job.gpus * r.held for r in runs),
+                span=span,
+                cluster_gpus=self.gpus,
+                waits=[r.first_start - r.job.submit_s for r in runs],
+                preempted=sum(r.preempted for r in runs),
+            ))
+        return out

@@ -21,8 +21,9 @@ class Job:
     pods: int
     gpus_per_pod: int
     queue: str = "default"
-    """Recorded and reported; the scheduler orders one global queue (see docs/simulate.md)."""
-    priority: int = 0
+    """Its queue (``_queues``: quota, borrowing, preemption when the queues have them)."""
+    priority: int | None = None
+    """None: its queue's priority (0 without queues)."""
     topology: TopologyConstraint | None = None
     """None: the scheduler's default policy by gang size."""
     line: int = 0

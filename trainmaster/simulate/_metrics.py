@@ -10,7 +10,8 @@
 * ``fragmentation``: time-weighted mean, over the time when some gang is queued and some
   GPU is free, of the share of free GPUs the head of the queue cannot use (free GPUs on
   nodes where fewer than one of its pods fits, and remainders smaller than a pod).
-* ``preemptions``: always 0: the scheduler does not preempt (yet).
+* ``preemptions``: victim gangs evicted (a gang evicted twice counts twice), as the
+  scheduler's ``trainmaster_scheduler_preemptions_total`` counts them.
 * ``ettr``: effective training time ratio, GPU-weighted: sum(GPUs x work) /
   sum(GPUs x (finish - first start)); 1.0 without failures.
 """
@@ -48,6 +49,37 @@ class Series:
 
 
 @dataclass(slots=True)
+class QueueFigures:
+    """One queue's share of a run (``--json``: ``results[].queues``)."""
+
+    queue: str
+    nominal_quota: int | None
+    jobs: int
+    gpu_seconds: float
+    """GPU-seconds its jobs held, over all attempts."""
+    span: float
+    cluster_gpus: int
+    waits: list[float]
+    preempted: int
+
+    def to_json(self) -> dict[str, Any]:
+        whole = self.span * self.cluster_gpus
+
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 3)
+
+        return {
+            "queue": self.queue,
+            "nominal_quota": self.nominal_quota,
+            "jobs": self.jobs,
+            "gpu_allocation": round(self.gpu_seconds / whole, 4) if whole > 0 else 0.0,
+            "wait_p50_s": rounded(percentile(self.waits, 50)),
+            "wait_p95_s": rounded(percentile(self.waits, 95)),
+            "preempted": self.preempted,
+        }
+
+
+@dataclass(slots=True)
 class PolicyResult:
     policy: str
     gpus: int
@@ -69,6 +101,9 @@ class PolicyResult:
     lost_gpu_seconds: float
     series: Series
     wall_seconds: float = 0.0
+    preemptions: int = 0
+    queues: list[QueueFigures] | None = None
+    """Per queue, when the simulation has queues (``--spec`` or ``--queues``)."""
 
     @property
     def gpu_allocation(self) -> float:
@@ -102,7 +137,9 @@ class PolicyResult:
             "jct_mean_s": round(jct, 3),
             "gangs_split_beyond_needed": self.split_jobs,
             "fragmentation": round(self.fragmentation, 4),
-            "preemptions": 0,
+            "preemptions": self.preemptions,
             "ettr": round(self.ettr, 4),
             "jobs_finished": self.jobs_finished,
+            **({"queues": [q.to_json() for q in self.queues]} if self.queues is not None
+               else {}),
         }

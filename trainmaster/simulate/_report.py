@@ -72,7 +72,10 @@ def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(left=0)
     axes[0].set_ylabel("share of jobs")
-    axes[0].legend()
+    for ax in axes:  # the first size class with jobs in it carries the legend
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+            break
     fig.suptitle("Waiting-time CDF by job size")
     fig.tight_layout()
     fig.savefig(directory / "wait_cdf.png", dpi=110)
@@ -96,7 +99,7 @@ def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
 
 def _html(result: SimulationResult, title: str) -> str:
     rows = [r.to_json() for r in result.results]
-    columns = list(rows[0]) if rows else []
+    columns = [c for c in rows[0] if c != "queues"] if rows else []
 
     def cell(value: Any) -> str:
         return "-" if value is None else html.escape(str(value))
@@ -105,8 +108,17 @@ def _html(result: SimulationResult, title: str) -> str:
     body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in columns) + "</tr>"
                    for r in rows)
     extra = "".join(f"<li>{html.escape(r.policy)}: {r.failures} node failures, {r.restarts} "
-                    f"job restarts, {r.lost_gpu_seconds / 3600:.1f} GPU-hours lost</li>"
+                    f"job restarts, {r.preemptions} preemptions, "
+                    f"{r.lost_gpu_seconds / 3600:.1f} GPU-hours lost</li>"
                     for r in result.results)
+    queue_rows = [{"policy": r["policy"], **q} for r in rows for q in r.get("queues", [])]
+    queues = ""
+    if queue_rows:
+        names = list(queue_rows[0])
+        queues = ("<h2>Per queue</h2><table><tr>"
+                  + "".join(f"<th>{html.escape(c)}</th>" for c in names) + "</tr>"
+                  + "".join("<tr>" + "".join(f"<td>{cell(q[c])}</td>" for c in names)
+                            + "</tr>" for q in queue_rows) + "</table>")
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
@@ -114,7 +126,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}</style></head>
 <body><h1>{html.escape(title)}</h1>
 <p>{result.nodes} nodes, {result.gpus} GPUs, {result.jobs} jobs, simulated in
 {result.wall_seconds:.1f} s. Definitions: docs/simulate.md.</p>
-<table><tr>{head}</tr>{body}</table><ul>{extra}</ul>
+<table><tr>{head}</tr>{body}</table><ul>{extra}</ul>{queues}
 <h2>GPU allocation</h2><img src="allocation.png" alt="GPU allocation over time">
 <h2>Waiting time by job size</h2><img src="wait_cdf.png" alt="waiting-time CDF">
 <h2>Fragmentation</h2><img src="fragmentation.png" alt="fragmentation over time">

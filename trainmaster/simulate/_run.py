@@ -13,6 +13,7 @@ from ._faults import FaultModel
 from ._jobs import Job
 from ._metrics import PolicyResult
 from ._policies import POLICIES
+from ._queues import QueueConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +40,15 @@ def simulate(
     policies: Sequence[str],
     faults: FaultModel = FaultModel(),
     *,
+    queues: QueueConfig = QueueConfig(),
     check: bool = False,
     progress: Progress | None = None,
 ) -> SimulationResult:
     started = time.perf_counter()
     results = []
     for name in policies:
-        sim = Simulation(cluster, jobs, name, POLICIES[name], faults, check=check,
-                         progress=progress)
+        sim = Simulation(cluster, jobs, name, POLICIES[name], faults, queues=queues,
+                         check=check, progress=progress)
         result = sim.run()
         if progress is not None:
             progress(f"{name}: {result.jobs_finished} jobs in {result.wall_seconds:.1f} s")

@@ -87,8 +87,9 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Job]:
             gpus = int(_number(cells[column], column, integer=True, minimum=1, strict=False))
             queue = cells.get("queue") or "default"
             column = "priority"
-            priority = int(_number(cells.get(column) or "0", column, integer=True,
-                                   minimum=-(2**31), strict=False))
+            text = cells.get(column) or ""
+            priority = (int(_number(text, column, integer=True, minimum=-(2**31),
+                                    strict=False)) if text else None)
             column = "topology"
             text = cells.get(column) or ""
             topology = parse_topology(text) if text else None

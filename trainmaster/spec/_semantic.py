@@ -9,11 +9,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 
 from trainmaster.spec._capacity import DomainCapacity
 from trainmaster.spec._errors import SpecIssue
-from trainmaster.spec._model import ClusterSpec, Job, Switch, Topology
+from trainmaster.spec._model import ClusterSpec, Job, Queue, Switch, Topology
 from trainmaster.spec._quantity import format_bytes, parse_quantity
 from trainmaster.spec._rules import job_domain_rule
 
@@ -192,10 +192,22 @@ def _domains(spec: ClusterSpec) -> tuple[str, ...]:
 
 def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
     sched = spec.scheduler
-    for name in sorted(_dupes([q.name for q in sched.queues])):
-        yield SpecIssue("scheduler.queues", f"queue name {name!r} is used more than once")
-    for i, queue in enumerate(sched.queues):
-        path = f"scheduler.queues[{i}]"
+    yield from queue_issues(sched.queues)
+    domains = _domains(spec)
+    for i, rule in enumerate(sched.topology_policy):
+        if rule.domain not in domains:
+            yield SpecIssue(
+                f"scheduler.topologyPolicy[{i}].domain",
+                f"{rule.domain!r} is not a topology domain: use one of {', '.join(domains)}",
+            )
+
+
+def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues") -> Iterator[SpecIssue]:
+    """The rules of a queue list (also `trainmaster simulate --queues`' file)."""
+    for name in sorted(_dupes([q.name for q in queues])):
+        yield SpecIssue(where, f"queue name {name!r} is used more than once")
+    for i, queue in enumerate(queues):
+        path = f"{where}[{i}]"
         if queue.nominal_quota is not None and queue.gpu_quota is not None:
             yield SpecIssue(f"{path}.gpuQuota",
                             "set nominalQuota only (gpuQuota is its old name)")
@@ -205,13 +217,6 @@ def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
         if queue.cohort is not None and queue.quota is None:
             yield SpecIssue(f"{path}.cohort", "a queue in a cohort needs a nominalQuota "
                             "(an unlimited queue has nothing to lend)")
-    domains = _domains(spec)
-    for i, rule in enumerate(sched.topology_policy):
-        if rule.domain not in domains:
-            yield SpecIssue(
-                f"scheduler.topologyPolicy[{i}].domain",
-                f"{rule.domain!r} is not a topology domain: use one of {', '.join(domains)}",
-            )
 
 
 # --- cache ---------------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""Queue admission and preemption in virtual time, with the scheduler's own rules.
+
+Nothing here decides anything the scheduler's core does not: the quota and borrowing
+answers are ``QueueLedger.refusal`` (``trainmaster/scheduler/_quota.py``), the lender's
+claim on borrowers is ``QueueLedger.reclaimable_from``, who may evict whom is
+``evictable`` and the victim set is ``select_victims`` (``_preemption.py``), with the
+policy's own placer plugged in. This module only feeds them the simulation's state, as
+``trainmaster/scheduler/_preempt.py`` feeds them the runtime's cache:
+
+* ``LedgerAdmission`` is the core's ``Admission`` hook over a ``QueueLedger``, charged
+  per pod when the cycle places a gang and released when the job stops;
+* ``Preemptor.choose`` is ``Preemptor.try_preempt`` without the API: a gang the cycle
+  could not place (not one its quota holds) preempts when the scheduler's and its queue's
+  ``preemption`` are on and some running gang is evictable; the freed nodes are
+  nominated for it. Evictions are instantaneous (no grace period).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from trainmaster.scheduler import (
+    GPU,
+    Gang,
+    GangScheduler,
+    Placement,
+    Placer,
+    PodRequest,
+    Preemption,
+    QueueLedger,
+    Victim,
+    evictable,
+    gang_gpus,
+    select_victims,
+    work_lost,
+)
+
+from ._queues import QueueConfig
+
+
+class LedgerAdmission:
+    """The core's ``Admission`` over a ledger; ``queue_of`` maps a gang key to its queue."""
+
+    def __init__(self, ledger: QueueLedger, queue_of: Callable[[str], str]) -> None:
+        self.ledger = ledger
+        self.queue_of = queue_of
+
+    def refusal(self, gang: Gang) -> str | None:
+        return self.ledger.refusal(self.queue_of(gang.key), gang_gpus(gang))
+
+    def admitted(self, gang: Gang, placement: Placement) -> None:
+        queue = self.queue_of(gang.key)
+        for binding in placement.bindings:
+            self.ledger.charge(binding.pod.uid, queue, binding.pod.requests.get(GPU, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class RunningGang:
+    """What preemption needs to know of a running job."""
+
+    key: str
+    priority: int
+    queue: str
+    bindings: tuple[tuple[PodRequest, str], ...]
+    started: float
+    checkpoint: float
+    """Its last checkpoint (its start without one)."""
+
+
+class Preemptor:
+    def __init__(self, config: QueueConfig, ledger: QueueLedger, placer: Placer) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.placer = placer
+
+    def may_preempt(self, queue: str) -> bool:
+        """The scheduler's switch and the queue's (the spec renders ``Never`` as the
+        PriorityClass' preemptionPolicy when either is off)."""
+        spec = self.ledger.queues.get(queue)
+        return self.config.preemption and (spec is None or spec.preemption)
+
+    def choose(
+        self,
+        sched: GangScheduler,
+        gang: Gang,
+        queue: str,
+        running: Callable[[], Iterable[RunningGang]],
+        lowest: int | None,
+        now: float,
+        free_gpus: int,
+    ) -> Preemption | None:
+        """Victims for ``gang`` (and the nodes it is nominated to), or None. ``lowest``:
+        the lowest priority running; ``free_gpus``: free GPUs on schedulable nodes (a
+        cheap necessary condition before the victim search copies the snapshot)."""
+        if not self.may_preempt(queue):
+            return None
+        reclaim = self.ledger.reclaimable_from(queue, gang_gpus(gang))
+        if not reclaim and (lowest is None or lowest >= gang.priority):
+            return None  # nobody below it: no scan (as the runtime)
+        candidates = []
+        for run in running():
+            if run.key == gang.key:
+                continue
+            victim = Victim(run.key, run.priority, run.bindings, borrowed=run.queue in reclaim)
+            if evictable(victim, gang.priority):
+                lost = work_lost(now, max(run.started, run.checkpoint), victim.gpus)
+                candidates.append(Victim(run.key, run.priority, run.bindings, lost,
+                                         victim.borrowed))
+        if free_gpus + sum(v.gpus for v in candidates) < gang_gpus(gang):
+            return None  # even evicting all of them would not free enough GPUs
+        others: set[str] = set()
+        for key, nodes in sched.nominated.items():
+            if key != gang.key:
+                others.update(nodes)
+        found = select_victims(sched.snapshot, gang, candidates, filters=sched.profile.filters,
+                               scorer=sched.profile.scorer, blocked=others, placer=self.placer)
+        if found is not None:
+            sched.nominated[gang.key] = found.nodes
+        return found

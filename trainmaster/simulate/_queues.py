@@ -1,0 +1,161 @@
+"""The simulation's queues: the scheduler's queue config, and each job's queue and priority.
+
+They come from where the scheduler gets them:
+
+* ``--spec FILE``: the spec's ``scheduler.queues`` (``nominalQuota``, ``cohort``,
+  ``borrowingLimit``, ``priority``, ``preemption``) and ``scheduler.preemption``, turned
+  into ``QueueSpec`` by the same code that renders the scheduler's config file;
+* ``--nodes N --queues FILE``: a YAML file with the same two keys as a spec's
+  ``scheduler`` section (``queues``, and ``preemption``, false by default as in a spec),
+  checked by the spec's own queue rules;
+* ``--nodes N`` alone: no queue config at all. As in the scheduler, nothing is then
+  enforced: any queue name is accepted and recorded, there is no quota and no preemption.
+
+A job's queue is its trace row's ``queue`` (empty: the default queue); its priority is the
+row's ``priority``, else its queue's (the PriorityClass the spec renders), else 0. A queue
+the config does not have is an error naming the row and column: the scheduler would hold
+such a gang forever ("queue X does not exist").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainmaster.scheduler import DEFAULT_QUEUE, QueueSpec
+from trainmaster.scheduler._quota import queue_specs
+
+from ._jobs import Job, WorkloadError
+
+if TYPE_CHECKING:
+    from trainmaster.spec import Queue
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    queues: tuple[QueueSpec, ...] = ()
+    """Empty: no queue config; nothing is enforced (the scheduler's rule)."""
+    priorities: Mapping[str, int] = field(default_factory=dict)
+    """Queue -> the value of its PriorityClass (jobs that set no priority get it)."""
+    preemption: bool = False
+    """The scheduler's ``preemption`` switch (the spec's ``scheduler.preemption``)."""
+    default: str = DEFAULT_QUEUE
+    source: str = ""
+    """Where the queues were declared, for error messages."""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.queues)
+
+    @property
+    def enforced(self) -> bool:
+        """Some queue has a quota: admission must ask the ledger."""
+        return any(q.nominal_quota is not None for q in self.queues)
+
+    def spec(self, name: str) -> QueueSpec | None:
+        for queue in self.queues:
+            if queue.name == name:
+                return queue
+        return None
+
+    def ceiling(self, name: str) -> int | None:
+        """The most GPUs a queue can ever hold at once (None: no limit): its nominal
+        quota, or in a cohort what it can borrow on top, up to its borrowing limit and
+        the cohort's whole nominal quota (``QueueLedger.refusal`` with an idle cohort)."""
+        spec = self.spec(name)
+        if spec is None or spec.nominal_quota is None:
+            return None
+        if spec.cohort is None:
+            return spec.nominal_quota
+        cohort = sum(q.nominal_quota or 0 for q in self.queues if q.cohort == spec.cohort)
+        if spec.borrowing_limit is not None:
+            cohort = min(cohort, spec.nominal_quota + spec.borrowing_limit)
+        return max(spec.nominal_quota, cohort)
+
+
+def _from_scheduler_section(queues: Sequence[Queue], preemption: bool,
+                            source: str) -> QueueConfig:
+    """Spec queues -> the scheduler's config entries -> ``QueueSpec``: the same two steps
+    (``config_queues``, ``queue_specs``) that the deployed scheduler's queues take."""
+    from trainmaster.objects._scheduler import config_queues
+
+    specs = tuple(queue_specs(config_queues(queues)))
+    priorities = {q.name: q.priority for q in queues}
+    return QueueConfig(specs, priorities, preemption, DEFAULT_QUEUE, source)
+
+
+def spec_queues(path: Path) -> QueueConfig:
+    """The queues of a TrainingCluster spec (validated as ``trainmaster validate`` does)."""
+    from trainmaster.spec import load_spec
+
+    sched = load_spec(path).scheduler
+    return _from_scheduler_section(sched.queues, sched.preemption,
+                                   f"{path} scheduler.queues")
+
+
+def file_queues(path: Path) -> QueueConfig:
+    """``--queues FILE``: ``{queues: [...], preemption: bool}`` as in a spec's
+    ``scheduler`` section; every problem names the field and exits 1."""
+    from pydantic import ValidationError
+
+    from trainmaster.spec import SpecInvalidError, SpecIssue, SpecReadError
+    from trainmaster.spec._load import format_path
+    from trainmaster.spec._model import SchedulerSpec
+    from trainmaster.spec._semantic import queue_issues
+    from trainmaster.spec._yaml import parse_document
+
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SpecReadError(source, f"cannot read the file: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise SpecReadError(source, f"not UTF-8 text (byte {err.start})") from None
+    data, _ = parse_document(text, source)
+    if not isinstance(data, dict) or "queues" not in data:
+        raise SpecInvalidError(source, [SpecIssue(
+            "", "a queues file is a mapping with `queues:` (a list as in a spec's "
+            "scheduler.queues) and optionally `preemption: true`")])
+    unknown = sorted(set(data) - {"queues", "preemption"})
+    if unknown:
+        raise SpecInvalidError(source, [SpecIssue(
+            key, "unknown key: a queues file has only `queues` and `preemption`")
+            for key in unknown])
+    try:
+        section = SchedulerSpec.model_validate(data, strict=True)
+    except ValidationError as err:
+        raise SpecInvalidError(source, [SpecIssue(format_path(e["loc"]), e["msg"])
+                                        for e in err.errors()]) from None
+    issues = list(queue_issues(section.queues, "queues"))
+    if issues:
+        raise SpecInvalidError(source, issues)
+    return _from_scheduler_section(section.queues, section.preemption, f"{path} queues")
+
+
+def resolve(jobs: Sequence[Job], config: QueueConfig,
+            source: str | None = None) -> tuple[list[str], list[int]]:
+    """Each job's queue and priority, as the scheduler would see them; a queue that is
+    not configured is an error naming the trace line and column (``source``: the trace)."""
+    names = {q.name for q in config.queues}
+    ceilings = {name: config.ceiling(name) for name in names}
+    queues, priorities = [], []
+    for job in jobs:
+        queue = job.queue or config.default
+        where = (f"{source}:{job.line}: column 'queue'" if source and job.line
+                 else f"{job.where()}: queue")
+        if config.configured and queue not in names and queue != config.default:
+            raise WorkloadError(
+                f"{where}: {queue!r} is not a queue of {config.source}: add it there or "
+                f"use one of {', '.join(sorted(names))}")
+        cap = ceilings.get(queue)
+        if cap is not None and job.gpus > cap:
+            raise WorkloadError(  # its quota would hold it forever
+                f"{where}: the job needs {job.gpus} GPUs, queue {queue!r} can never hold "
+                f"more than {cap} (nominalQuota, cohort, borrowingLimit of {config.source})")
+        queues.append(queue)
+        priority = job.priority
+        priorities.append(priority if priority is not None
+                          else config.priorities.get(queue, 0))
+    return queues, priorities
