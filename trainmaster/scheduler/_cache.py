@@ -213,7 +213,7 @@ class ClusterCache:
                 return  # the common update of a running pod (status, labels)
             bound = pod_info(obj)
             request = bound.request
-            self.started[uid] = bound.started
+            self.note_started(uid, bound.started)
             if bound.scheduler_name == self.config.scheduler_name:
                 self.own(uid, bound.request.priority)
             self.ledger.charge(uid, self.queue_of(request, bound.queue),
@@ -260,6 +260,14 @@ class ClusterCache:
         info = self.pending.pop(uid, None)
         if info is not None:
             self._unindex(info)
+
+    def note_started(self, uid: str, started: float) -> None:
+        """Record when a pod started; the later stamp wins. Our binder stamps the bind to
+        the sub-second, the API's startTime (or creation time) is whole seconds and may
+        arrive before or after it: keeping the later one makes two gangs bound within one
+        second compare the same way whichever event came first (preemption's work-lost
+        order depends on it)."""
+        self.started[uid] = max(self.started.get(uid, 0.0), started)
 
     def _release(self, uid: str) -> None:
         self._drop_pending(uid)

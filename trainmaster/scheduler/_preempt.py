@@ -80,7 +80,9 @@ class QuotaAdmission:
         now = time.time()
         for binding in placement.bindings:
             cache.own(binding.pod.uid, binding.pod.priority)
-            cache.started.setdefault(binding.pod.uid, now)
+            # The later of our bind time and the API's (whole-second) startTime, in
+            # whichever order they arrive: see ClusterCache.note_started.
+            cache.note_started(binding.pod.uid, now)
         if not cache.ledger.enabled:
             return
         queue = self.queue_of_gang(gang)
