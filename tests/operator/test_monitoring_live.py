@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from tests.conftest import LocalCluster
 from tests.helpers import stack_doc
 from tests.operator.kit import OperatorEnv, wait_for
-from tests.scheduler.live import free_port
+from tests.scheduler.live import free_port, scrape_metrics
 from trainmaster.apply import apply_objects
 from trainmaster.kubeclient import ApiError, crd_path, node_path
 from trainmaster.nodeagent import NicAgent, NicAgentConfig, NicVerdict
@@ -27,23 +26,9 @@ from trainmaster.spec import validate_data
 pytestmark = pytest.mark.integration
 
 
-def _scrape(port: int) -> dict[str, float]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
-
-
 def _scrape_when(port: int, sample: str, value: float) -> dict[str, float] | None:
     """The scrape once `sample` has `value`, else None."""
-    metrics = _scrape(port)
+    metrics = scrape_metrics(port)
     return metrics if metrics.get(sample) == value else None
 
 

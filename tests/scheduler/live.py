@@ -35,6 +35,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def scrape_metrics(port: int) -> dict[str, float]:
+    """Samples of a local /metrics as {'name{labels}': value}; empty until it serves."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
 def ensure_podgroup_crd(api_client: client.ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api_client)
     crd = podgroup_crd()
@@ -190,18 +204,7 @@ class SchedulerProcess:
 
     def metrics(self) -> dict[str, float]:
         """Samples of /metrics as {'name{labels}': value}; empty until it serves."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
-                                        timeout=2) as resp:
-                text = resp.read().decode()
-        except OSError:
-            return {}
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                out[key] = float(value)
-        return out
+        return scrape_metrics(self.metrics_port)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

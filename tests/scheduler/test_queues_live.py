@@ -52,6 +52,14 @@ def _config(tmp_path: Path, queues: list[dict[str, Any]], preemption: bool = Tru
     return str(path)
 
 
+def _two_leaves(scratch: Scratch) -> None:
+    """Four 8-GPU nodes, two per leaf (leaf-a, leaf-b), Ready."""
+    for leaf in ("leaf-a", "leaf-b"):
+        for i in range(2):
+            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+
+
 def _gang(scratch: Scratch, name: str, size: int, *, queue: str | None = None,
           priority_class: str | None = None, domain: str = "leaf") -> set[str]:
     scratch.create_group(name, size, domain=domain)
@@ -117,10 +125,7 @@ def test_queue_at_quota_holds_its_next_gang_and_releases_it_when_a_job_finishes(
 def test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
-    for leaf in ("leaf-a", "leaf-b"):
-        for i in range(2):
-            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
-    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    _two_leaves(scratch)
     config = _config(tmp_path, [])
     with priority_classes(scratch, {"low": 10, "mid": 20, "high": 1000}) as pc, \
             processes() as procs:
@@ -164,10 +169,7 @@ def test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds(
 def test_a_borrowing_queue_runs_on_idle_gpus_and_gives_them_back_to_the_lender(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
-    for leaf in ("leaf-a", "leaf-b"):
-        for i in range(2):
-            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
-    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    _two_leaves(scratch)
     config = _config(tmp_path, [{"name": "prod", "nominalQuota": 16, "cohort": "shared"},
                                 {"name": "research", "nominalQuota": 16, "cohort": "shared"}])
     with processes() as procs:
@@ -203,10 +205,7 @@ def test_a_borrowing_queue_runs_on_idle_gpus_and_gives_them_back_to_the_lender(
 def test_two_preemptors_never_pick_the_same_victims(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
-    for leaf in ("leaf-a", "leaf-b"):
-        for i in range(2):
-            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
-    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    _two_leaves(scratch)
     config = _config(tmp_path, [])
     with priority_classes(scratch, {"low": 10, "high": 1000}) as pc, processes() as procs:
         procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one",
@@ -241,10 +240,7 @@ HOLD = "trainmaster.io/test-hold"
 def test_a_scheduler_restart_mid_preemption_keeps_the_reservation_and_evicts_nothing_twice(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
-    for leaf in ("leaf-a", "leaf-b"):
-        for i in range(2):
-            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
-    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    _two_leaves(scratch)
     config = _config(tmp_path, [])
     lows: set[str] = set()
     with priority_classes(scratch, {"low": 10, "high": 1000}) as pc, processes() as procs:
