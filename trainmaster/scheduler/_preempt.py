@@ -7,8 +7,8 @@
   gang's queue does not switch it off, its pods' ``preemptionPolicy`` is
   ``PreemptLowerPriority``, and no victims of its last preemption are still leaving.
   Victims: our own running gangs of lower priority, plus (for a queue within its
-  nominal quota) gangs of queues that borrow from its cohort; chosen by
-  ``select_victims``.
+  nominal quota) gangs of queues that borrow from its cohort; priced by ``priced`` and
+  chosen by ``nominate_victims``, as in the simulator.
 * Evicting: each victim pod gets a ``DisruptionTarget`` condition (reason
   ``PreemptionByScheduler``, naming the preemptor: the operator reads it), then a
   graceful delete (its own grace period, uid precondition); each victim gang gets a
@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 import time
@@ -38,7 +37,7 @@ from ._keys import PODGROUP_API_VERSION
 from ._metrics import SchedulerMetrics
 from ._model import GPU, Gang, PodRequest
 from ._placement import Placement
-from ._preemption import Preemption, Victim, evictable, select_victims, work_lost
+from ._preemption import Preemption, Victim, nominate_victims, priced
 from ._queue import GangScheduler
 from ._quota import gang_gpus
 from ._snapshot import PodState
@@ -162,14 +161,14 @@ class Preemptor:
             priority = max(p.priority for p, _ in pods)
             charged = ledger.charged(pods[0][0].uid)
             victim_queue = charged[0] if charged else ledger.default
-            victim = Victim(key, priority, tuple(pods), borrowed=victim_queue in reclaim_from)
-            if not evictable(victim, gang.priority):
-                continue
             group = cache.groups.get(key)
             checkpoint = group.last_checkpoint if group is not None else 0.0
             started = min(cache.started.get(p.uid, now) for p, _ in pods)
-            lost = work_lost(now, max(started, checkpoint), victim.gpus)
-            out.append(dataclasses.replace(victim, work_lost=lost))
+            victim = priced(Victim(key, priority, tuple(pods),
+                                   borrowed=victim_queue in reclaim_from),
+                            gang.priority, now, max(started, checkpoint))
+            if victim is not None:
+                out.append(victim)
         return out
 
     def try_preempt(self, sched: GangScheduler, gang: Gang) -> Preemption | None:
@@ -184,13 +183,10 @@ class Preemptor:
         candidates = self.candidates(gang, reclaim)
         if not candidates:
             return None
-        others = set().union(*(n for k, n in sched.nominated.items() if k != gang.key))
-        found = select_victims(self.cache.snapshot, gang, candidates,
-                               filters=sched.profile.filters, scorer=sched.profile.scorer,
-                               blocked=others)
+        found = nominate_victims(self.cache.snapshot, gang, candidates, sched.nominated,
+                                 filters=sched.profile.filters, scorer=sched.profile.scorer)
         if found is None:
             return None
-        sched.nominated[gang.key] = found.nodes
         uids = {pod.uid for v in found.victims for pod, _ in v.pods}
         self.evicting[gang.key] = uids
         self.cache.mark_terminating(uids)

@@ -23,6 +23,7 @@ all subsets.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -65,6 +66,15 @@ def evictable(victim: Victim, preemptor_priority: int) -> bool:
     lower priority, or its queue borrows from the preemptor's cohort (a lender taking its
     quota back evicts borrowers whatever their priority)."""
     return victim.borrowed or victim.priority < preemptor_priority
+
+
+def priced(victim: Victim, preemptor_priority: int, now: float, since: float) -> Victim | None:
+    """``victim`` with the work it would lose if evicted at ``now`` (``since``: the later
+    of its start and its last checkpoint); None when ``preemptor_priority`` may not evict
+    it. The runtime and the simulator build their candidates with this."""
+    if not evictable(victim, preemptor_priority):
+        return None
+    return dataclasses.replace(victim, work_lost=work_lost(now, since, victim.gpus))
 
 
 def victim_cost(victim: Victim) -> tuple[bool, int, float, int, str]:
@@ -149,3 +159,24 @@ def select_victims(
     if placement is None:  # cannot happen: the last state was checked to fit
         return None
     return Preemption(gang.key, tuple(sorted(chosen, key=victim_cost)), placement)
+
+
+def nominate_victims(
+    snapshot: ClusterSnapshot,
+    gang: Gang,
+    candidates: Sequence[Victim],
+    nominated: dict[str, frozenset[str]],
+    *,
+    filters: Sequence[FilterPlugin],
+    scorer: ScorePlugin,
+    placer: Placer = place_gang,
+) -> Preemption | None:
+    """``select_victims`` with the nodes nominated to other preemptors blocked (freed
+    nodes are for their preemptor only); the nodes found are then nominated to ``gang``
+    in ``nominated`` (the cycle's ``GangScheduler.nominated``)."""
+    others: set[str] = set().union(*(n for k, n in nominated.items() if k != gang.key))
+    found = select_victims(snapshot, gang, candidates, filters=filters, scorer=scorer,
+                           blocked=others, placer=placer)
+    if found is not None:
+        nominated[gang.key] = found.nodes
+    return found

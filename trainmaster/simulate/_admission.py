@@ -2,10 +2,11 @@
 
 Nothing here decides anything the scheduler's core does not: the quota and borrowing
 answers are ``QueueLedger.refusal`` (``trainmaster/scheduler/_quota.py``), the lender's
-claim on borrowers is ``QueueLedger.reclaimable_from``, who may evict whom is
-``evictable`` and the victim set is ``select_victims`` (``_preemption.py``), with the
-policy's own placer plugged in. This module only feeds them the simulation's state, as
-``trainmaster/scheduler/_preempt.py`` feeds them the runtime's cache:
+claim on borrowers is ``QueueLedger.reclaimable_from``, who may evict whom and at what
+cost is ``priced`` and the victim set and its nomination are ``nominate_victims``
+(``_preemption.py``), with the policy's own placer plugged in. This module only feeds
+them the simulation's state, as ``trainmaster/scheduler/_preempt.py`` feeds them the
+runtime's cache:
 
 * ``LedgerAdmission`` is the core's ``Admission`` hook over a ``QueueLedger``, charged
   per pod when the cycle places a gang and released when the job stops;
@@ -30,10 +31,9 @@ from trainmaster.scheduler import (
     Preemption,
     QueueLedger,
     Victim,
-    evictable,
     gang_gpus,
-    select_victims,
-    work_lost,
+    nominate_victims,
+    priced,
 )
 
 from ._queues import QueueConfig
@@ -102,19 +102,13 @@ class Preemptor:
         for run in running():
             if run.key == gang.key:
                 continue
-            victim = Victim(run.key, run.priority, run.bindings, borrowed=run.queue in reclaim)
-            if evictable(victim, gang.priority):
-                lost = work_lost(now, max(run.started, run.checkpoint), victim.gpus)
-                candidates.append(Victim(run.key, run.priority, run.bindings, lost,
-                                         victim.borrowed))
+            victim = priced(Victim(run.key, run.priority, run.bindings,
+                                   borrowed=run.queue in reclaim),
+                            gang.priority, now, max(run.started, run.checkpoint))
+            if victim is not None:
+                candidates.append(victim)
         if free_gpus + sum(v.gpus for v in candidates) < gang_gpus(gang):
             return None  # even evicting all of them would not free enough GPUs
-        others: set[str] = set()
-        for key, nodes in sched.nominated.items():
-            if key != gang.key:
-                others.update(nodes)
-        found = select_victims(sched.snapshot, gang, candidates, filters=sched.profile.filters,
-                               scorer=sched.profile.scorer, blocked=others, placer=self.placer)
-        if found is not None:
-            sched.nominated[gang.key] = found.nodes
-        return found
+        return nominate_victims(sched.snapshot, gang, candidates, sched.nominated,
+                                filters=sched.profile.filters, scorer=sched.profile.scorer,
+                                placer=self.placer)
