@@ -11,10 +11,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.helpers import STACKS
+
+if TYPE_CHECKING:
+    from trainmaster.s3server import S3Server
 
 
 @dataclass(frozen=True)
@@ -48,3 +52,15 @@ def local_cluster(trainmaster_home: Path) -> Iterator[LocalCluster]:
         yield LocalCluster(Path(result.record.kubeconfig), state_dir, spec, result.record.nodes)
     finally:
         cluster.down_state_dir(state_dir)
+
+
+@pytest.fixture()
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3-compatible server (versitygw, built from its pinned Go module: minutes the
+    first time, cached after) on 127.0.0.1 over a temporary folder, stopped after the test."""
+    from trainmaster import s3server
+    from trainmaster.toolchain import build
+
+    build(["versitygw"])
+    with s3server.running(tmp_path_factory.mktemp("s3")) as server:
+        yield server

@@ -82,13 +82,16 @@ def test_a_dataset_over_capacity_is_refused_with_the_fix(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("source", "message"), [
-    ("s3://bucket/tokens", "s3:// scheme is not supported"),
+    ("gs://bucket/tokens", "gs:// scheme is not supported; use one of file://, http://, "
+     "https://, s3://"),
     ("file:///no/such/dir", "no such file or directory"),
 ])
 def test_unusable_sources_are_clear_errors(tmp_path: Path, source: str, message: str) -> None:
     result = _warm(tmp_path, "x", source)
     assert result.returncode == 1 and message in result.stderr
     assert "Traceback" not in result.stderr
+    # The failure is the pod's termination message, for the operator to show.
+    assert message in json.loads((tmp_path / "term-x").read_text())["error"]
 
 
 def test_a_bad_capacity_is_a_usage_error(tmp_path: Path) -> None:

@@ -2,17 +2,20 @@
 `<cache>/<dataset>` from the dataset's source, marks it complete, and evicts the least
 recently used datasets when the cache would go over its capacity."""
 
-from trainmaster.datacache._sources import SourceError, fetch
+from trainmaster.datacache._sources import SCHEMES, SourceError, fetch, unsupported
 from trainmaster.datacache._store import MARKER, CacheStore, CapacityError, Held
-from trainmaster.datacache._warm import WarmResult, warm
+from trainmaster.datacache._warm import WarmResult, failure_message, warm
 
 __all__ = [
     "MARKER",
+    "SCHEMES",
     "CacheStore",
     "CapacityError",
     "Held",
     "SourceError",
     "WarmResult",
+    "failure_message",
     "fetch",
+    "unsupported",
     "warm",
 ]

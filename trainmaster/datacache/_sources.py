@@ -1,9 +1,10 @@
 """Copying a dataset from its declared source into a directory, with progress.
 
 Supported: `file://` URIs and plain paths (a directory tree or one file, e.g. a volume the
-warm-up pod mounts) and `http://`/`https://` (one file, streamed). Object stores (`s3://`,
-`gs://`, `az://`, ...) need a client library that trainmaster does not pin; they are
-refused with a message naming the fix rather than half-supported.
+warm-up pod mounts), `http://`/`https://` (one file, streamed) and `s3://bucket/prefix`
+(every object under the prefix, in parallel, resumable: `_s3`). Other object stores
+(`gs://`, `az://`, ...) are refused with a message naming the fix rather than
+half-supported; `validate` refuses them in a spec already.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from trainmaster.datacache._progress import Progress
 from trainmaster.errors import TrainmasterError
+from trainmaster.spec import DATASET_SCHEMES
 
-Progress = Callable[[int, int | None], None]
-"""Called with (bytes copied so far, total bytes if known)."""
 CHUNK = 1 << 20
+SCHEMES = DATASET_SCHEMES
+"""The source schemes `trainmaster cache warm` copies from (a plain path is file://)."""
+RESUMABLE = ("s3",)
+"""Schemes whose partial copy the next warm-up carries on from instead of replacing."""
 
 
 class SourceError(TrainmasterError):
@@ -94,7 +99,25 @@ def _fetch_http(source: str, target: Path, progress: Progress, timeout: float) -
     return done
 
 
-def fetch(source: str, target: Path, progress: Progress, timeout: float = 60.0) -> int:
+def unsupported(source: str) -> str | None:
+    """Why `source` cannot be copied (its scheme), or None when it can."""
+    if local_path(source) is not None:
+        return None
+    scheme = urlsplit(source).scheme
+    if scheme in SCHEMES:
+        return None
+    return (f"the {scheme}:// scheme is not supported; use one of "
+            f"{', '.join(s + '://' for s in SCHEMES)} (for another object store, its "
+            "S3-compatible endpoint, a presigned https:// URL, or a volume that mounts the "
+            "bucket, with a file:// source)")
+
+
+def resumable(source: str) -> bool:
+    return local_path(source) is None and urlsplit(source).scheme in RESUMABLE
+
+
+def fetch(source: str, target: Path, progress: Progress, timeout: float = 60.0,
+          workers: int | None = None) -> int:
     """Copy the dataset at `source` into the directory `target`; return the bytes copied."""
     path = local_path(source)
     if path is not None:
@@ -102,7 +125,8 @@ def fetch(source: str, target: Path, progress: Progress, timeout: float = 60.0) 
     scheme = urlsplit(source).scheme
     if scheme in ("http", "https"):
         return _fetch_http(source, target, progress, timeout)
-    raise SourceError(
-        f"--source {source}: the {scheme}:// scheme is not supported by trainmaster cache "
-        "warm (no object-store client is pinned); use file:// (a volume mounted into the "
-        "warm-up pod, e.g. by a CSI driver for the store) or http(s):// (a presigned URL)")
+    if scheme == "s3":
+        from trainmaster.datacache._s3 import DEFAULT_WORKERS, fetch_s3
+
+        return fetch_s3(source, target, progress, workers or DEFAULT_WORKERS)
+    raise SourceError(f"--source {source}: {unsupported(source)}")

@@ -5,22 +5,18 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from trainmaster.datacache._sources import fetch
+from trainmaster.datacache._progress import Meter
+from trainmaster.datacache._progress import human as _human
+from trainmaster.datacache._sources import fetch, resumable
 from trainmaster.datacache._store import CacheStore
 
-
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
+SOURCE_FILE = ".trainmaster-source"
+"""In a partial directory: the source it is being filled from (a resumed warm-up keeps the
+partial only when it is the same)."""
 
 
 @dataclass
@@ -38,29 +34,35 @@ class WarmResult:
                            "evicted": self.evicted}, separators=(",", ":"))[:4000]
 
 
-class _Meter:
-    """Progress lines on stderr, at most one a second and one at the end."""
+def failure_message(dataset: str, error: str) -> str:
+    """The termination message of a failed warm-up: the operator shows `error` on the jobs
+    that wait for the dataset (condition and Event)."""
+    return json.dumps({"dataset": dataset, "error": error[:3500]}, separators=(",", ":"))
 
-    def __init__(self, dataset: str, out: TextIO, every: float = 1.0) -> None:
-        self.dataset, self.out, self.every = dataset, out, every
-        self.last = 0.0
 
-    def __call__(self, done: int, total: int | None, final: bool = False) -> None:
-        now = time.monotonic()
-        if not final and now - self.last < self.every:
-            return
-        self.last = now
-        share = f" ({100 * done // total}%)" if total else ""
-        of = f" of {_human(total)}" if total else ""
-        print(f"warming {self.dataset}: {_human(done)}{of}{share}", file=self.out,
-              flush=True)
+def _start_partial(partial: Path, source: str) -> bool:
+    """Make the partial directory ready; return whether an earlier copy is carried on."""
+    keep = resumable(source) and partial.is_dir() and _partial_source(partial) == source
+    if not keep:
+        shutil.rmtree(partial, ignore_errors=True)  # what a killed warm-up left
+        partial.mkdir()
+        (partial / SOURCE_FILE).write_text(source)
+    return keep
+
+
+def _partial_source(partial: Path) -> str | None:
+    try:
+        return (partial / SOURCE_FILE).read_text()
+    except OSError:
+        return None
 
 
 def warm(dataset: str, source: str, path: Path, capacity: int, size: int | None = None,
-         out: TextIO = sys.stderr) -> WarmResult:
+         out: TextIO = sys.stderr, workers: int | None = None) -> WarmResult:
     """Fill `path` (`<cache root>/<dataset>`) from `source`, evicting least recently used
     datasets to stay within `capacity` bytes. `size` (the spec's declared size) lets the
-    eviction make room before the copy; the actual size is checked after it."""
+    eviction make room before the copy; the actual size is checked after it. A resumable
+    source (s3://) carries on from what an earlier, interrupted warm-up completed."""
     store = CacheStore(path.parent, capacity)
     store.root.mkdir(parents=True, exist_ok=True)
     found = store.complete(path.name, source)
@@ -71,16 +73,18 @@ def warm(dataset: str, source: str, path: Path, capacity: int, size: int | None 
         return WarmResult(dataset, found.bytes, True, [], [h.name for h in store.held()])
     evicted = store.evict_for(size, path.name) if size else []
     partial = store.partial(path.name)
-    shutil.rmtree(partial, ignore_errors=True)  # what a killed warm-up left
-    partial.mkdir()
-    meter = _Meter(dataset, out)
+    if _start_partial(partial, source):
+        print(f"{dataset}: resuming the copy in {partial}", file=out, flush=True)
+    meter = Meter(dataset, out)
     try:
-        copied = fetch(source, partial, meter)
-        meter(copied, copied, final=True)
+        copied = fetch(source, partial, meter, workers=workers)
+        meter.finish(copied, copied)
         evicted += [e for e in store.evict_for(copied, path.name) if e not in evicted]
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        if not resumable(source):  # an s3:// copy keeps its complete objects for the next
+            shutil.rmtree(partial, ignore_errors=True)
         raise
+    (partial / SOURCE_FILE).unlink(missing_ok=True)
     shutil.rmtree(path, ignore_errors=True)  # an incomplete copy, or one of another source
     partial.rename(path)
     store.mark_complete(path.name, source, copied)
@@ -90,4 +94,4 @@ def warm(dataset: str, source: str, path: Path, capacity: int, size: int | None 
     return WarmResult(dataset, copied, False, evicted, [h.name for h in store.held()])
 
 
-__all__ = ["WarmResult", "warm"]
+__all__ = ["WarmResult", "failure_message", "warm"]

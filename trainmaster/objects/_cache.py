@@ -34,6 +34,29 @@ def _source_mounts(dataset: Dataset) -> list[dict[str, Any]]:
     return [{"name": "source", "mountPath": unquote(path), "readOnly": True}]
 
 
+SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+"""Keys of a dataset's credentialsSecret, given to its warm-up pods as these variables."""
+
+
+def _source_env(dataset: Dataset) -> list[dict[str, Any]]:
+    """An s3:// source's endpoint, region and credentials (from the Secret the dataset
+    names, never from the spec), as the standard AWS variables boto3 reads."""
+    env: list[dict[str, Any]] = []
+    if dataset.endpoint:
+        env.append({"name": "AWS_ENDPOINT_URL", "value": dataset.endpoint})
+    if dataset.region:
+        env.append({"name": "AWS_REGION", "value": dataset.region})
+    if dataset.credentials_secret:
+        env += [
+            {"name": key, "valueFrom": {"secretKeyRef": {
+                "name": dataset.credentials_secret, "key": key,
+                # A session token is only for temporary credentials.
+                **({"optional": True} if key == "AWS_SESSION_TOKEN" else {})}}}
+            for key in SECRET_KEYS
+        ]
+    return env
+
+
 def _source_volumes(dataset: Dataset) -> list[dict[str, Any]]:
     if dataset.volume is None:
         return []
@@ -145,16 +168,19 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
                                         dataset.size,
                                     ],
                                     # What the node holds after the warm-up (and what it
-                                    # evicted): the operator labels the node from it.
+                                    # evicted), or why it failed: the operator labels the
+                                    # node from it, or shows the failure on waiting jobs.
+                                    # A crash that wrote nothing leaves its last log lines.
                                     "terminationMessagePath": "/dev/termination-log",
-                                    "terminationMessagePolicy": "File",
+                                    "terminationMessagePolicy": "FallbackToLogsOnError",
                                     "env": [
                                         {
                                             "name": "NODE_NAME",
                                             "valueFrom": {
                                                 "fieldRef": {"fieldPath": "spec.nodeName"}
                                             },
-                                        }
+                                        },
+                                        *_source_env(dataset),
                                     ],
                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
                                     # Root, without capabilities: it writes the root-owned

@@ -18,6 +18,7 @@ from trainmaster.spec._load import (
 )
 from trainmaster.spec._model import (
     API_VERSION,
+    DATASET_SCHEMES,
     CacheSpec,
     ClusterSpec,
     Dataset,
@@ -34,6 +35,7 @@ from trainmaster.spec._rules import job_domain_rule, rule_for_size
 
 __all__ = [
     "API_VERSION",
+    "DATASET_SCHEMES",
     "CacheSpec",
     "ClusterSpec",
     "Dataset",

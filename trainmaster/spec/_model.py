@@ -34,6 +34,8 @@ Cidr = Annotated[
     Field(pattern=r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$", examples=["10.10.0.0/16"]),
 ]
 Mode = Literal["required", "preferred"]
+DATASET_SCHEMES = ("file", "http", "https", "s3")
+"""The dataset source schemes `trainmaster cache warm` copies from."""
 DEFAULT_LEVELS = ("spine", "leaf")
 
 
@@ -295,6 +297,18 @@ class Dataset(_Model):
     """A PersistentVolumeClaim (in the cluster's namespace) that holds a `file://` source:
     mounted read-only into the warm-up pods at the source's path, e.g. a CSI-mounted bucket
     or an NFS share. Omit for http(s) sources and for paths the warm-up image already has."""
+    credentials_secret: Name | None = None
+    """For an `s3://` source: a Secret (in the cluster's namespace) whose keys
+    `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and optional `AWS_SESSION_TOKEN` the
+    warm-up pods get as those variables. Credentials never go in the spec; omit to use
+    the node's or pod's own identity."""
+    endpoint: str | None = Field(None, pattern=r"^https?://[^\s/]+(/\S*)?$",
+                                 examples=["http://rgw.storage.svc:7480"])
+    """For an `s3://` source: the S3 endpoint URL of an on-prem store (Ceph RGW,
+    SeaweedFS, MinIO, versitygw), given to the warm-up pods as `AWS_ENDPOINT_URL`; omit for
+    AWS S3."""
+    region: str | None = Field(None, pattern=r"^[a-z0-9-]{1,32}$")
+    """For an `s3://` source: `AWS_REGION` of the warm-up pods."""
 
 
 class CacheSpec(_Model):
@@ -310,8 +324,13 @@ class CacheSpec(_Model):
     """Fill the cache before a job that uses the dataset starts."""
     wait_for_warmup: bool = True
     """With `warmup`: the operator holds a job that names datasets until each is warm on at
-    least as many schedulable nodes as the job has pods; `false` starts it at once
-    (warm-up optional: the job reads whatever the cache holds)."""
+    least as many schedulable nodes as the job has pods (at most `warmupTimeoutMinutes`);
+    `false` starts it at once (warm-up optional: the job reads whatever the cache holds,
+    uncached where it is cold)."""
+    warmup_timeout_minutes: int = Field(120, ge=1, le=10080)
+    """With `waitForWarmup`: a job still held for its datasets this long after it was first
+    held fails with reason `WarmupTimeout` (and the last warm-up error, if any), so no job
+    waits forever. Raise it for datasets that take longer to copy."""
     datasets: list[Dataset] = []
     """Datasets jobs may name."""
     node_selector: dict[str, str] = {}

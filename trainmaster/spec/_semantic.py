@@ -13,7 +13,7 @@ from collections.abc import Generator, Iterator, Sequence
 
 from trainmaster.spec._capacity import DomainCapacity
 from trainmaster.spec._errors import SpecIssue
-from trainmaster.spec._model import ClusterSpec, Job, Queue, Switch, Topology
+from trainmaster.spec._model import DATASET_SCHEMES, ClusterSpec, Job, Queue, Switch, Topology
 from trainmaster.spec._quantity import format_bytes, parse_quantity
 from trainmaster.spec._rules import job_domain_rule
 
@@ -228,7 +228,22 @@ def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
         return
     for name in sorted(_dupes([d.name for d in cache.datasets])):
         yield SpecIssue("cache.datasets", f"dataset name {name!r} is used more than once")
+    schemes = ", ".join(f"{s}://" for s in DATASET_SCHEMES)
     for i, dataset in enumerate(cache.datasets):
+        scheme = dataset.source.split("://", 1)[0]
+        if scheme not in DATASET_SCHEMES:
+            yield SpecIssue(
+                f"cache.datasets[{i}].source",
+                f"the {scheme}:// scheme is not supported; use one of {schemes} (another "
+                "object store: its S3-compatible endpoint with s3:// and `endpoint`, a "
+                "presigned https:// URL, or a volume that mounts the bucket with file://)")
+        elif scheme != "s3":
+            for key, value in (("credentialsSecret", dataset.credentials_secret),
+                               ("endpoint", dataset.endpoint), ("region", dataset.region)):
+                if value is not None:
+                    yield SpecIssue(f"cache.datasets[{i}].{key}",
+                                    f"only an s3:// source uses {key}, not "
+                                    f"{dataset.source!r}: drop it")
         if dataset.volume is not None and not dataset.source.startswith("file:///"):
             yield SpecIssue(
                 f"cache.datasets[{i}].volume",

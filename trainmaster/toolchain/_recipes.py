@@ -26,6 +26,9 @@ CNI_PLUGINS_VERSION = "v1.10.0"
 COREDNS_VERSION = "v1.14.7"
 # promtool, to unit-test the alert rules: Prometheus v3.16.0 is module version v0.316.0.
 PROMETHEUS_VERSION = "v0.316.0"
+# An S3-compatible server (Apache-2.0; MinIO is AGPL) for the dataset-cache tests and the
+# demo's datasets: the stock CLI, run with its posix backend (a folder per bucket).
+VERSITYGW_VERSION = "v1.8.0"
 
 
 @dataclass(frozen=True)
@@ -201,9 +204,17 @@ RECIPES: dict[str, Recipe] = {
             "-X github.com/prometheus/common/version.Branch=trainmaster",
         ),
     ),
+    "versitygw": Recipe(
+        family="versitygw",
+        version=VERSITYGW_VERSION,
+        packages=("github.com/versity/versitygw/cmd/versitygw",),
+        binaries=("versitygw",),
+        ldflags=(f"-X main.Version={VERSITYGW_VERSION}",),
+    ),
 }
 
 CLUSTER_FAMILIES = ("etcd", "k8s", "kwok")
 NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns")
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
 MONITORING_FAMILIES = ("promtool",)
+OBJECT_STORE_FAMILIES = ("versitygw",)

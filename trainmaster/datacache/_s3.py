@@ -1,0 +1,312 @@
+"""Copying an `s3://bucket/prefix` dataset: every object under the prefix, in parallel,
+resumable.
+
+The client is boto3 (AWS's SDK), so the standard configuration applies as it does to the
+aws CLI: `AWS_ENDPOINT_URL` (an on-prem store: Ceph RGW, SeaweedFS, versitygw, MinIO),
+`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`, `AWS_REGION`,
+`AWS_PROFILE` and the shared config/credentials files, instance and pod identities.
+
+Resume: each object is written to `<file>.tm-part` and renamed into place once all its
+bytes arrived, then recorded (key, size, ETag) in the journal `.trainmaster-objects.jsonl`
+of the partial directory. A warm-up that was killed or failed leaves that directory; the
+next one keeps every object whose key, size and ETag match the listing and whose file
+has that size, and downloads the rest. A GET carries `If-Match: <ETag>`, so an object
+replaced between the listing and its download is refused rather than copied half-old.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from trainmaster.datacache._progress import Progress
+from trainmaster.errors import TrainmasterError
+
+OWN = ".trainmaster-"
+"""Files of ours in the partial directory (journal, source) start so; keys never land there."""
+JOURNAL = f"{OWN}objects.jsonl"
+PART_SUFFIX = ".tm-part"
+CHUNK = 1 << 20
+DEFAULT_WORKERS = 8
+
+
+class S3Error(TrainmasterError):
+    """The bucket cannot be read: credentials, a missing bucket or prefix, no endpoint."""
+
+
+@dataclass(frozen=True)
+class S3Object:
+    key: str
+    rel: str
+    """Path under the dataset directory (the key less the prefix)."""
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True)
+class S3Source:
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, source: str) -> S3Source:
+        parts = urlsplit(source)
+        if parts.scheme != "s3" or not parts.netloc:
+            raise S3Error(f"--source {source}: write s3://bucket or s3://bucket/prefix")
+        return cls(parts.netloc, parts.path.lstrip("/"))
+
+
+def _client(workers: int) -> Any:
+    """An S3 client from the standard AWS configuration (environment, profile, files)."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session()
+    config = Config(
+        max_pool_connections=max(workers, 10),
+        retries={"max_attempts": 5, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=60,
+        # Path-style URLs (http://host/bucket/key) work with every on-prem store; boto3
+        # keeps virtual-host style for AWS itself when no endpoint is set.
+        s3={"addressing_style": "path"} if _endpoint() else {},
+    )
+    return session.client("s3", config=config)
+
+
+def _endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def _explain(source: str, exc: BaseException) -> S3Error:
+    """One line that says what went wrong and what to change."""
+    from botocore.exceptions import (
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
+
+    where = f" at {_endpoint()}" if _endpoint() else ""
+    bucket = S3Source.parse(source).bucket
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return S3Error(f"--source {source}: no S3 credentials: set AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE); in a stack, name the "
+                       "dataset's Secret in cache.datasets[].credentialsSecret")
+    if isinstance(exc, EndpointConnectionError):
+        return S3Error(f"--source {source}: cannot reach the S3 endpoint{where}: {exc}; "
+                       "check AWS_ENDPOINT_URL (cache.datasets[].endpoint)")
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error") or {}
+        code = str(err.get("Code") or "")
+        status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+                    "ExpiredToken", "InvalidClientTokenId"):
+            return S3Error(f"--source {source}: the S3 server{where} refused the credentials "
+                           f"({code}); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                           "(the dataset's credentialsSecret)")
+        if code in ("NoSuchBucket",) or (code == "404" and not S3Source.parse(source).prefix):
+            return S3Error(f"--source {source}: no bucket {bucket!r} on the S3 server{where}; "
+                           "fix cache.datasets[].source or create the bucket")
+        if code in ("AccessDenied", "403") or status == 403:
+            return S3Error(f"--source {source}: access denied to bucket {bucket!r}{where}; "
+                           "grant these credentials s3:ListBucket and s3:GetObject on it")
+        if code in ("PreconditionFailed", "412"):
+            return S3Error(f"--source {source}: an object changed while it was copied; run "
+                           "the warm-up again (complete objects are kept)")
+        message = err.get("Message") or str(exc)
+        return S3Error(f"--source {source}: the S3 server{where} answered {code or status}: "
+                       f"{message}")
+    return S3Error(f"--source {source}: {type(exc).__name__}: {exc}")
+
+
+def _safe_rel(key: str, prefix: str) -> str | None:
+    """The key's path under the dataset, or None for keys that are no file (`dir/`) or
+    would leave the dataset directory (`..`)."""
+    rel = key[len(prefix):].lstrip("/") if prefix else key
+    if not rel or rel.endswith("/"):
+        return None
+    parts = PurePosixPath(rel).parts
+    if any(p in ("..", ".") for p in parts) or rel.startswith("/"):
+        return None
+    if parts[-1].startswith(OWN) or parts[-1].endswith(PART_SUFFIX):
+        return None
+    return rel
+
+
+def _list(client: Any, src: S3Source) -> list[S3Object]:
+    """The objects of the dataset: those under `prefix/` (a folder-like prefix), or the
+    one object named `prefix` when there are none."""
+    folder = src.prefix if not src.prefix or src.prefix.endswith("/") else src.prefix + "/"
+    found: list[S3Object] = []
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=src.bucket, Prefix=folder)
+    for page in pages:
+        for item in page.get("Contents") or []:
+            rel = _safe_rel(str(item["Key"]), folder)
+            if rel is not None:
+                found.append(S3Object(str(item["Key"]), rel, int(item["Size"]),
+                                      str(item.get("ETag", ""))))
+    if found or not src.prefix or src.prefix.endswith("/"):
+        return found
+    from botocore.exceptions import ClientError
+
+    try:
+        head = client.head_object(Bucket=src.bucket, Key=src.prefix)
+    except ClientError as exc:
+        if str((exc.response.get("Error") or {}).get("Code")) in ("404", "NoSuchKey"):
+            return []  # neither a folder nor an object: said as "no objects under"
+        raise
+    name = PurePosixPath(src.prefix).name
+    return [S3Object(src.prefix, name, int(head["ContentLength"]), str(head.get("ETag", "")))]
+
+
+def _journal(target: Path) -> dict[str, tuple[int, str]]:
+    """What earlier runs completed: key -> (size, ETag)."""
+    done: dict[str, tuple[int, str]] = {}
+    try:
+        lines = (target / JOURNAL).read_text().splitlines()
+    except OSError:
+        return done
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            done[str(entry["key"])] = (int(entry["size"]), str(entry["etag"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut short by a kill
+    return done
+
+
+def _complete(target: Path, obj: S3Object, journal: dict[str, tuple[int, str]]) -> bool:
+    if journal.get(obj.key) != (obj.size, obj.etag):
+        return False
+    try:
+        return (target / obj.rel).stat().st_size == obj.size
+    except OSError:
+        return False
+
+
+def _prune(target: Path, wanted: set[str]) -> None:
+    """Remove files an earlier run left that are not (or no longer) in the listing."""
+    for path in sorted(target.rglob("*"), reverse=True):
+        rel = path.relative_to(target).as_posix()
+        if path.is_file() and not rel.startswith(OWN) and rel not in wanted:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+
+
+class _Counter:
+    """Bytes and objects done, shared by the download threads."""
+
+    def __init__(self, total: int, objects: int, progress: Progress) -> None:
+        self.lock = threading.Lock()
+        self.bytes = 0
+        self.objects = 0
+        self.skipped = 0
+        self.total, self.count, self.progress = total, objects, progress
+
+    def detail(self) -> str:
+        skipped = f", {self.skipped} already complete" if self.skipped else ""
+        return f"{self.objects} of {self.count} objects{skipped}"
+
+    def add(self, n: int, objects: int = 0, skipped: int = 0) -> None:
+        with self.lock:
+            self.bytes += n
+            self.objects += objects
+            self.skipped += skipped
+            self.progress(self.bytes, self.total, self.detail())
+
+
+def _download(client: Any, bucket: str, obj: S3Object, target: Path, counter: _Counter,
+              journal_lock: threading.Lock, stop: threading.Event) -> None:
+    dest = target / obj.rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + PART_SUFFIX)
+    args: dict[str, Any] = {"Bucket": bucket, "Key": obj.key}
+    if obj.etag:
+        args["IfMatch"] = obj.etag
+    body = client.get_object(**args)["Body"]
+    got = 0
+    try:
+        with part.open("wb") as out:
+            while chunk := body.read(CHUNK):
+                if stop.is_set():
+                    return  # another download failed: leave this one for the next run
+                out.write(chunk)
+                got += len(chunk)
+                counter.add(len(chunk))
+    finally:
+        body.close()
+    if got != obj.size:
+        raise S3Error(f"s3://{bucket}/{obj.key}: got {got} of {obj.size} bytes; the "
+                      "transfer was cut short, run the warm-up again")
+    part.replace(dest)
+    line = json.dumps({"key": obj.key, "size": obj.size, "etag": obj.etag})
+    with journal_lock, (target / JOURNAL).open("a") as journal:
+        journal.write(line + "\n")
+        journal.flush()
+    counter.add(0, objects=1)
+
+
+def _each_done(futures: list[Future[None]]) -> Iterator[Future[None]]:
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+        yield from done
+
+
+def fetch_s3(source: str, target: Path, progress: Progress, workers: int = DEFAULT_WORKERS,
+             client_factory: Callable[[int], Any] = _client) -> int:
+    """Copy every object of `source` into `target`, keeping what an earlier run completed
+    there; return the dataset's bytes. The journal is removed once all objects are in."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    src = S3Source.parse(source)
+    try:
+        client = client_factory(workers)
+        objects = _list(client, src)
+    except (BotoCoreError, ClientError) as exc:
+        raise _explain(source, exc) from None
+    if not objects:
+        raise S3Error(f"--source {source}: no objects under s3://{src.bucket}/{src.prefix}; "
+                      "fix cache.datasets[].source or upload the dataset")
+    target.mkdir(parents=True, exist_ok=True)
+    journal = _journal(target)
+    _prune(target, {o.rel for o in objects})
+    todo = [o for o in objects if not _complete(target, o, journal)]
+    total = sum(o.size for o in objects)
+    counter = _Counter(total, len(objects), progress)
+    pending = {o.key for o in todo}
+    kept = [o for o in objects if o.key not in pending]
+    counter.add(sum(o.size for o in kept), objects=len(kept), skipped=len(kept))
+    stop = threading.Event()
+    journal_lock = threading.Lock()
+    with ThreadPoolExecutor(max_workers=max(1, workers),
+                            thread_name_prefix="s3-download") as pool:
+        futures = [pool.submit(_download, client, src.bucket, obj, target, counter,
+                               journal_lock, stop) for obj in todo]
+        try:
+            for future in _each_done(futures):
+                future.result()
+        except (BotoCoreError, ClientError) as exc:
+            stop.set()
+            for f in futures:
+                f.cancel()
+            raise _explain(source, exc) from None
+        except BaseException:
+            stop.set()
+            for f in futures:
+                f.cancel()
+            raise
+    (target / JOURNAL).unlink(missing_ok=True)
+    return total
+
+
+__all__ = ["JOURNAL", "S3Error", "S3Object", "S3Source", "fetch_s3"]

@@ -1,0 +1,134 @@
+"""A local S3-compatible server for tests and the demo: versitygw (Apache-2.0, built from
+its Go module like the other tools, family `versitygw`) with its posix backend, so a bucket
+is a folder under `<root>/data` and an object a file in it.
+
+It listens on the address it is given (loopback for tests; the real nodes' bridge address
+for pods to reach), with one root account whose keys are made up per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainmaster.errors import TrainmasterError
+from trainmaster.toolchain import tool_path
+
+REGION = "us-east-1"
+
+
+class S3ServerError(TrainmasterError):
+    """The local S3 server did not start or answer."""
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    access_key: str
+    secret_key: str
+    root: Path
+    process: subprocess.Popen[bytes] = field(repr=False)
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS variables that point a client at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": REGION,
+        }
+
+    def client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key, region_name=REGION,
+            config=Config(s3={"addressing_style": "path"}, max_pool_connections=16))
+
+    def seed(self, bucket: str, objects: Mapping[str, bytes]) -> None:
+        """Create `bucket` (if need be) and put each key's bytes."""
+        client = self.client()
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+            client.create_bucket(Bucket=bucket)
+        for key, data in objects.items():
+            client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(server: S3Server, log: Path, timeout: float) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    deadline = time.monotonic() + timeout
+    client = server.client()
+    while True:
+        if server.process.poll() is not None:
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            raise S3ServerError(f"versitygw exited with {server.process.returncode}; "
+                                f"log {log}:\n{tail}")
+        try:
+            client.list_buckets()
+            return
+        except (BotoCoreError, ClientError) as exc:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise S3ServerError(f"versitygw on {server.endpoint} did not answer in "
+                                    f"{timeout:.0f}s: {exc}; log {log}") from None
+        time.sleep(0.2)
+
+
+def start(root: Path, host: str = "127.0.0.1", port: int = 0,
+          timeout: float = 30.0) -> S3Server:
+    """Start versitygw on host:port (a free port when 0) over `<root>/data`."""
+    binary = tool_path("versitygw")
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    port = port or _free_port(host)
+    access, secret = f"tm{secrets.token_hex(6)}", secrets.token_hex(20)
+    log = root / "versitygw.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "VGW_"))}
+    env.update({"ROOT_ACCESS_KEY_ID": access, "ROOT_SECRET_ACCESS_KEY": secret})
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [str(binary), "--port", f"{host}:{port}", "--region", REGION, "--quiet",
+             "posix", str(data)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+    server = S3Server(f"http://{host}:{port}", access, secret, root, process)
+    _wait_ready(server, log, timeout)
+    return server
+
+
+@contextlib.contextmanager
+def running(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[S3Server]:
+    server = start(root, host, port)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+__all__ = ["REGION", "S3Server", "S3ServerError", "running", "start"]
