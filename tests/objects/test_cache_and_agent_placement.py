@@ -67,3 +67,27 @@ def test_the_nic_agent_mounts_the_sysfs_path_of_the_spec() -> None:
     doc["monitoring"] = {"nicAgent": {"sysfsPath": "/srv/fake-sys"}}
     assert volumes(doc) == [
         {"name": "sys", "hostPath": {"path": "/srv/fake-sys", "type": "Directory"}}]
+
+
+def test_an_s3_dataset_gets_its_endpoint_and_its_secret_as_aws_variables() -> None:
+    doc = small_spec_doc("c")
+    doc["cache"]["datasets"] = [{"name": "tiny", "source": "s3://corpus/tiny", "size": "1Gi",
+                                 "endpoint": "http://rgw.storage:7480", "region": "eu-1",
+                                 "credentialsSecret": "corpus-s3"}]
+    container = _warmup_pod(doc)["containers"][0]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["AWS_ENDPOINT_URL"] == "http://rgw.storage:7480"
+    assert env["AWS_REGION"] == "eu-1"
+    assert env["AWS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "corpus-s3",
+                                                         "key": "AWS_ACCESS_KEY_ID"}}
+    assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "corpus-s3",
+                                                             "key": "AWS_SECRET_ACCESS_KEY"}}
+    assert env["AWS_SESSION_TOKEN"] == {"secretKeyRef": {
+        "name": "corpus-s3", "key": "AWS_SESSION_TOKEN", "optional": True}}
+    # A failure's message reaches the operator even from a crash that wrote none.
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_a_dataset_without_s3_settings_gets_no_aws_variables() -> None:
+    container = _warmup_pod(small_spec_doc("c"))["containers"][0]
+    assert [e["name"] for e in container["env"]] == ["NODE_NAME"]

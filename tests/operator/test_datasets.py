@@ -8,10 +8,13 @@ from typing import Any
 from trainmaster.objects import DATASET_LABEL, dataset_label
 from trainmaster.operator._datasets import (
     Warmed,
+    WarmupFailure,
+    WarmupFailures,
     label_patch,
     waiting_message,
     warm_nodes,
     warmed,
+    warmup_failure,
 )
 from trainmaster.spec import Job
 
@@ -92,3 +95,61 @@ def test_the_hold_names_each_dataset_short_of_nodes() -> None:
 def test_cordoned_nodes_do_not_count() -> None:
     nodes = [{"spec": {}}, {"spec": {"unschedulable": True}}, {}]
     assert warm_nodes(nodes) == 2
+
+
+def _container(**state: object) -> dict[str, object]:
+    return {"name": "warmup", "restartCount": state.pop("restarts", 0), **state}
+
+
+def test_a_failed_warmup_says_why_from_its_termination_message() -> None:
+    pod = _pod(phase="Failed")
+    error = "--source s3://corpus/wiki: no bucket 'corpus' on the S3 server at http://s3:7070"
+    pod["status"]["containerStatuses"] = [_container(state={"terminated": {
+        "exitCode": 1, "message": json.dumps({"dataset": "wiki", "error": error})}})]
+    failure = warmup_failure(pod)
+    assert failure == WarmupFailure("wiki", "p", "n1", error, 0)
+    assert failure.describe() == f"warm-up of dataset wiki failed on node n1 (pod p): {error}"
+
+
+def test_a_restarting_warmup_reports_its_last_run_and_a_crash_its_last_log_line() -> None:
+    pod = _pod(phase="Running")
+    pod["status"]["containerStatuses"] = [_container(
+        restarts=3, state={"waiting": {"reason": "CrashLoopBackOff"}},
+        lastState={"terminated": {"exitCode": 2, "message": "starting\nKilled: out of memory"}})]
+    assert warmup_failure(pod) == WarmupFailure("wiki", "p", "n1", "Killed: out of memory", 2)
+    pod["status"]["containerStatuses"][0]["lastState"]["terminated"] = {"exitCode": 137,
+                                                                       "reason": "OOMKilled"}
+    assert warmup_failure(pod).message == "exit code 137 (OOMKilled)"  # type: ignore[union-attr]
+
+
+def test_a_warmup_that_cannot_start_says_why() -> None:
+    pod = _pod(phase="Pending")
+    pod["status"]["containerStatuses"] = [_container(state={"waiting": {
+        "reason": "CreateContainerConfigError", "message": 'secret "corpus-s3" not found'}})]
+    assert warmup_failure(pod) == WarmupFailure(
+        "wiki", "p", "n1", 'CreateContainerConfigError: secret "corpus-s3" not found', 0)
+
+
+def test_running_succeeded_and_foreign_pods_are_no_failure() -> None:
+    running = _pod(phase="Running")
+    running["status"]["containerStatuses"] = [_container(state={"running": {}})]
+    assert warmup_failure(running) is None
+    assert warmup_failure(_pod()) is None
+    foreign = _pod(phase="Failed", owner="my-job")
+    foreign["status"]["containerStatuses"] = [_container(state={"terminated": {"exitCode": 1}})]
+    assert warmup_failure(foreign) is None
+
+
+def test_the_failure_book_keeps_the_last_failure_until_a_warmup_succeeds() -> None:
+    book = WarmupFailures()
+    failed = _pod(phase="Failed")
+    failed["status"]["containerStatuses"] = [_container(state={"terminated": {
+        "exitCode": 1, "message": json.dumps({"error": "boom"})}})]
+    job = _job(["books", "wiki"])
+    assert book.observe("ns", failed) is True
+    assert book.observe("ns", failed) is False  # the same failure is news once
+    found = book.for_job("ns", job)
+    assert found is not None and found.message == "boom"
+    assert book.for_job("other", job) is None
+    assert book.observe("ns", _pod()) is False  # a warm-up of wiki succeeded
+    assert book.for_job("ns", job) is None

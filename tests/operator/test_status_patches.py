@@ -115,3 +115,28 @@ def test_unfencing_leaves_a_cordon_someone_else_set() -> None:
         FENCED_ANNOTATION: json.dumps(record)}}, "spec": {**node["spec"], **patch["spec"]}}
     lift = unfence_patch(fenced)
     assert lift is not None and "unschedulable" not in lift["spec"]
+
+
+def test_a_hold_shows_the_last_warmup_failure_and_keeps_its_start_time() -> None:
+    from trainmaster.operator._model import JobState
+    from trainmaster.operator._status import held_since, hold_patch, warmup_timeout_patch
+
+    first = at(0)
+    state = JobState.from_body({"metadata": {"name": "j", "namespace": "ns"}, "status": {}})
+    waiting = hold_patch(state, "dataset wiki warm on 0 of 2 nodes", first)
+    state = JobState.from_body({"metadata": {"name": "j", "namespace": "ns"},
+                                "status": waiting})
+    later = at(30)
+    failed = hold_patch(state, "dataset wiki warm on 0 of 2 nodes", later,
+                        "warm-up of dataset wiki failed on node n1 (pod p): boom")
+    cond = next(c for c in failed["conditions"] if c["type"] == "DatasetsReady")
+    assert cond["reason"] == "WarmupFailed" and cond["message"].endswith("(pod p): boom")
+    assert cond["lastTransitionTime"] == format_time(first)  # still held since the first
+    assert "pendingReason" not in failed  # unchanged
+    state = JobState.from_body({"metadata": {"name": "j", "namespace": "ns"},
+                                "status": {**waiting, **failed}})
+    assert held_since(state, at(99)) == first
+    timed_out = warmup_timeout_patch(state, "held 120 min", at(7200))
+    assert timed_out["phase"] == "Failed"
+    failed_cond = next(c for c in timed_out["conditions"] if c["type"] == "Failed")
+    assert failed_cond["reason"] == "WarmupTimeout" and failed_cond["message"] == "held 120 min"

@@ -167,3 +167,26 @@ def test_random_bytes_exit_1_or_2(tmp_path_factory: pytest.TempPathFactory, raw:
     path = tmp_path_factory.mktemp("bytes") / "spec.yaml"
     path.write_bytes(raw)
     assert main(["validate", str(path)]) in (1, 2)
+
+
+@pytest.mark.parametrize("source", ["gs://corpus/c4", "az://corpus/c4", "ftp://host/c4",
+                                    "hdfs://nn/c4"])
+def test_an_unsupported_dataset_scheme_exits_1_naming_the_field(tmp_path: Path,
+                                                               source: str) -> None:
+    doc = stack_doc()
+    doc["cache"]["datasets"][0]["source"] = source
+    proc = run_cli("validate", str(write_spec(tmp_path / "bad.yaml", doc)))
+    assert proc.returncode == 1
+    scheme = source.split(":")[0]
+    assert (f"cache.datasets[0].source: the {scheme}:// scheme is not supported; use one of "
+            "file://, http://, https://, s3://") in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_s3_settings_on_another_scheme_are_refused(tmp_path: Path) -> None:
+    doc = stack_doc()
+    doc["cache"]["datasets"][0].update(source="https://example.org/c4.tar",
+                                       credentialsSecret="c4-s3")
+    proc = run_cli("validate", str(write_spec(tmp_path / "bad.yaml", doc)))
+    assert proc.returncode == 1
+    assert "cache.datasets[0].credentialsSecret: only an s3:// source uses it" in proc.stderr

@@ -14,6 +14,7 @@ from typing import Any
 from trainmaster.kubeclient import Kube
 from trainmaster.objects import gang_name
 from trainmaster.operator import _events as events
+from trainmaster.operator._datasets import WarmupFailure
 from trainmaster.operator._model import FAILED, SUCCEEDED, Cause, JobState
 from trainmaster.spec import Job
 
@@ -101,6 +102,12 @@ class Announcer:
         await self._once(body, "Normal", "WaitingForDatasets",
                          f"held until its datasets are warm: {reason}", now,
                          f"g{state.generation}.waitingfordatasets")
+
+    async def warmup_failed(self, body: dict[str, Any], failure: WarmupFailure,
+                            now: datetime) -> None:
+        """One Warning per failed run of a warm-up pod that this job waits for."""
+        await self._once(body, "Warning", "WarmupFailed", failure.describe(), now,
+                         f"warmupfailed.{failure.pod}.{failure.attempt}")
 
     async def invalid_spec(self, body: dict[str, Any], state: JobState, message: str,
                            now: datetime) -> None:

@@ -11,6 +11,11 @@ count, so a pod that merely carries the label cannot get a node labelled.
 recently used) to make room. The operator labels every held one and removes the label of
 every evicted one, so the labels follow the cache, not only the last warm-up. A pod
 without a message (another warm-up image) labels its own dataset only.
+
+A warm-up that fails writes `{"dataset", "error"}` there instead (a crash that wrote
+nothing leaves its last log lines: FallbackToLogsOnError); a container that cannot start
+(a missing credentials Secret, an image that cannot be pulled) says why in its waiting
+state. `warmup_failure` reads either, so the jobs that wait for the dataset can show it.
 """
 
 from __future__ import annotations
@@ -55,12 +60,11 @@ def _message(pod: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def warmed(pod: dict[str, Any]) -> Warmed | None:
-    """What a warm-up pod that finished its node says the node holds; else None."""
+def _warmup_dataset(pod: dict[str, Any]) -> str | None:
+    """The dataset of a pod of a warm-up Job (`<cluster>-warmup-<dataset>`), else None."""
     meta = pod.get("metadata") or {}
     dataset = (meta.get("labels") or {}).get(DATASET_LABEL)
-    node = (pod.get("spec") or {}).get("nodeName")
-    if not dataset or not node or (pod.get("status") or {}).get("phase") != "Succeeded":
+    if not dataset:
         return None
     owners = meta.get("ownerReferences") or []
     if not any(
@@ -68,10 +72,112 @@ def warmed(pod: dict[str, Any]) -> Warmed | None:
         for o in owners
     ):
         return None
+    return str(dataset)
+
+
+def warmed(pod: dict[str, Any]) -> Warmed | None:
+    """What a warm-up pod that finished its node says the node holds; else None."""
+    dataset = _warmup_dataset(pod)
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not dataset or not node or (pod.get("status") or {}).get("phase") != "Succeeded":
+        return None
     message = _message(pod)
     held = tuple(dict.fromkeys((dataset, *_names(message.get("held")))))
     evicted = tuple(e for e in _names(message.get("evicted")) if e not in held)
     return Warmed(node, dataset, held, evicted)
+
+
+@dataclass(frozen=True)
+class WarmupFailure:
+    dataset: str
+    pod: str
+    node: str
+    message: str
+    attempt: int
+    """The container's restart count: each failed run is its own failure."""
+
+    def describe(self) -> str:
+        where = f" on node {self.node}" if self.node else ""
+        return f"warm-up of dataset {self.dataset} failed{where} (pod {self.pod}): " \
+               f"{self.message}"
+
+
+START_FAILURES = frozenset({
+    "CreateContainerConfigError", "CreateContainerError", "ErrImagePull", "ImagePullBackOff",
+    "InvalidImageName", "RunContainerError",
+})
+"""Waiting reasons of a container that cannot start: none of them mends itself soon."""
+
+
+def _failure_text(terminated: dict[str, Any]) -> str:
+    text = str(terminated.get("message") or "").strip()
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return str(data["error"])
+    if text:
+        return text.splitlines()[-1][:1000]  # last log line (FallbackToLogsOnError)
+    return f"exit code {terminated.get('exitCode')} ({terminated.get('reason') or 'Error'})"
+
+
+def warmup_failure(pod: dict[str, Any]) -> WarmupFailure | None:
+    """Why a warm-up pod failed, from its container's (last) termination or the reason it
+    cannot start; None while it runs or once it succeeded."""
+    dataset = _warmup_dataset(pod)
+    if dataset is None:
+        return None
+    status = pod.get("status") or {}
+    if status.get("phase") == "Succeeded":
+        return None
+    name = str((pod.get("metadata") or {}).get("name", ""))
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    for container in status.get("containerStatuses") or []:
+        restarts = int(container.get("restartCount") or 0)
+        state = container.get("state") or {}
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in START_FAILURES:
+            message = f"{waiting['reason']}: {waiting.get('message') or ''}".rstrip(": ")
+            return WarmupFailure(dataset, name, node, message, restarts)
+        for terminated, attempt in ((state.get("terminated"), restarts),
+                                    ((container.get("lastState") or {}).get("terminated"),
+                                     restarts - 1)):
+            if terminated and terminated.get("exitCode") not in (None, 0):
+                return WarmupFailure(dataset, name, node, _failure_text(terminated),
+                                     max(attempt, 0))
+    return None
+
+
+class WarmupFailures:
+    """The last failure of each dataset's warm-up, per namespace, as the operator saw its
+    pods: shown on the jobs held for the dataset. A warm-up pod of the dataset that then
+    succeeds, or the failed pod's deletion, clears it."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], WarmupFailure] = {}
+
+    def observe(self, namespace: str, pod: dict[str, Any], deleted: bool = False) -> bool:
+        """Record what the pod says; return whether a new failure was recorded."""
+        dataset = _warmup_dataset(pod)
+        if dataset is None:
+            return False
+        key = (namespace, dataset)
+        old = self._last.get(key)
+        name = str((pod.get("metadata") or {}).get("name", ""))
+        if deleted or (pod.get("status") or {}).get("phase") == "Succeeded":
+            if old is not None and (not deleted or old.pod == name):
+                del self._last[key]
+            return False
+        failure = warmup_failure(pod)
+        if failure is None or failure == old:
+            return False
+        self._last[key] = failure
+        return True
+
+    def for_job(self, namespace: str, job: Job) -> WarmupFailure | None:
+        return next((f for d in job.datasets
+                     if (f := self._last.get((namespace, d))) is not None), None)
 
 
 def label_patch(held: tuple[str, ...] | str, evicted: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -13,6 +13,7 @@ two handlers firing at once cannot act twice on one job.
     gang pod event                        gang_pod             wake its job
     node event                            node_changed         fence if sick, wake its jobs
     warm-up pod succeeded                 warmup_pod           label its node with the dataset
+    warm-up pod failed                    warmup_pod           record it, wake held jobs
 """
 
 from __future__ import annotations
@@ -145,8 +146,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.event("", "v1", "pods", labels={DATASET_LABEL: kopf.PRESENT}, registry=registry,
                    id="warmup-pod")
     async def warmup_pod(body: kopf.Body, type: str | None, **_: Any) -> None:
-        if type != "DELETED":
-            await holder.get().on_warmup_pod(dict(body))
+        await holder.get().on_warmup_pod(dict(body), type)
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
     async def node_changed(body: kopf.Body, type: str | None, **_: Any) -> None:

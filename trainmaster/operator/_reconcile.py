@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from trainmaster.kubeclient import Kube, is_status, trainingjob_path
 from trainmaster.operator._announce import Announcer, fenced
-from trainmaster.operator._datasets import datasets_waiting, holds
+from trainmaster.operator._datasets import WarmupFailures, datasets_waiting, holds
 from trainmaster.operator._decide import decide, old_gang_wait
 from trainmaster.operator._fence import fence
 from trainmaster.operator._gang import GangObjects
@@ -37,6 +37,7 @@ from trainmaster.operator._nodes import NodeBook
 from trainmaster.operator._specs import InvalidJob, SpecSource, in_namespace
 from trainmaster.operator._status import (
     fail_patch,
+    held_since,
     hold_patch,
     invalid_spec_patch,
     observe_patch,
@@ -44,6 +45,7 @@ from trainmaster.operator._status import (
     resume_patch,
     start_patch,
     succeed_patch,
+    warmup_timeout_patch,
 )
 from trainmaster.operator._supervisor import Gone, Retry
 from trainmaster.spec import ClusterSpec, Job
@@ -63,8 +65,10 @@ class Reconciler:
         specs: SpecSource,
         book: NodeBook,
         clock: Callable[[], datetime] = utcnow,
+        warmups: WarmupFailures | None = None,
     ) -> None:
         self.kube = kube
+        self.warmups = warmups or WarmupFailures()
         self.specs = specs
         self.book = book
         self.clock = clock
@@ -130,7 +134,7 @@ class Reconciler:
         if action is Action.START:
             waiting = await datasets_waiting(self.kube, spec, job)
             if waiting is not None:
-                return await self._hold(body, state, waiting, now)
+                return await self._hold(body, spec, job, state, waiting, now)
             await self._write(state, start_patch(state, now, datasets=holds(spec, job)))
             await self.gang.apply(spec, job, body, 0, None)
             return 0.0
@@ -165,15 +169,32 @@ class Reconciler:
             await self._write(state, patch, guard=False)
         return decision.wake_after
 
-    async def _hold(self, body: dict[str, Any], state: JobState, reason: str,
-                    now: datetime) -> float:
+    async def _hold(self, body: dict[str, Any], spec: ClusterSpec, job: Job, state: JobState,
+                    reason: str, now: datetime) -> float | None:
         """Not started: its datasets are not warm on enough nodes yet. Look again soon
-        (a warm-up labels one node at a time; polling keeps this independent of them)."""
-        patch = hold_patch(state, reason, now)
+        (a warm-up labels one node at a time; polling keeps this independent of them).
+        A warm-up that failed shows on the job at once (condition and Event, from the
+        failed pod's event); a job held past cache.warmupTimeoutMinutes fails."""
+        failure = self.warmups.for_job(state.namespace, job)
+        described = failure.describe() if failure else None
+        assert spec.cache is not None  # held: the job names datasets of a warm-up cache
+        limit = timedelta(minutes=spec.cache.warmup_timeout_minutes)
+        waited = now - held_since(state, now)
+        if waited >= limit:
+            message = (f"held {waited.total_seconds() / 60:.0f} min for its datasets "
+                       f"(cache.warmupTimeoutMinutes {spec.cache.warmup_timeout_minutes}): "
+                       f"{reason}" + (f"; last failure: {described}" if described else ""))
+            new = await self._write(state, warmup_timeout_patch(state, message, now))
+            await self.announce.end(body, new, now)
+            return None
+        patch = hold_patch(state, reason, now, described)
         if patch:
-            await self._write(state, patch, guard=False)
+            state = await self._write(state, patch, guard=False)
         await self.announce.waiting_for_datasets(body, state, reason, now)
-        return HOLD_RECHECK_SECONDS
+        if failure is not None:
+            await self.announce.warmup_failed(body, failure, now)
+        left = (limit - waited).total_seconds()
+        return min(HOLD_RECHECK_SECONDS, left + 0.5)
 
     async def _restart(
         self,

@@ -15,7 +15,7 @@ from typing import Any
 from trainmaster.kubeclient import TRAININGJOB_API_VERSION, Kube, is_status, node_path
 from trainmaster.objects import JOB_LABEL
 from trainmaster.operator._announce import fenced, topology_unknown
-from trainmaster.operator._datasets import label_warmed_node
+from trainmaster.operator._datasets import WarmupFailures, label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health
 from trainmaster.operator._fence import fence
 from trainmaster.operator._metrics import OperatorMetrics
@@ -70,7 +70,8 @@ class Runtime:
         self.kube = kube
         self.specs = SpecSource(kube, config.spec)
         self.book = NodeBook()
-        self.reconciler = Reconciler(kube, self.specs, self.book)
+        self.warmups = WarmupFailures()
+        self.reconciler = Reconciler(kube, self.specs, self.book, warmups=self.warmups)
         self.supervisor = Supervisor(self.reconciler, config.resync_seconds)
         self.metrics = OperatorMetrics()
         self.topology = TopologyBook()
@@ -169,8 +170,17 @@ class Runtime:
             if not is_status(exc, 404):
                 log.warning("could not label the topology of node %s: %s", name, exc)
 
-    async def on_warmup_pod(self, body: dict[str, Any]) -> None:
-        """A warm-up pod changed: label its node once it holds the dataset."""
+    async def on_warmup_pod(self, body: dict[str, Any], event_type: str | None = None
+                            ) -> None:
+        """A warm-up pod changed: label its node once it holds the dataset; a failure
+        wakes the jobs of its namespace, so those held for the dataset show it at once."""
+        namespace = str((body.get("metadata") or {}).get("namespace", ""))
+        if self.warmups.observe(namespace, body, deleted=event_type == "DELETED"):
+            for key in self.supervisor.known():
+                if key.namespace == namespace:
+                    self.supervisor.poke(key)
+        if event_type == "DELETED":
+            return
         try:
             done = await label_warmed_node(self.kube, body)
         except Exception as exc:

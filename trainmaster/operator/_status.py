@@ -25,6 +25,7 @@ from trainmaster.operator._model import (
     GangView,
     JobState,
     format_time,
+    parse_time,
 )
 from trainmaster.spec import Job
 
@@ -33,6 +34,8 @@ COND_FAILED = "Failed"
 COND_SUCCEEDED = "Succeeded"
 COND_SPEC_VALID = "SpecValid"
 COND_DATASETS_READY = "DatasetsReady"
+WARMUP_FAILED = "WarmupFailed"
+WARMUP_TIMEOUT = "WarmupTimeout"
 
 
 def set_condition(
@@ -89,14 +92,40 @@ def start_patch(state: JobState, now: datetime, datasets: bool = False) -> dict[
     }
 
 
-def hold_patch(state: JobState, reason: str, now: datetime) -> dict[str, Any]:
+def hold_patch(state: JobState, reason: str, now: datetime, failure: str | None = None
+               ) -> dict[str, Any]:
     """A job held before its first gang (its datasets are not warm yet): Pending, with the
-    reason; only the fields that changed. No attempt is recorded, so the next look decides
-    to start again and checks again."""
+    reason, and the last warm-up failure of its datasets if there is one (`WarmupFailed`);
+    only the fields that changed. No attempt is recorded, so the next look decides to start
+    again and checks again."""
     conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
-    conds = set_condition(conds, COND_DATASETS_READY, False, "WaitingForWarmup", reason, now)
+    if failure:
+        conds = set_condition(conds, COND_DATASETS_READY, False, WARMUP_FAILED,
+                              f"{reason}; {failure}", now)
+    else:
+        conds = set_condition(conds, COND_DATASETS_READY, False, "WaitingForWarmup", reason,
+                              now)
     wanted = {"phase": PENDING, "pendingReason": reason, "conditions": conds}
     return {k: v for k, v in wanted.items() if state.status.get(k) != v}
+
+
+def held_since(state: JobState, now: datetime) -> datetime:
+    """When the job was first held for its datasets (the hold condition's transition)."""
+    cond = state.condition(COND_DATASETS_READY)
+    if cond is not None and cond.get("status") == "False":
+        since = parse_time(cond.get("lastTransitionTime"))
+        if since is not None:
+            return since
+    return now
+
+
+def warmup_timeout_patch(state: JobState, message: str, now: datetime) -> dict[str, Any]:
+    """A job held for its datasets longer than cache.warmupTimeoutMinutes: it fails, with
+    that reason, rather than wait forever."""
+    conds = set_condition(state.conditions, COND_DATASETS_READY, False, WARMUP_TIMEOUT,
+                          message, now)
+    conds = set_condition(conds, COND_FAILED, True, WARMUP_TIMEOUT, message, now)
+    return {"phase": FAILED, "pendingReason": None, "conditions": conds}
 
 
 def restart_patch(state: JobState, decision: Decision, now: datetime) -> dict[str, Any]:

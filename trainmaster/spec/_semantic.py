@@ -242,8 +242,8 @@ def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
                                ("endpoint", dataset.endpoint), ("region", dataset.region)):
                 if value is not None:
                     yield SpecIssue(f"cache.datasets[{i}].{key}",
-                                    f"only an s3:// source uses {key}, not "
-                                    f"{dataset.source!r}: drop it")
+                                    f"only an s3:// source uses it, not "
+                                    f"{dataset.source!r}: drop {key}")
         if dataset.volume is not None and not dataset.source.startswith("file:///"):
             yield SpecIssue(
                 f"cache.datasets[{i}].volume",
