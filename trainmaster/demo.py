@@ -24,6 +24,7 @@ from trainmaster.drill import (
     RealStack,
     pods_table,
     run_drill,
+    serve_demo_datasets,
     start_real_stack,
     wait_controllers,
     wait_training,
@@ -47,6 +48,7 @@ class DemoResult:
 def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES
              ) -> DemoResult:
     stack = start_real_stack(spec_path, real_nodes, report)
+    serve_demo_datasets(stack.record, stack.spec, report)  # the stack's s3:// datasets
     wait_controllers(stack, report)
     with SyncKube.connect(stack.kubeconfig) as kube:
         wait_training(stack, kube, report)

@@ -3,7 +3,9 @@ its Go module like the other tools, family `versitygw`) with its posix backend, 
 is a folder under `<root>/data` and an object a file in it.
 
 It listens on the address it is given (loopback for tests; the real nodes' bridge address
-for pods to reach), with one root account whose keys are made up per run.
+for pods to reach), with one root account whose keys are made up per run. `start` runs it
+for the caller (a test stops it); `start_for_cluster` attaches it to a local cluster, so
+`trainmaster cluster down` stops it with the cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmaster.cluster import _processes as procs
 from trainmaster.errors import TrainmasterError
 from trainmaster.toolchain import tool_path
 
@@ -35,7 +38,9 @@ class S3Server:
     access_key: str
     secret_key: str
     root: Path
-    process: subprocess.Popen[bytes] = field(repr=False)
+    pid: int
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    """Set when this process started it (and so reaps it)."""
 
     def env(self) -> dict[str, str]:
         """The standard AWS variables that point a client at this server."""
@@ -63,14 +68,15 @@ class S3Server:
         for key, data in objects.items():
             client.put_object(Bucket=bucket, Key=key, Body=data)
 
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return procs.alive(self.pid)
+
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        procs.stop(self.pid)  # its process group: SIGTERM, then SIGKILL
+        if self.process is not None:
+            self.process.wait()
 
 
 def _free_port(host: str) -> int:
@@ -85,10 +91,9 @@ def _wait_ready(server: S3Server, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     client = server.client()
     while True:
-        if server.process.poll() is not None:
+        if not server.alive():
             tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-            raise S3ServerError(f"versitygw exited with {server.process.returncode}; "
-                                f"log {log}:\n{tail}")
+            raise S3ServerError(f"versitygw on {server.endpoint} exited; log {log}:\n{tail}")
         try:
             client.list_buckets()
             return
@@ -100,25 +105,47 @@ def _wait_ready(server: S3Server, log: Path, timeout: float) -> None:
         time.sleep(0.2)
 
 
+def _argv(root: Path, host: str, port: int) -> list[str]:
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    return [str(tool_path("versitygw")), "--port", f"{host}:{port}", "--region", REGION,
+            "--quiet", "posix", str(data)]
+
+
+def _keys() -> tuple[str, str, dict[str, str]]:
+    access, secret = f"tm{secrets.token_hex(6)}", secrets.token_hex(20)
+    # In the environment, not on the command line, where any local user could read them.
+    return access, secret, {"ROOT_ACCESS_KEY_ID": access, "ROOT_SECRET_ACCESS_KEY": secret}
+
+
 def start(root: Path, host: str = "127.0.0.1", port: int = 0,
           timeout: float = 30.0) -> S3Server:
     """Start versitygw on host:port (a free port when 0) over `<root>/data`."""
-    binary = tool_path("versitygw")
-    data = root / "data"
-    data.mkdir(parents=True, exist_ok=True)
     port = port or _free_port(host)
-    access, secret = f"tm{secrets.token_hex(6)}", secrets.token_hex(20)
+    argv = _argv(root, host, port)
+    access, secret, keys = _keys()
     log = root / "versitygw.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "VGW_"))}
-    env.update({"ROOT_ACCESS_KEY_ID": access, "ROOT_SECRET_ACCESS_KEY": secret})
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [str(binary), "--port", f"{host}:{port}", "--region", REGION, "--quiet",
-             "posix", str(data)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True)
-    server = S3Server(f"http://{host}:{port}", access, secret, root, process)
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**env, **keys}, start_new_session=True)
+    server = S3Server(f"http://{host}:{port}", access, secret, root, process.pid, process)
     _wait_ready(server, log, timeout)
+    return server
+
+
+def start_for_cluster(state_dir: Path, host: str, port: int,
+                      timeout: float = 30.0) -> S3Server:
+    """Start versitygw as a process of the local cluster in `state_dir` (its data in
+    `<state_dir>/s3`): `trainmaster cluster down` stops it with the cluster."""
+    from trainmaster.cluster import attach_process
+
+    root = state_dir / "s3"
+    access, secret, keys = _keys()
+    entry = attach_process(state_dir, "versitygw", _argv(root, host, port), keys)
+    server = S3Server(f"http://{host}:{port}", access, secret, root, entry.pid)
+    _wait_ready(server, Path(entry.log), timeout)
     return server
 
 
@@ -131,4 +158,4 @@ def running(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[S3Se
         server.stop()
 
 
-__all__ = ["REGION", "S3Server", "S3ServerError", "running", "start"]
+__all__ = ["REGION", "S3Server", "S3ServerError", "running", "start", "start_for_cluster"]

@@ -5,13 +5,17 @@ containerd + runc on this host) that runs everything below as pods, built and ap
 tests/cluster/test_real_recovery.py does (trainmaster.drill.start_real_stack). Its spec
 differs from dev where a real node needs it:
 
-- the cache lives in a host folder of the test; its one dataset `tiny` has the source
+- the cache lives in a host folder of the test; its dataset `tiny` has the source
   `file:///datasets/tiny` on the volume `tiny-source` (a hostPath PersistentVolume on a
   folder the test fills), which the warm-up pod mounts read-only at that path; the warm-up
-  runs on the real node (`cache.nodeSelector`/`tolerations`). No HTTP server: a pod
-  reaches nothing on the host's loopback, and servers here listen on loopback only;
-- dp-example (examples/data-parallel) trains on one node and names `tiny`, so the operator
-  holds it until the warm-up has filled the real node's cache;
+  runs on the real node (`cache.nodeSelector`/`tolerations`);
+- its dataset `tiny-s3` has the source `s3://features/tiny` on a real S3 server
+  (versitygw, trainmaster.drill.serve_s3_dataset) that listens on the real node's bridge
+  address (not loopback, which pods cannot reach; not the public network), reached by
+  its headless Service's name, with the credentials Secret the dataset names. Until the
+  test creates that Secret the warm-up pod cannot start, and the job shows why;
+- dp-example (examples/data-parallel) trains on one node and names both datasets, so
+  the operator holds it until the warm-ups have filled the real node's cache;
 - the NIC agent reads a fake sysfs tree the test writes (`monitoring.nicAgent.sysfsPath`),
   every 2 s; the GPU exporter (whose image only a registry serves) is off;
 - one scheduler replica: the node has the host's 2 CPUs.
@@ -31,7 +35,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,8 @@ from trainmaster.drill import (
     host_volume,
     job_pods,
     job_status,
+    s3_endpoint,
+    serve_s3_dataset,
     start_real_stack,
     wait_controllers,
     wait_training,
@@ -55,6 +61,7 @@ from trainmaster.kubeclient import SyncKube, api_path, generated_client, node_pa
 from trainmaster.launch import METRICS_PORT
 from trainmaster.objects import DATASET_LABEL, UNHEALTHY_TAINT, dataset_label
 from trainmaster.polling import WaitTimeout, wait_until
+from trainmaster.s3server import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 
@@ -63,6 +70,12 @@ CLUSTER = "features"
 DATASET = "tiny"
 SOURCE = f"/datasets/{DATASET}"
 SOURCE_CLAIM = f"{DATASET}-source"
+S3_DATASET = "tiny-s3"
+S3_BUCKET = "features"
+S3_SOURCE = f"s3://{S3_BUCKET}/{DATASET}"
+S3_SERVICE = "features-s3"
+S3_SECRET = "tiny-s3-credentials"
+NAMESPACE = "trainmaster"  # stacks/dev's (the default)
 AGENT_INTERVAL = 2
 RAIL_DEVICES = [f"mlx5_{i}" for i in range(4)]  # dev's four rails name no device
 
@@ -76,6 +89,9 @@ class Features:
     stack: RealStack
     host: Path
     """The test's host folder: cache/, source/ (the dataset's volume), sys/ (fake sysfs)."""
+    s3: list[S3Server] = field(default_factory=list)
+    """The S3 server once a test started it (attached to the cluster: `down` stops it)."""
+    s3_objects: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def node(self) -> str:
@@ -133,13 +149,16 @@ def _spec_doc(host: Path) -> dict[str, Any]:
         "path": str(host / "cache"), "capacity": "1Gi", "warmup": True, "waitForWarmup": True,
         **ON_REAL_NODES,
         "datasets": [{"name": DATASET, "source": f"file://{SOURCE}", "size": "4Mi",
-                      "volume": SOURCE_CLAIM}],
+                      "volume": SOURCE_CLAIM},
+                     {"name": S3_DATASET, "source": S3_SOURCE, "size": "4Mi",
+                      "endpoint": s3_endpoint(S3_SERVICE, NAMESPACE),
+                      "credentialsSecret": S3_SECRET}],
     }
     doc["monitoring"] = {"gpuExporter": {"enabled": False},
                          "nicAgent": {"intervalSeconds": AGENT_INTERVAL,
                                       "sysfsPath": str(host / "sys")}}
     [job] = [j for j in doc["jobs"] if j["name"] == "dp-example"]
-    job.update(nodes=1, datasets=[DATASET])
+    job.update(nodes=1, datasets=[DATASET, S3_DATASET])
     job["hyperParameters"]["trainSteps"] = 100000
     doc["jobs"] = [job]
     return doc
@@ -187,13 +206,26 @@ def _events(kube: SyncKube, ns: str, kind: str, name: str, reason: str) -> list[
             and e.get("reason") == reason]
 
 
-def _warmup_pods(kube: SyncKube, ns: str) -> list[dict[str, Any]]:
-    return kube.list(pod_path(ns), f"{DATASET_LABEL}={DATASET}")
+def _warmup_pods(kube: SyncKube, ns: str, dataset: str = DATASET) -> list[dict[str, Any]]:
+    return kube.list(pod_path(ns), f"{DATASET_LABEL}={dataset}")
 
 
 def _source_volume(features: Features, kube: SyncKube) -> None:
     """The dataset's volume: its claim bound to the host folder the test filled."""
     host_volume(kube, features.stack.spec, SOURCE_CLAIM, features.source)
+
+
+def _s3_source(features: Features) -> None:
+    """The S3 dataset's server, bucket, Service and credentials Secret (once)."""
+    if features.s3:
+        return
+    objects = {f"{DATASET}/shard-{i:02d}/part-{j}.bin": os.urandom(20_000 + 997 * i + j)
+               for i in range(10) for j in range(4)}
+    objects[f"{DATASET}/meta/vocab.txt"] = "".join(f"token{i}\n" for i in range(500)).encode()
+    assert features.stack.spec.metadata.namespace == NAMESPACE
+    features.s3.append(serve_s3_dataset(features.stack.record, NAMESPACE, S3_SERVICE,
+                                        S3_SECRET, S3_BUCKET, objects))
+    features.s3_objects.update(objects)
 
 
 def test_a_job_waits_until_the_warm_up_fills_the_real_nodes_cache(features: Features) -> None:
@@ -203,7 +235,8 @@ def test_a_job_waits_until_the_warm_up_fills_the_real_nodes_cache(features: Feat
         # No source volume yet: the warm-up cannot run, and the operator holds the job.
         status = _wait(features, lambda: (s := job_status(kube, ns, job)).get("pendingReason")
                        and s, f"{job} held for its dataset", 120)
-        assert status["pendingReason"] == f"dataset {DATASET} warm on 0 of 1 nodes"
+        assert status["pendingReason"] == (f"dataset {DATASET} warm on 0 of 1 nodes; "
+                                           f"dataset {S3_DATASET} warm on 0 of 1 nodes")
         assert status["phase"] == "Pending"
         assert _condition(status, "DatasetsReady")["status"] == "False"
         assert _wait(features, lambda: _events(kube, ns, "TrainingJob", job,
@@ -213,6 +246,7 @@ def test_a_job_waits_until_the_warm_up_fills_the_real_nodes_cache(features: Feat
         assert all(p["status"].get("phase") == "Pending" for p in pending)
         assert dataset_label(DATASET) not in kube.get(node_path(node))["metadata"]["labels"]
 
+        _s3_warm_up(features, kube)
         _source_volume(features, kube)
 
         def warmed() -> dict[str, Any] | None:
@@ -252,6 +286,55 @@ def test_a_job_waits_until_the_warm_up_fills_the_real_nodes_cache(features: Feat
         assert (job_status(kube, ns, job).get("pendingReason") or "") == ""
 
 
+def _s3_warm_up(features: Features, kube: SyncKube) -> None:
+    """The S3 dataset's warm-up on the real node: first its real failure (the kubelet
+    cannot start it without the credentials Secret) on the held job within 10 s, then,
+    with the server up and the Secret there, the bucket's objects in the node's cache."""
+    stack, node = features.stack, features.node
+    ns, job = stack.namespace, stack.job.name
+
+    def cannot_start() -> tuple[dict[str, Any], float] | None:
+        for pod in _warmup_pods(kube, ns, S3_DATASET):
+            for status in pod["status"].get("containerStatuses") or []:
+                if (status.get("state", {}).get("waiting") or {}).get("reason") \
+                        == "CreateContainerConfigError":
+                    return pod, time.monotonic()
+        return None
+
+    pod, seen = _wait(features, cannot_start, "the S3 warm-up pod failing to start", 120)
+    cond = _wait(features, lambda: (c := _condition(job_status(kube, ns, job),
+                                                    "DatasetsReady")).get("reason")
+                 == "WarmupFailed" and c, "WarmupFailed on the job", 10)
+    _log(f"the job showed the warm-up failure {time.monotonic() - seen:.1f}s after the test "
+         "saw it on the pod")
+    assert time.monotonic() - seen <= 10
+    why = f'secret "{S3_SECRET}" not found'
+    assert f"warm-up of dataset {S3_DATASET} failed on node {node} " \
+           f"(pod {pod['metadata']['name']}): CreateContainerConfigError" in cond["message"]
+    assert why in cond["message"]
+    events = _wait(features, lambda: _events(kube, ns, "TrainingJob", job, "WarmupFailed"),
+                   "the WarmupFailed Event", 10)
+    assert why in events[0]["message"] and events[0]["type"] == "Warning"
+
+    _s3_source(features)
+
+    def warmed() -> dict[str, Any] | None:
+        done = [p for p in _warmup_pods(kube, ns, S3_DATASET)
+                if p["status"].get("phase") == "Succeeded"]
+        return done[0] if done else None
+
+    done = _wait(features, warmed, "the S3 warm-up pod to succeed", 240)
+    assert done["spec"]["nodeName"] == node
+    target = features.cache / S3_DATASET
+    for key, data in features.s3_objects.items():
+        assert (target / key.removeprefix(f"{DATASET}/")).read_bytes() == data, key
+    marker = json.loads((target / ".trainmaster-complete").read_text())
+    assert marker["source"] == S3_SOURCE
+    assert marker["bytes"] == sum(len(d) for d in features.s3_objects.values())
+    _wait(features, lambda: kube.get(node_path(node))["metadata"]["labels"]
+          .get(dataset_label(S3_DATASET)) == "true", "the S3 dataset's node label", 60)
+
+
 def _scrape(ip: str) -> dict[str, dict[str, float]]:
     """metric name -> {trainingjob label: value}, from the pod's /metrics (no proxy)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -272,6 +355,7 @@ def test_the_launcher_on_the_real_pod_serves_the_metrics_the_alerts_read(
     ns, job = stack.namespace, stack.job.name
     with SyncKube.connect(stack.kubeconfig) as kube:
         _source_volume(features, kube)  # as in the test above, if it ran alone
+        _s3_source(features)
         _attempt, [pod] = wait_training(stack, kube, _log, 300)
         # The launcher reached the trainer through the init container, as rendered.
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["launcher"]

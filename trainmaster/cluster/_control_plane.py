@@ -417,14 +417,15 @@ def _start_real_nodes(
     )
 
 
-def attach_process(state_dir: Path, name: str, argv: list[str]) -> ProcessRecord:
+def attach_process(state_dir: Path, name: str, argv: list[str],
+                   env: dict[str, str] | None = None) -> ProcessRecord:
     """Start a process that belongs to a running cluster (e.g. the scheduler) and record
     it, so that `cluster down` stops it with the control plane."""
     record = ClusterRecord.load(state_dir)
     if record is None:
         raise ClusterError(f"no local cluster at {state_dir}")
     log = state_dir / "logs" / f"{name}.log"
-    proc = procs.start(name, argv, log, env={"KUBECONFIG": record.kubeconfig})
+    proc = procs.start(name, argv, log, env={"KUBECONFIG": record.kubeconfig, **(env or {})})
     entry = ProcessRecord(name, proc.pid, str(log), [])
     record.processes.append(entry)
     record.save()

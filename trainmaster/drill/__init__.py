@@ -2,6 +2,12 @@
 process or container really killed, the gang restarted by the operator from its own
 checkpoint). Used by `trainmaster demo`, the realnode tests and `bench recovery --real`."""
 
+from trainmaster.drill._datasets import (
+    S3_PORT,
+    s3_endpoint,
+    serve_demo_datasets,
+    serve_s3_dataset,
+)
 from trainmaster.drill._drill import (
     SCENARIOS,
     DrillResult,
@@ -24,6 +30,7 @@ from trainmaster.drill._stack import (
 
 __all__ = [
     "ON_REAL_NODES",
+    "S3_PORT",
     "SCENARIOS",
     "DrillResult",
     "Killed",
@@ -35,6 +42,9 @@ __all__ = [
     "placed_on_real_nodes",
     "pods_table",
     "run_drill",
+    "s3_endpoint",
+    "serve_demo_datasets",
+    "serve_s3_dataset",
     "start_real_stack",
     "wait_controllers",
     "wait_training",

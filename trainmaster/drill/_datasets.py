@@ -1,0 +1,129 @@
+"""An S3 dataset source for a local cluster's real nodes: versitygw (trainmaster.s3server)
+attached to the cluster, listening on the first real node's bridge address (the host side
+of the pods' network, which every real node's pods reach and nothing outside this host
+does), a bucket filled with the dataset, and in the stack's namespace:
+
+- a headless Service `<service>` with an EndpointSlice on that address, so pods reach the
+  server as `http://<service>.<namespace>.svc.cluster.local:<port>` through the cluster's
+  DNS (CoreDNS serves headless Services from the API), whatever network slot the cluster got;
+- the Secret `<secret>` with the server's keys, as `cache.datasets[].credentialsSecret`
+  names it (keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+
+`trainmaster cluster down` stops the server with the cluster and removes its data.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from trainmaster.cluster import ClusterError, ClusterRecord
+from trainmaster.cluster._real_nodes import dns_ip
+from trainmaster.kubeclient import SyncKube
+from trainmaster.s3server import S3Server, start_for_cluster
+from trainmaster.spec import ClusterSpec
+
+S3_PORT = 7070
+_MANAGED = {"app.kubernetes.io/managed-by": "trainmaster-local-cluster"}
+
+
+def s3_endpoint(service: str, namespace: str, port: int = S3_PORT) -> str:
+    return f"http://{service}.{namespace}.svc.cluster.local:{port}"
+
+
+def serve_s3_dataset(record: ClusterRecord, namespace: str, service: str, secret: str,
+                     bucket: str, objects: Mapping[str, bytes], port: int = S3_PORT
+                     ) -> S3Server:
+    """Start the server for the cluster's real nodes, fill `bucket`, and publish the
+    Service, its EndpointSlice and the credentials Secret in `namespace`."""
+    if record.net_slot is None or not record.real_nodes:
+        raise ClusterError(f"cluster {record.name} has no real nodes whose pods could reach "
+                           "an S3 server on this host")
+    address = dns_ip(record.net_slot)  # node 0's bridge: the host, as its pods see it
+    server = start_for_cluster(Path(record.state_dir), address, port)
+    server.seed(bucket, objects)
+    labels = {**_MANAGED, "app.kubernetes.io/part-of": record.name,
+              "app.kubernetes.io/component": "dataset-source"}
+    with SyncKube.connect(Path(record.kubeconfig)) as kube:
+        kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": namespace, "labels": _MANAGED}})
+        kube.apply({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service, "namespace": namespace, "labels": labels},
+            "spec": {"clusterIP": "None",
+                     "ports": [{"name": "s3", "port": port, "protocol": "TCP"}]},
+        })
+        kube.apply({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"{service}-host", "namespace": namespace,
+                         "labels": {**labels, "kubernetes.io/service-name": service,
+                                    "endpointslice.kubernetes.io/managed-by":
+                                        "trainmaster-local-cluster"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": "s3", "port": port, "protocol": "TCP"}],
+        })
+        kube.apply({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": secret, "namespace": namespace, "labels": labels},
+            "stringData": {"AWS_ACCESS_KEY_ID": server.access_key,
+                           "AWS_SECRET_ACCESS_KEY": server.secret_key},
+        })
+    return server
+
+
+_WORDS = ("once", "upon", "a", "time", "there", "was", "little", "fox", "who", "liked",
+          "to", "read", "big", "books", "under", "the", "old", "tree", "and", "one", "day",
+          "she", "found", "map", "that", "led", "far", "away", "home")
+
+
+def story_shards(shards: int = 8, size: int = 64 << 10, seed: int = 7) -> list[bytes]:
+    """Small made-up stories (a stand-in for TinyStories, which cannot be fetched here)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(shards):
+        text: list[str] = []
+        length = 0
+        while length < size:
+            line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 24))) + ".\n"
+            text.append(line.capitalize())
+            length += len(line)
+        out.append("".join(text).encode())
+    return out
+
+
+def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
+                        report: Callable[[str], None]) -> S3Server | None:
+    """Serve every s3:// dataset of the stack whose endpoint is an in-cluster Service
+    name (`s3_endpoint`) from one server on the real nodes' bridge, with made-up shards
+    and the Secret it names: the dev stack's `tinystories`, so its warm-up really copies
+    from an S3 server. None when the stack has no such dataset."""
+    ns = spec.metadata.namespace
+    wanted = [d for d in (spec.cache.datasets if spec.cache else [])
+              if d.source.startswith("s3://") and d.endpoint and d.credentials_secret
+              and (urlsplit(d.endpoint).hostname or "").endswith(f".{ns}.svc.cluster.local")]
+    if not wanted:
+        return None
+    first = urlsplit(wanted[0].endpoint or "")
+    service, port = (first.hostname or "").split(".")[0], first.port or 80
+    secret = wanted[0].credentials_secret or ""
+    server: S3Server | None = None
+    for dataset in wanted:
+        parts = urlsplit(dataset.source)
+        prefix = parts.path.strip("/")
+        objects = {f"{prefix}/shard-{i:03d}.txt" if prefix else f"shard-{i:03d}.txt": data
+                   for i, data in enumerate(story_shards())}
+        report(f"S3 server for dataset {dataset.name}: {dataset.source} "
+               f"({len(objects)} objects) at {dataset.endpoint}")
+        if server is None:
+            server = serve_s3_dataset(record, ns, service, secret, parts.netloc, objects,
+                                      port)
+        else:
+            server.seed(parts.netloc, objects)
+    return server
+
+
+__all__ = ["S3_PORT", "s3_endpoint", "serve_demo_datasets", "serve_s3_dataset",
+           "story_shards"]
