@@ -24,6 +24,7 @@ from trainmaster.cluster._real_nodes import dns_ip
 from trainmaster.kubeclient import SyncKube
 from trainmaster.s3server import S3Server, start_for_cluster
 from trainmaster.spec import ClusterSpec
+from trainmaster.toolchain import build, is_built
 
 S3_PORT = 7070
 _MANAGED = {"app.kubernetes.io/managed-by": "trainmaster-local-cluster"}
@@ -106,6 +107,9 @@ def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
               and (urlsplit(d.endpoint).hostname or "").endswith(f".{ns}.svc.cluster.local")]
     if not wanted:
         return None
+    if not is_built("versitygw"):
+        report("building versitygw, the demo's S3 server (once, cached by its pin)")
+        build(["versitygw"])
     first = urlsplit(wanted[0].endpoint or "")
     service, port = (first.hostname or "").split(".")[0], first.port or 80
     secret = wanted[0].credentials_secret or ""
