@@ -13,9 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
 from trainmaster.datacache import MARKER
-from trainmaster.datacache._s3 import JOURNAL
+from trainmaster.datacache._s3 import JOURNAL, _client
 from trainmaster.s3server import S3Server
 
 
@@ -164,3 +166,16 @@ def test_a_profile_supplies_the_credentials(tmp_path: Path, s3_server: S3Server)
     result = _warm(tmp_path, "tokens", "s3://corpus/tokens", env)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "cache" / "tokens" / "a.bin").read_bytes() == b"from a profile"
+
+
+def test_the_standard_variables_configure_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS_REGION (which botocore alone does not read) and AWS_ENDPOINT_URL, with
+    path-style addressing for an on-prem endpoint."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://rgw.storage.example:7480")
+    client = _client(4)
+    assert client.meta.region_name == "eu-west-3"
+    assert client.meta.endpoint_url == "http://rgw.storage.example:7480"
+    assert client.meta.config.s3["addressing_style"] == "path"

@@ -78,7 +78,9 @@ def _client(workers: int) -> Any:
         # keeps virtual-host style for AWS itself when no endpoint is set.
         s3={"addressing_style": "path"} if _endpoint() else {},
     )
-    return session.client("s3", config=config)
+    # botocore reads AWS_DEFAULT_REGION only; AWS_REGION is the variable the other SDKs
+    # and the aws CLI v2 read first, so it wins here too.
+    return session.client("s3", config=config, region_name=os.environ.get("AWS_REGION") or None)
 
 
 def _endpoint() -> str | None:
