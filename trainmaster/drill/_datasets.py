@@ -23,7 +23,7 @@ from trainmaster.cluster import ClusterError, ClusterRecord
 from trainmaster.cluster._real_nodes import dns_ip
 from trainmaster.kubeclient import SyncKube
 from trainmaster.s3server import S3Server, start_for_cluster
-from trainmaster.spec import ClusterSpec
+from trainmaster.spec import ClusterSpec, Dataset
 from trainmaster.toolchain import build, is_built
 
 S3_PORT = 7070
@@ -95,6 +95,15 @@ def story_shards(shards: int = 8, size: int = 64 << 10, seed: int = 7) -> list[b
     return out
 
 
+def served_here(spec: ClusterSpec) -> list[Dataset]:
+    """The stack's s3:// datasets with a credentials Secret and an endpoint that is a
+    Service of its own namespace: those a local cluster's S3 server can stand in for."""
+    ns = spec.metadata.namespace
+    return [d for d in (spec.cache.datasets if spec.cache else [])
+            if d.source.startswith("s3://") and d.endpoint and d.credentials_secret
+            and (urlsplit(d.endpoint).hostname or "").endswith(f".{ns}.svc.cluster.local")]
+
+
 def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
                         report: Callable[[str], None]) -> S3Server | None:
     """Serve every s3:// dataset of the stack whose endpoint is an in-cluster Service
@@ -102,9 +111,7 @@ def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
     and the Secret it names: the dev stack's `tinystories`, so its warm-up really copies
     from an S3 server. None when the stack has no such dataset."""
     ns = spec.metadata.namespace
-    wanted = [d for d in (spec.cache.datasets if spec.cache else [])
-              if d.source.startswith("s3://") and d.endpoint and d.credentials_secret
-              and (urlsplit(d.endpoint).hostname or "").endswith(f".{ns}.svc.cluster.local")]
+    wanted = served_here(spec)
     if not wanted:
         return None
     if not is_built("versitygw"):
@@ -130,4 +137,4 @@ def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
 
 
 __all__ = ["S3_PORT", "s3_endpoint", "serve_demo_datasets", "serve_s3_dataset",
-           "story_shards"]
+           "served_here", "story_shards"]
