@@ -227,6 +227,27 @@ def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namesp
     assert "api-ok" in log
 
 
+def test_real_nodes_have_their_rails_and_whereabouts_crds(real_cluster: RealCluster) -> None:
+    """Each real node has one interface per rail of the spec, cabled to that rail's bridge;
+    the cluster serves whereabouts' CRDs beside Multus's NetworkAttachmentDefinition."""
+    from trainmaster.cluster import _fabric
+    from trainmaster.cluster._network_crds import WHEREABOUTS_CRDS
+    from trainmaster.kubeclient import SyncKube, crd_path
+    from trainmaster.objects import NETWORK_ATTACHMENT_CRD
+
+    slot = real_cluster.slot
+    for node in range(len(REAL)):
+        for rail in range(2):  # small_spec_doc's two rails, no storage network
+            link = _fabric.node_rail(slot, node, rail)
+            assert Path(f"/sys/class/net/{link}/operstate").read_text().strip() == "up"
+            assert Path(f"/sys/class/net/{link}b/master").resolve().name == \
+                _fabric.rail_bridge(slot, rail)
+    assert not Path(f"/sys/class/net/{_fabric.storage_bridge(slot)}").exists()
+    with SyncKube.connect(real_cluster.kubeconfig) as kube:
+        for name in (NETWORK_ATTACHMENT_CRD, *WHEREABOUTS_CRDS):
+            assert kube.get(crd_path(name))["metadata"]["name"] == name
+
+
 def test_import_image_loads_an_archive_into_every_real_node(
     real_cluster: RealCluster, tmp_path: Path
 ) -> None:
@@ -276,6 +297,9 @@ def test_down_leaves_no_process_mount_netns_link_or_rule(
     assert _host.pids_mentioning([f"{d}/" for d in (state_dir, run_dir, data_dir)]) == []
     assert _host.mounts_under([run_dir, data_dir, state_dir]) == []
     assert _host.leftover_links(slot) == []
+    from trainmaster.cluster import _fabric
+
+    assert _fabric.links(slot) == []
     iptables = _host._which("iptables")
     assert iptables is not None
     assert _host.nat_rules(slot, iptables) == []

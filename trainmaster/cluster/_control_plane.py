@@ -404,10 +404,11 @@ def _start_real_nodes(
     record.net_slot = claim_slot(state_dir)
     record.save()
     nodes = _real_nodes.layouts(state_dir, record.net_slot, record.real_nodes)
-    report(f"creating the pod network of {len(nodes)} real nodes")
-    _real_nodes.prepare_network(record.net_slot, nodes)
+    spec = load_spec(spec_path)
+    report(f"creating the pod network and the rails of {len(nodes)} real nodes")
+    _real_nodes.prepare_network(record.net_slot, nodes, spec)
     _real_nodes.start(
-        spec=load_spec(spec_path),
+        spec=spec,
         nodes=nodes,
         state_dir=state_dir,
         kubeconfig=kubeconfig,

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from trainmaster.cluster import _host
+from trainmaster.cluster import _fabric, _host
 from trainmaster.cluster._node_images import SANDBOX_IMAGE, write_archive
 from trainmaster.cluster._processes import ClusterError, free_port, log_tail
 from trainmaster.objects import build_node
@@ -251,9 +251,12 @@ def _write(path: Path, text: str) -> Path:
 # --- start ---------------------------------------------------------------------------------
 
 
-def prepare_network(slot: int, nodes: list[NodeLayout]) -> None:
+def prepare_network(slot: int, nodes: list[NodeLayout], spec: ClusterSpec) -> None:
+    """Each node's pod bridge, and the fabric: the rails' and storage's bridges with each
+    node's interface on them (_fabric)."""
     for node in nodes:
         _host.create_bridge(node.net)
+    _fabric.create(slot, len(nodes), _fabric.plan(spec))
 
 
 def _ready_http(port: int) -> bool:
@@ -457,6 +460,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     for sock in sockets:
         sock.unlink(missing_ok=True)
     left_mounts = _host.unmount_all([run_dir, data_dir, state_dir / "nodes"])
+    _fabric.delete(slot)
     for node in nodes:
         _host.delete_bridge(node.net.bridge)
         _host.remove_cgroup(node.cgroup_root)
@@ -489,7 +493,8 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
         with contextlib.suppress(OSError):
             folder.rmdir()  # only when no other cluster holds a slot
     problems = [f"mount {m}" for m in left_mounts]
-    problems += [f"link {link}" for link in _host.leftover_links(slot)]
+    left_links = {*_host.leftover_links(slot), *_fabric.links(slot)}
+    problems += [f"link {link}" for link in sorted(left_links)]
     return problems
 
 
