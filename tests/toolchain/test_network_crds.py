@@ -18,8 +18,9 @@ def test_a_data_family_copies_the_published_crds(tmp_path: Path,
     assert not result.cached
     crds = {}
     for _, _, dest in RECIPES["network-crds"].module_files:
-        (doc,) = [d for d in yaml.safe_load_all((result.directory / dest).read_text()) if d]
-        crds[doc["metadata"]["name"]] = doc
+        if dest.startswith("crds/"):
+            (doc,) = [d for d in yaml.safe_load_all((result.directory / dest).read_text()) if d]
+            crds[doc["metadata"]["name"]] = doc
     assert set(crds) == {
         "network-attachment-definitions.k8s.cni.cncf.io",
         "ippools.whereabouts.cni.cncf.io",
@@ -29,6 +30,12 @@ def test_a_data_family_copies_the_published_crds(tmp_path: Path,
     nad = crds["network-attachment-definitions.k8s.cni.cncf.io"]["spec"]
     assert (nad["group"], nad["names"]["kind"]) == ("k8s.cni.cncf.io",
                                                     "NetworkAttachmentDefinition")
+    install = yaml.safe_load_all((result.directory / "whereabouts/daemonset-install.yaml")
+                                 .read_text())
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in install if d}
+    assert {("ServiceAccount", "whereabouts"), ("ClusterRole", "whereabouts-cni"),
+            ("ClusterRoleBinding", "whereabouts")} <= kinds
     # Only the data landed: no binary, and a second build is the cached one.
-    assert sorted(p.name for p in result.directory.iterdir()) == [".complete", "crds"]
+    made = sorted(p.name for p in result.directory.iterdir())
+    assert made == [".complete", "crds", "whereabouts"]
     assert _build.build(["network-crds"])[0].cached

@@ -215,7 +215,8 @@ RECIPES: dict[str, Recipe] = {
     ),
     # No binaries: the CRDs of the secondary networks, read from the pinned modules. Every
     # `cluster up` installs the NetworkAttachmentDefinition CRD (on a real cluster Multus does);
-    # real-node clusters also get whereabouts' CRDs. Downloading two modules takes seconds.
+    # real-node clusters also get whereabouts' CRDs and RBAC. Downloading the two modules takes
+    # seconds.
     "network-crds": Recipe(
         family="network-crds",
         version=f"{NAD_CLIENT_VERSION}-whereabouts-{WHEREABOUTS_VERSION}",
@@ -229,6 +230,13 @@ RECIPES: dict[str, Recipe] = {
                     f"crds/whereabouts.cni.cncf.io_{plural}.yaml",
                 )
                 for plural in ("ippools", "overlappingrangeipreservations", "nodeslicepools")
+            ),
+            # whereabouts' ServiceAccount and RBAC as it publishes them (with a DaemonSet that
+            # only copies the binary onto each node, which the real nodes get from the cache).
+            (
+                f"github.com/k8snetworkplumbingwg/whereabouts@{WHEREABOUTS_VERSION}",
+                "doc/crds/daemonset-install.yaml",
+                "whereabouts/daemonset-install.yaml",
             ),
             (
                 f"{NAD_CLIENT_MODULE}@{NAD_CLIENT_VERSION}",
