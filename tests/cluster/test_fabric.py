@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +150,44 @@ def test_fabric_links_are_told_apart_from_other_slots_and_the_pod_bridges() -> N
     assert not _fabric.is_fabric_link(1, "tm10r0")  # slot 10's
     assert not _fabric.is_fabric_link(1, "tm10n0r0")
     assert max(len(_fabric.node_rail(15, 15, 31) + "b"), len(_fabric.node_storage(15, 15))) <= 15
+
+
+def test_the_nic_agent_sees_a_rail_interface_go_down_and_come_back(slot: int) -> None:
+    """The NIC agent's judgement on the real /sys of a node's rail interfaces: healthy, then
+    PortDown naming the interface once `ip link set … down` cuts it, DeviceMissing for a rail
+    the node lacks, and a flap (carrier lost and back between two looks) once it is up again."""
+    from trainmaster.nodeagent import judge_ports, read_netdevs
+
+    doc = small_spec_doc("fabricnic", leaves=1, nodes_per_leaf=2)
+    _fabric.create(slot, 2, _fabric.plan(validate_data(doc, "test")))
+    rails = [_fabric.node_rail(slot, 0, r) for r in range(2)]
+
+    ports = read_netdevs(rails)
+    assert [p.device for p in ports] == sorted(rails)
+    verdict = judge_ports(ports, rails)
+    assert (verdict.healthy, verdict.reason) == (True, "PortsActive"), verdict.message
+    before = {p.name: dict(p.counters) for p in ports}
+
+    _host.run(["ip", "link", "set", rails[1], "down"])
+    verdict = judge_ports(read_netdevs(rails), rails, before)
+    assert (verdict.healthy, verdict.reason) == (False, "PortDown")
+    assert f"{rails[1]}/1 DOWN" in verdict.message and rails[0] not in verdict.message
+
+    missing = judge_ports(read_netdevs([*rails, "tm99n0r7"]), [*rails, "tm99n0r7"])
+    assert (missing.healthy, missing.reason) == (False, "DeviceMissing")
+
+    # The cable's other end (the bridge's port) going down drops the carrier too.
+    _host.run(["ip", "link", "set", rails[1], "up"])
+    _host.run(["ip", "link", "set", rails[0] + "b", "down"])
+    verdict = judge_ports(read_netdevs(rails), rails, before)
+    assert (verdict.healthy, verdict.reason) == (False, "PortDown")
+    assert rails[0] in verdict.message and "NoCarrier" in verdict.message
+    _host.run(["ip", "link", "set", rails[0] + "b", "up"])
+    for _ in range(50):  # carrier comes back asynchronously
+        if all(p.up for p in read_netdevs(rails)):
+            break
+        time.sleep(0.1)
+    verdict = judge_ports(read_netdevs(rails), rails, before)
+    assert (verdict.healthy, verdict.reason) == (False, "LinkFlapped"), verdict.message
+    after = {p.name: dict(p.counters) for p in read_netdevs(rails)}
+    assert judge_ports(read_netdevs(rails), rails, after).healthy
