@@ -52,8 +52,10 @@ def netns() -> Iterator[list[str]]:
         _host.run(["ip", "netns", "delete", name], check=False)
 
 
-def _attach(ns: str, master: str, network: str, subnet: str, ipam_dir: Path, mtu: int) -> str:
-    """ADD a macvlan on `master` into netns `ns` as net1, as containerd would; its address."""
+def _attach(ns: str, master: str, network: str, subnet: str, ipam_dir: Path, mtu: int,
+            ifname: str = "net1") -> str:
+    """ADD a macvlan on `master` into netns `ns` as `ifname`, as containerd would; its
+    address."""
     config = {
         "cniVersion": "1.0.0", "name": network, "type": "macvlan", "master": master,
         "mode": "bridge", "mtu": mtu,
@@ -62,7 +64,7 @@ def _attach(ns: str, master: str, network: str, subnet: str, ipam_dir: Path, mtu
     }
     env = {
         "PATH": os.environ["PATH"], "CNI_COMMAND": "ADD", "CNI_CONTAINERID": ns,
-        "CNI_NETNS": f"/var/run/netns/{ns}", "CNI_IFNAME": "net1",
+        "CNI_NETNS": f"/var/run/netns/{ns}", "CNI_IFNAME": ifname,
         "CNI_PATH": str(tool_path("macvlan").parent),
     }
     proc = subprocess.run([str(tool_path("macvlan"))], input=json.dumps(config), env=env,
@@ -191,3 +193,60 @@ def test_the_nic_agent_sees_a_rail_interface_go_down_and_come_back(slot: int) ->
     assert (verdict.healthy, verdict.reason) == (False, "LinkFlapped"), verdict.message
     after = {p.name: dict(p.counters) for p in read_netdevs(rails)}
     assert judge_ports(read_netdevs(rails), rails, after).healthy
+
+
+def test_the_examples_all_reduce_runs_over_the_rail_the_launcher_picks(
+    slot: int, netns: list[str], tmp_path: Path
+) -> None:
+    """Two ranks of the data-parallel example under `trainmaster launch`, each in a netns on
+    its own node: they bootstrap over rail 0 (standing in for the pod network here) and the
+    launcher, finding the pod's rail by its address in TRAINMASTER_RAIL_SUBNETS, points the
+    all-reduce at rail 1; rail 1's node interfaces carry the gradients, rail 0's little."""
+    import sys
+
+    from tests.helpers import ROOT
+
+    doc = small_spec_doc("fabrictrain", leaves=1, nodes_per_leaf=2)
+    spec = validate_data(doc, "test")
+    _fabric.create(slot, 2, _fabric.plan(spec))
+    subnets = [r.subnet for r in spec.networks.compute.rails]
+    mtu = spec.networks.compute.mtu
+    names = [f"tmt{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    addrs: list[list[str]] = []
+    for node, name in enumerate(names):
+        _host.run(["ip", "netns", "add", name])
+        netns.append(name)
+        _host.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"])
+        got = []
+        for rail in range(2):
+            got.append(_attach(name, _fabric.node_rail(slot, node, rail), f"rail{rail}",
+                               subnets[rail], tmp_path / f"ipam{rail}", mtu,
+                               ifname=f"net{rail + 1}"))
+        addrs.append(got)
+
+    def counters(rail: int) -> int:
+        return sum(_bytes(_fabric.node_rail(slot, n, rail), d) for n in range(2)
+                   for d in ("tx", "rx"))
+
+    before = [counters(0), counters(1)]
+    procs = []
+    for rank, name in enumerate(names):
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RANK": str(rank),
+               "WORLD_SIZE": "2", "MASTER_ADDR": addrs[0][0], "MASTER_PORT": "29555",
+               "TRAINMASTER_RAIL_SUBNETS": subnets[1], "TM_HP_TRAIN_STEPS": "200",
+               "TM_HP_CHECKPOINT_EVERY": "1000"}
+        procs.append(subprocess.Popen(
+            ["ip", "netns", "exec", name, sys.executable, "-m", "trainmaster", "launch", "--",
+             sys.executable, str(ROOT / "examples" / "data-parallel" / "train.py")],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    for proc, log in zip(procs, logs, strict=True):
+        assert proc.returncode == 0, log
+    assert "collectives over the rails: GLOO_SOCKET_IFNAME=net2" in logs[1]
+    assert f"all-reduce via {addrs[0][1]}" in logs[0] and f"all-reduce via {addrs[0][1]}" in \
+        logs[1]
+    rail0, rail1 = counters(0) - before[0], counters(1) - before[1]
+    # 200 steps, each a 64-float gradient up and the sum down (520 bytes apiece), counted
+    # once leaving one node's interface and once entering the other's.
+    assert rail1 >= 200 * 2 * 520 * 2, (rail0, rail1)
+    assert rail0 < rail1 / 10, (rail0, rail1)
