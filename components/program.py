@@ -46,18 +46,17 @@ def program(project_dir: Path) -> None:
 
 def _foreign_crds(spec: ClusterSpec, kubeconfig: str | None) -> dict[str, str]:
     """Third-party CRDs that another manager installed, to leave alone (name -> owner).
-    With `thirdPartyCrds: Never`, stop early, naming each operator the cluster lacks."""
-    from trainmaster.apply import foreign_crds, missing_operators_of
+    Stop early, naming each operator the cluster lacks: Multus always (it has no stand-in),
+    the Prometheus operator with `thirdPartyCrds: Never`."""
+    from trainmaster.apply import foreign_crds, missing_operators_message, missing_operators_of
     from trainmaster.objects import all_objects
 
     path = Path(kubeconfig) if kubeconfig and Path(kubeconfig).is_file() else None
     try:
+        missing = missing_operators_of(path, all_objects(spec))
+        if missing:
+            raise pulumi.RunError(missing_operators_message(missing))
         if spec.third_party_crds == "Never":
-            missing = missing_operators_of(path, all_objects(spec))
-            if missing:
-                raise pulumi.RunError(
-                    "the cluster lacks operators the spec needs (docs/real-cluster.md); "
-                    "install them, or set thirdPartyCrds: IfAbsent:\n  " + "\n  ".join(missing))
             return {}
         owners = foreign_crds(path)
     except pulumi.RunError:

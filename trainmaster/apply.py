@@ -14,6 +14,7 @@ from typing import Any
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
 from trainmaster.objects import (
+    REQUIRED_THIRD_PARTY_CRDS,
     THIRD_PARTY_CRD_NAMES,
     all_objects,
     foreign_manager,
@@ -62,10 +63,13 @@ async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
     except ApiError as exc:
         if not exc.not_found:
             raise ApplyError(f"discovering {kind[0]} {kind[1]} failed: {exc}") from None
-        owner = _OPERATOR_OF.get(kind[0].split("/")[0])
-        hint = (f"install {owner} first (docs/real-cluster.md), or set thirdPartyCrds: "
-                "IfAbsent in the spec to install trainmaster's stand-in CRD"
-                if owner else "is its CRD installed?")
+        group = kind[0].split("/")[0]
+        owner = _OPERATOR_OF.get(group)
+        hint = (f"install {owner} first (docs/real-cluster.md)" if owner else
+                "is its CRD installed?")
+        if owner and (group, kind[1]) not in REQUIRED_THIRD_PARTY_CRDS:
+            hint += ", or set thirdPartyCrds: IfAbsent in the spec to install trainmaster's " \
+                    "stand-in CRD"
         raise ApplyError(f"the API server does not serve {kind[0]} {kind[1]}: {hint}") from None
     try:
         await kube.apply(obj)
@@ -89,15 +93,22 @@ async def crd_owner(kube: Kube, name: str) -> str | None:
 
 def _third_party_crd_of(obj: dict[str, Any]) -> str | None:
     group = obj["apiVersion"].split("/")[0]
+    required = REQUIRED_THIRD_PARTY_CRDS.get((group, obj["kind"]))
+    if required is not None:
+        return required[0]
     for crd in third_party_crds():
         if crd["spec"]["group"] == group and crd["spec"]["names"]["kind"] == obj["kind"]:
             return str(crd["metadata"]["name"])
     return None
 
 
+_REQUIRED_CRD_OWNERS = dict(REQUIRED_THIRD_PARTY_CRDS.values())
+
+
 async def missing_operators(kube: Kube, objs: list[dict[str, Any]]) -> list[str]:
     """Third-party kinds among `objs` whose CRD the cluster lacks and `objs` do not bring
-    (thirdPartyCrds: Never): one line each, naming what to install."""
+    (Multus's always; the Prometheus operator's with thirdPartyCrds: Never): one line each,
+    naming what to install."""
     bringing = {o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"}
     needed = {name for o in objs if (name := _third_party_crd_of(o)) and name not in bringing}
     missing = []
@@ -109,17 +120,22 @@ async def missing_operators(kube: Kube, objs: list[dict[str, Any]]) -> list[str]
                 raise ApplyError(f"reading CRD {name} failed: {exc.status} {exc.reason}"
                                  ) from None
             group = name.split(".", 1)[1]
-            missing.append(f"CRD {name} is missing: install {_OPERATOR_OF.get(group, group)}")
+            missing.append(f"CRD {name} is missing: install {_OPERATOR_OF.get(group, group)}"
+                           + ("" if name in _REQUIRED_CRD_OWNERS else
+                              " (or set thirdPartyCrds: IfAbsent in the spec)"))
     return missing
+
+
+def missing_operators_message(missing: list[str]) -> str:
+    return ("the cluster lacks operators the spec needs (docs/real-cluster.md); install them:"
+            "\n  " + "\n  ".join(missing))
 
 
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
                      report: Callable[[str], None]) -> list[str]:
     missing = await missing_operators(kube, objs)
     if missing:  # before anything is applied: never half a stack
-        raise ApplyError("the cluster lacks operators the spec needs (docs/real-cluster.md); "
-                         "install them, or set thirdPartyCrds: IfAbsent in the spec:\n  "
-                         + "\n  ".join(missing))
+        raise ApplyError(missing_operators_message(missing))
     applied = []
     crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
     done_crds = False

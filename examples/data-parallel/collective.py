@@ -4,15 +4,24 @@ and an all-reduce is a reduce to rank 0 followed by a broadcast of the sum. Summ
 in rank order, so every run of the same steps produces bit-identical results (which is
 what lets the resume test compare losses exactly).
 
+Like gloo and NCCL, the gang bootstraps over MASTER_ADDR (the pod network) and then moves
+its data to the interface GLOO_SOCKET_IFNAME names (`trainmaster launch` sets it to the
+pod's rail interfaces): rank 0 listens on its address there and tells the others over the
+bootstrap connections, and each connects from its own address on that interface. Without
+GLOO_SOCKET_IFNAME (or with no address on it) the data stays on the bootstrap connections.
+
 Any rank that dies breaks its socket; the others then fail with ConnectionError at the next
 collective, which ends the whole gang, as NCCL or gloo would.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
 import struct
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -39,13 +48,33 @@ def _recv(sock: socket.socket) -> bytes:
     return _recv_exact(sock, size)
 
 
+def interface_address(name: str) -> str | None:
+    """The IPv4 address of interface `name`, or None (no such interface, or no address)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            raw = fcntl.ioctl(sock.fileno(), 0x8915,  # SIOCGIFADDR
+                              struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    return socket.inet_ntoa(raw[20:24])
+
+
+def data_address(env: Mapping[str, str] | None = None) -> str | None:
+    """This rank's address on the first interface GLOO_SOCKET_IFNAME names."""
+    env = os.environ if env is None else env
+    names = [n for n in env.get("GLOO_SOCKET_IFNAME", "").split(",") if n]
+    return interface_address(names[0]) if names else None
+
+
 class Group:
     """One process's membership of the gang: rank, world size and its sockets."""
 
     def __init__(self, rank: int, world: int, addr: str, port: int,
-                 timeout: float = 300.0) -> None:
+                 timeout: float = 300.0, data_addr: str | None = None) -> None:
         self.rank, self.world = rank, world
         self.peers: dict[int, socket.socket] = {}
+        self.data_addr: str | None = None
+        """Where rank 0 serves the collective, once moved off the bootstrap connections."""
         if world == 1:
             return
         deadline = time.monotonic() + timeout
@@ -53,6 +82,42 @@ class Group:
             self._accept(addr, port, deadline)
         else:
             self._connect(addr, port, deadline)
+        self._move_data(data_addr, deadline)
+
+    def _move_data(self, local: str | None, deadline: float) -> None:
+        """Rank 0 says over the bootstrap connections where its data listener is (or that it
+        has none); the others connect to it from `local`; the data connections replace the
+        bootstrap ones."""
+        if self.rank == 0:
+            server = socket.create_server((local, 0)) if local else None
+            where = f"{local}:{server.getsockname()[1]}" if server else ""
+            for peer in sorted(self.peers):
+                _send(self.peers[peer], where.encode())
+            if server is None:
+                return
+            bootstrap, self.peers = self.peers, {}
+            server.settimeout(max(1.0, deadline - time.monotonic()))
+            with server:
+                while len(self.peers) < self.world - 1:
+                    conn, _ = server.accept()
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    (peer,) = struct.unpack("!I", _recv_exact(conn, 4))
+                    self.peers[peer] = conn
+            self.data_addr = local
+        else:
+            where = _recv(self.peers[0]).decode()
+            if not where:
+                return
+            host, port = where.rsplit(":", 1)
+            conn = socket.create_connection((host, int(port)), timeout=10,
+                                            source_address=(local, 0) if local else None)
+            conn.settimeout(None)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.sendall(struct.pack("!I", self.rank))
+            bootstrap, self.peers = self.peers, {0: conn}
+            self.data_addr = host
+        for sock in bootstrap.values():
+            sock.close()
 
     def _accept(self, addr: str, port: int, deadline: float) -> None:
         server = None

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from collective import Group
+from collective import Group, data_address
 
 FEATURES = 64
 
@@ -89,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(env.get("RANK") or env.get("JOB_COMPLETION_INDEX") or 0)
     world = int(env.get("WORLD_SIZE", 1))
     group = Group(rank, world, env.get("MASTER_ADDR", "127.0.0.1"),
-                  int(env.get("MASTER_PORT", 29500)))
-    print(f"rank {rank}/{world}: joined the gang", flush=True)
+                  int(env.get("MASTER_PORT", 29500)), data_addr=data_address(env))
+    where = f", all-reduce via {group.data_addr}" if group.data_addr else ""
+    print(f"rank {rank}/{world}: joined the gang{where}", flush=True)
     truth = np.random.default_rng(args.seed).standard_normal(FEATURES)
     step, weights = 0, np.zeros(FEATURES)
     # Rank 0 reads the checkpoint and hands it to everyone: other ranks need not see the

@@ -88,3 +88,25 @@ def test_labelled_pod_completes(core: client.CoreV1Api, namespace: str) -> None:
                                                                 "complete"}))
     wait_for(lambda: core.read_namespaced_pod("done", namespace).status.phase == "Succeeded",
              "pod Succeeded")
+
+
+def test_up_installs_multus_nad_crd_and_no_whereabouts_crds_without_real_nodes(
+    local_cluster: LocalCluster, namespace: str
+) -> None:
+    """The NetworkAttachmentDefinition CRD is the Network Plumbing WG's, installed by `cluster
+    up` (trainmaster renders no stand-in); whereabouts' CRDs come only with real nodes."""
+    from trainmaster.kubeclient import ApiError, SyncKube, crd_path
+    from trainmaster.objects import NETWORK_ATTACHMENT_CRD, STUB_ANNOTATION
+
+    with SyncKube.connect(local_cluster.kubeconfig) as kube:
+        crd = kube.get(crd_path(NETWORK_ATTACHMENT_CRD))
+        assert STUB_ANNOTATION not in (crd["metadata"].get("annotations") or {})
+        assert crd["spec"]["names"]["shortNames"] == ["net-attach-def"]
+        with pytest.raises(ApiError) as absent:
+            kube.get(crd_path("ippools.whereabouts.cni.cncf.io"))
+        assert absent.value.not_found
+        nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+               "metadata": {"name": "rail0", "namespace": namespace},
+               "spec": {"config": '{"cniVersion": "0.3.1", "type": "macvlan"}'}}
+        stored = kube.apply(nad)
+        assert stored["spec"]["config"] == nad["spec"]["config"]

@@ -227,6 +227,76 @@ def test_pods_reach_each_other_and_the_api_server(core: client.CoreV1Api, namesp
     assert "api-ok" in log
 
 
+def test_real_nodes_have_their_rails_and_whereabouts_crds(real_cluster: RealCluster) -> None:
+    """Each real node has one interface per rail of the spec, cabled to that rail's bridge;
+    the cluster serves whereabouts' CRDs beside Multus's NetworkAttachmentDefinition."""
+    from trainmaster.cluster import _fabric
+    from trainmaster.cluster._network_crds import WHEREABOUTS_CRDS
+    from trainmaster.kubeclient import SyncKube, crd_path
+    from trainmaster.objects import NETWORK_ATTACHMENT_CRD
+
+    slot = real_cluster.slot
+    for node in range(len(REAL)):
+        for rail in range(2):  # small_spec_doc's two rails, no storage network
+            link = _fabric.node_rail(slot, node, rail)
+            assert Path(f"/sys/class/net/{link}/operstate").read_text().strip() == "up"
+            assert Path(f"/sys/class/net/{link}b/master").resolve().name == \
+                _fabric.rail_bridge(slot, rail)
+    assert not Path(f"/sys/class/net/{_fabric.storage_bridge(slot)}").exists()
+    with SyncKube.connect(real_cluster.kubeconfig) as kube:
+        for name in (NETWORK_ATTACHMENT_CRD, *WHEREABOUTS_CRDS):
+            assert kube.get(crd_path(name))["metadata"]["name"] == name
+
+
+def test_pods_on_two_nodes_talk_over_a_rail_with_whereabouts_addresses(
+    real_cluster: RealCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    """Every pod on a real node has eth1, eth2 on the spec's two rails (macvlan on its node's
+    rail interface, whereabouts addresses of the rails' subnets); a pod on the other node
+    fetches a page from the first over rail 1, and the bytes go through both nodes' rail-1
+    interfaces."""
+    from ipaddress import ip_address, ip_network
+
+    from trainmaster.cluster import _fabric
+
+    slot = real_cluster.slot
+    core.create_namespaced_pod(namespace, _pod(
+        "rail-server", REAL[0], "ip -4 -o addr; mkdir /www && head -c 200000 /dev/zero > "
+        "/www/blob && exec httpd -f -p 7100 -h /www"))
+    server = wait_for(lambda: (p := core.read_namespaced_pod("rail-server", namespace))
+                      .status.phase == "Running" and p, "rail-server running", 120)
+    log = wait_for(lambda: "eth2" in (text := core.read_namespaced_pod_log(
+        "rail-server", namespace)) and text, "rail-server's addresses", 30)
+    addresses = {line.split()[1]: line.split()[3].split("/")[0]
+                 for line in log.splitlines() if " inet " in line}
+    subnets = ["10.100.0.0/20", "10.100.16.0/20"]  # small_spec_doc's rails
+    for ifname, subnet in zip(("eth1", "eth2"), subnets, strict=True):
+        assert ip_address(addresses[ifname]) in ip_network(subnet), addresses
+    assert addresses["eth0"] == server.status.pod_ip  # the pod network stays eth0
+
+    def counter(link: str, which: str) -> int:
+        return int(Path(f"/sys/class/net/{link}/statistics/{which}_bytes").read_text())
+
+    sent = counter(_fabric.node_rail(slot, 0, 1), "tx")
+    received = counter(_fabric.node_rail(slot, 1, 1), "rx")
+    core.create_namespaced_pod(namespace, _pod(
+        "rail-client", REAL[1],
+        "ip -4 -o addr; for i in $(seq 20); do "
+        f"wget -q -O /tmp/blob http://{addresses['eth2']}:7100/blob && break; sleep 1; done; "
+        "wc -c < /tmp/blob"))
+    pod = wait_for(lambda: _finished(core, namespace, "rail-client"), "rail-client", 120)
+    out = core.read_namespaced_pod_log("rail-client", namespace)
+    assert pod.status.phase == "Succeeded", out
+    assert out.strip().endswith("200000")
+    client_rail = [line.split()[3].split("/")[0] for line in out.splitlines()
+                   if " eth2 " in line and " inet " in line]
+    assert client_rail and client_rail[0] != addresses["eth2"]
+    assert ip_address(client_rail[0]) in ip_network(subnets[1])
+    # The page crossed rail 1: out of node 0's rail-1 interface, into node 1's.
+    assert counter(_fabric.node_rail(slot, 0, 1), "tx") - sent >= 200000
+    assert counter(_fabric.node_rail(slot, 1, 1), "rx") - received >= 200000
+
+
 def test_import_image_loads_an_archive_into_every_real_node(
     real_cluster: RealCluster, tmp_path: Path
 ) -> None:
@@ -276,6 +346,9 @@ def test_down_leaves_no_process_mount_netns_link_or_rule(
     assert _host.pids_mentioning([f"{d}/" for d in (state_dir, run_dir, data_dir)]) == []
     assert _host.mounts_under([run_dir, data_dir, state_dir]) == []
     assert _host.leftover_links(slot) == []
+    from trainmaster.cluster import _fabric
+
+    assert _fabric.links(slot) == []
     iptables = _host._which("iptables")
     assert iptables is not None
     assert _host.nat_rules(slot, iptables) == []

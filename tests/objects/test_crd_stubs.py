@@ -7,6 +7,8 @@ from typing import Any
 
 from tests.helpers import stack_doc
 from trainmaster.objects import (
+    NETWORK_ATTACHMENT_CRD,
+    REQUIRED_THIRD_PARTY_CRDS,
     STUB_ANNOTATION,
     THIRD_PARTY_CRD_NAMES,
     build_all,
@@ -27,6 +29,14 @@ def test_stubs_by_default_and_none_with_never() -> None:
     assert _crd_names(None) >= THIRD_PARTY_CRD_NAMES
     assert not THIRD_PARTY_CRD_NAMES & _crd_names("Never")
     assert "trainingjobs.trainmaster.io" in _crd_names("Never")
+
+
+def test_multus_crd_has_no_stand_in_whatever_the_spec_says() -> None:
+    """A stored NAD that no Multus acts on attaches nothing: the cluster must have Multus."""
+    assert NETWORK_ATTACHMENT_CRD not in _crd_names(None) | _crd_names("Never")
+    assert NETWORK_ATTACHMENT_CRD not in THIRD_PARTY_CRD_NAMES
+    assert REQUIRED_THIRD_PARTY_CRDS[("k8s.cni.cncf.io", "NetworkAttachmentDefinition")] == (
+        NETWORK_ATTACHMENT_CRD, "Multus")
 
 
 def test_every_stub_is_annotated() -> None:

@@ -32,6 +32,9 @@ def nic(
                      ] = Path("/sys"),
     devices: Annotated[str, typer.Option("--devices", help="RDMA devices the node must have, "
                                          "comma-separated (e.g. mlx5_0,mlx5_1).")] = "",
+    netdevs: Annotated[str, typer.Option("--netdevs", help="Judge these network interfaces "
+                                         "(operstate, carrier under /sys/class/net) instead "
+                                         "of RDMA ports, comma-separated.")] = "",
     interval: Annotated[float, typer.Option("--interval", help="Seconds between looks.")
                         ] = 30.0,
     once: Annotated[bool, typer.Option("--once", help="Look and report once, then exit.")
@@ -39,7 +42,8 @@ def nic(
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig "
                           "(default: in-cluster in a pod, else $KUBECONFIG).")] = None,
 ) -> None:
-    """Read /sys/class/infiniband/*/ports/* and set the node condition NICHealthy."""
+    """Read /sys/class/infiniband/*/ports/* (or the --netdevs) and set the node condition
+    NICHealthy."""
     from trainmaster.kubeclient import Kube
     from trainmaster.nodeagent import NicAgent, NicAgentConfig
 
@@ -47,8 +51,12 @@ def nic(
         raise AgentUsageError("--node (or $NODE_NAME) is required: the node to report on")
     if interval <= 0:
         raise AgentUsageError("--interval must be > 0 seconds")
+    if devices and netdevs:
+        raise AgentUsageError("--devices and --netdevs exclude each other: RDMA ports, or "
+                              "plain interfaces")
     config = NicAgentConfig(node=node, sysfs=sysfs, interval=interval, kubeconfig=kubeconfig,
-                            devices=tuple(d for d in devices.split(",") if d))
+                            devices=tuple(d for d in devices.split(",") if d),
+                            netdevs=tuple(d for d in netdevs.split(",") if d))
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

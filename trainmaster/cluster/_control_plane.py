@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
+from trainmaster.cluster import _network_crds, _real_nodes
 from trainmaster.cluster import _processes as procs
-from trainmaster.cluster import _real_nodes
 from trainmaster.cluster._certs import write_pki
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._register import register_nodes, wait_nodes_ready
@@ -203,6 +203,9 @@ def up(
     sizing = cluster_sizing(len(simulated))
     try:
         _start_all(record, state_dir, kubeconfig, kube_scheduler, report, sizing)
+        report("installing the network CRDs (NetworkAttachmentDefinition"
+               + (", whereabouts)" if record.real_nodes else ")"))
+        _network_crds.install(kubeconfig, real_nodes=bool(record.real_nodes))
         if record.real_nodes:
             _start_real_nodes(record, spec_path, state_dir, kubeconfig, report)
         report(f"registering {len(simulated)} simulated nodes")
@@ -401,10 +404,11 @@ def _start_real_nodes(
     record.net_slot = claim_slot(state_dir)
     record.save()
     nodes = _real_nodes.layouts(state_dir, record.net_slot, record.real_nodes)
-    report(f"creating the pod network of {len(nodes)} real nodes")
-    _real_nodes.prepare_network(record.net_slot, nodes)
+    spec = load_spec(spec_path)
+    report(f"creating the pod network and the rails of {len(nodes)} real nodes")
+    _real_nodes.prepare_network(record.net_slot, nodes, spec)
     _real_nodes.start(
-        spec=load_spec(spec_path),
+        spec=spec,
         nodes=nodes,
         state_dir=state_dir,
         kubeconfig=kubeconfig,

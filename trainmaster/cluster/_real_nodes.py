@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from trainmaster.cluster import _host
+from trainmaster.cluster import _attachments, _fabric, _host, _whereabouts
 from trainmaster.cluster._node_images import SANDBOX_IMAGE, write_archive
 from trainmaster.cluster._processes import ClusterError, free_port, log_tail
 from trainmaster.objects import build_node
@@ -99,7 +99,7 @@ def dns_ip(slot: int) -> str:
 # --- configuration files -------------------------------------------------------------------
 
 
-def _containerd_config(node: NodeLayout, runc: str) -> str:
+def _containerd_config(node: NodeLayout, runc: str, networks: int) -> str:
     cni = node.dir / "cni"
     return f"""version = 3
 root = "{node.data_dir / 'containerd'}"
@@ -146,9 +146,12 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
         Root = "{node.run_dir / 'runc'}"
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["{tool_path('bridge').parent}"]
+    bin_dirs = ["{tool_path('bridge').parent}", "{tool_path('whereabouts').parent}"]
     conf_dir = "{cni / 'net.d'}"
-    max_conf_num = 1
+    # The pod network (eth0), then every rail and storage (eth1..): see _attachments.
+    max_conf_num = {networks}
+    # One attachment after the other: whereabouts takes a cluster-wide Lease per allocation.
+    setup_serially = true
 
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
@@ -251,9 +254,12 @@ def _write(path: Path, text: str) -> Path:
 # --- start ---------------------------------------------------------------------------------
 
 
-def prepare_network(slot: int, nodes: list[NodeLayout]) -> None:
+def prepare_network(slot: int, nodes: list[NodeLayout], spec: ClusterSpec) -> None:
+    """Each node's pod bridge, and the fabric: the rails' and storage's bridges with each
+    node's interface on them (_fabric)."""
     for node in nodes:
         _host.create_bridge(node.net)
+    _fabric.create(slot, len(nodes), _fabric.plan(spec))
 
 
 def _ready_http(port: int) -> bool:
@@ -305,6 +311,8 @@ def start(
     dns = dns_ip(slot)
 
     _host.save_host_state()
+    report("installing whereabouts' identity (ServiceAccount, RBAC, token)")
+    whereabouts_conf = _whereabouts.install(kubeconfig, state_dir / "whereabouts")
     report("starting CoreDNS")
     ready_port = free_port()
     corefile = _write(state_dir / "dns" / "Corefile", _corefile(dns, kubeconfig, ready_port))
@@ -324,9 +332,13 @@ def start(
         for sub in ("kubelet", "pod-logs", "containerd"):
             (node.data_dir / sub).mkdir(parents=True, exist_ok=True)
         node.run_dir.mkdir(parents=True, exist_ok=True)
-        _write(node.dir / "cni" / "net.d" / "10-trainmaster.conflist",
-               json.dumps(_cni_config(node), indent=2))
-        config = _write(node.dir / "containerd.toml", _containerd_config(node, host["runc"]))
+        net_d = node.dir / "cni" / "net.d"
+        _write(net_d / _attachments.POD_NETWORK_FILE, json.dumps(_cni_config(node), indent=2))
+        attached = _attachments.node_networks(spec, slot, node.index, whereabouts_conf)
+        for filename, conflist in attached:
+            _write(net_d / filename, json.dumps(conflist, indent=2))
+        config = _write(node.dir / "containerd.toml",
+                        _containerd_config(node, host["runc"], 1 + len(attached)))
         proc, log = launch(
             f"containerd-{node.name}",
             [str(tool_path("containerd")), "--config", str(config), "--log-level", "warn"],
@@ -457,6 +469,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     for sock in sockets:
         sock.unlink(missing_ok=True)
     left_mounts = _host.unmount_all([run_dir, data_dir, state_dir / "nodes"])
+    _fabric.delete(slot)
     for node in nodes:
         _host.delete_bridge(node.net.bridge)
         _host.remove_cgroup(node.cgroup_root)
@@ -489,7 +502,8 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
         with contextlib.suppress(OSError):
             folder.rmdir()  # only when no other cluster holds a slot
     problems = [f"mount {m}" for m in left_mounts]
-    problems += [f"link {link}" for link in _host.leftover_links(slot)]
+    left_links = {*_host.leftover_links(slot), *_fabric.links(slot)}
+    problems += [f"link {link}" for link in sorted(left_links)]
     return problems
 
 

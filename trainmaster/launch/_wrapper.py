@@ -44,6 +44,7 @@ from trainmaster.launch._progress import (
     Progress,
     compile_step_pattern,
 )
+from trainmaster.launch._rails import has_rdma_devices, interface_addresses, rail_env
 from trainmaster.launch._reporter import UTC_ZONE, ApiSink, Sink
 from trainmaster.launch._resume import plan_start, print_notes
 
@@ -198,7 +199,11 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
     start = plan_start(command, os.environ, config.checkpoint_dir)
     print_notes(start)
     command = start.command
-    env = {**start.env, HEARTBEAT_FILE_ENV: str(heartbeat_file),
+    rails = rail_env(start.env, interface_addresses(), has_rdma_devices())
+    if rails:
+        print("trainmaster launch: collectives over the rails: "
+              + ", ".join(f"{k}={v}" for k, v in sorted(rails.items())), file=sys.stderr)
+    env = {**start.env, **rails, HEARTBEAT_FILE_ENV: str(heartbeat_file),
            PROGRESS_FILE_ENV: str(progress_file)}
     try:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

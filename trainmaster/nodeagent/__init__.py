@@ -12,7 +12,7 @@ from trainmaster.nodeagent._condition import (
 )
 from trainmaster.nodeagent._nic import NicVerdict, judge_ports
 from trainmaster.nodeagent._run import NicAgent, NicAgentConfig
-from trainmaster.nodeagent._sysfs import Port, read_ports
+from trainmaster.nodeagent._sysfs import Port, read_netdevs, read_ports
 
 __all__ = [
     "NIC_CONDITION",
@@ -22,6 +22,7 @@ __all__ = [
     "Port",
     "condition_patch",
     "judge_ports",
+    "read_netdevs",
     "read_ports",
     "report_condition",
 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 from trainmaster.kubeclient import Kube
 from trainmaster.nodeagent._condition import report_condition
 from trainmaster.nodeagent._nic import NicVerdict, judge_ports
-from trainmaster.nodeagent._sysfs import read_ports
+from trainmaster.nodeagent._sysfs import read_netdevs, read_ports
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,9 @@ class NicAgentConfig:
     sysfs: Path = Path("/sys")
     devices: tuple[str, ...] = ()
     """RDMA devices the node must have (the spec's rails); empty: whatever is there."""
+    netdevs: tuple[str, ...] = ()
+    """Network interfaces to judge instead of RDMA devices (a node without RDMA, such as a
+    local real node on the stand-in fabric): each must be there, up, with carrier."""
     interval: float = 30.0
     kubeconfig: Path | None = None
 
@@ -33,8 +36,12 @@ class NicAgent:
         self._counters: dict[str, dict[str, int]] | None = None
 
     def look(self) -> NicVerdict:
-        ports = read_ports(self.config.sysfs)
-        verdict = judge_ports(ports, self.config.devices, self._counters)
+        if self.config.netdevs:
+            ports = read_netdevs(self.config.netdevs, self.config.sysfs)
+            verdict = judge_ports(ports, self.config.netdevs, self._counters)
+        else:
+            ports = read_ports(self.config.sysfs)
+            verdict = judge_ports(ports, self.config.devices, self._counters)
         self._counters = {p.name: dict(p.counters) for p in ports}
         return verdict
 

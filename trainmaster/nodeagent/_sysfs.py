@@ -1,4 +1,5 @@
-"""InfiniBand/RoCE ports as the kernel shows them under /sys/class/infiniband.
+"""InfiniBand/RoCE ports as the kernel shows them under /sys/class/infiniband, and plain
+network interfaces under /sys/class/net (operstate, carrier, carrier_down_count).
 
     <root>/class/infiniband/<device>/ports/<n>/state        "4: ACTIVE"
     <root>/class/infiniband/<device>/ports/<n>/phys_state   "5: LinkUp"
@@ -12,7 +13,7 @@ folder of plain files in tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,3 +90,28 @@ def read_ports(root: Path = Path("/sys")) -> list[Port]:
                 counters=_counters(folder / "counters"),
             ))
     return ports
+
+
+def _netdev_port(folder: Path) -> Port:
+    operstate = _text(folder / "operstate")  # up, down, lowerlayerdown, dormant, unknown
+    carrier = _text(folder / "carrier")  # "1", "0"; unreadable (EINVAL) while admin-down
+    up = operstate == "up" and carrier == "1"
+    downs = _text(folder / "carrier_down_count")
+    return Port(
+        device=folder.name,
+        port=1,
+        state="ACTIVE" if up else "DOWN",
+        phys_state="LinkUp" if carrier == "1" else f"NoCarrier ({operstate or 'gone'})",
+        link_layer="Ethernet",
+        # Each loss of carrier counts here, as link_downed does on an IB port: a link that
+        # dropped and came back between two looks shows as grown.
+        counters={"link_downed": int(downs)} if downs.isdigit() else {},
+    )
+
+
+def read_netdevs(names: Iterable[str], root: Path = Path("/sys")) -> list[Port]:
+    """The named network interfaces (a RoCE HCA's netdev, or a rail interface of the local
+    stand-in fabric) under `root`/class/net, as ports: ACTIVE/LinkUp when the interface is
+    up with carrier. An interface that is not there is left out (judged DeviceMissing)."""
+    base = root / "class" / "net"
+    return [_netdev_port(base / name) for name in sorted(names) if (base / name).is_dir()]

@@ -6,9 +6,11 @@ render` and the operator all call these builders. No Kubernetes client imports h
 
 from trainmaster.objects._cache import DATASET_LABEL, build_cache, dataset_label
 from trainmaster.objects._crds import (
+    NETWORK_ATTACHMENT_CRD,
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
     PODGROUP_VERSION,
+    REQUIRED_THIRD_PARTY_CRDS,
     STUB_ANNOTATION,
     THIRD_PARTY_CRD_NAMES,
     TRAININGJOB_GROUP,
@@ -120,6 +122,7 @@ __all__ = [
     "KWOK_NODE_ANNOTATION",
     "LEASE_RULES",
     "NETWORKS_ANNOTATION",
+    "NETWORK_ATTACHMENT_CRD",
     "NODE_EVENT_NAMESPACE",
     "OPERATOR_CLUSTER_RULES",
     "OPERATOR_NODE_EVENT_RULES",
@@ -130,6 +133,7 @@ __all__ = [
     "POD_GROUP_LABEL",
     "PSA_PREFIX",
     "QUEUE_LABEL",
+    "REQUIRED_THIRD_PARTY_CRDS",
     "SCHEDULER_NAMESPACE_RULES",
     "SCHEDULER_RULES",
     "SPEC_KEY",

@@ -1,12 +1,15 @@
 """CustomResourceDefinitions trainmaster installs or needs.
 
-TrainingJob is ours. PodGroup follows scheduler-plugins (scheduling.x-k8s.io/v1alpha1);
-NetworkAttachmentDefinition follows Multus (k8s.cni.cncf.io/v1); the monitoring kinds
-follow the Prometheus operator (monitoring.coreos.com/v1). The last three are installed
-only where absent, with schemas that keep unknown fields, so a cluster that already runs
-those projects keeps their own definitions: `trainmaster apply` and the Pulumi program
-skip a stub whose CRD exists and is not one of our stubs (see `foreign_manager`), and the
-spec's `thirdPartyCrds: Never` drops the stubs altogether.
+TrainingJob is ours. PodGroup follows scheduler-plugins (scheduling.x-k8s.io/v1alpha1).
+The monitoring kinds follow the Prometheus operator (monitoring.coreos.com/v1): stand-ins
+installed only where absent, with schemas that keep unknown fields, so a cluster that already
+runs the operator keeps its own definitions: `trainmaster apply` and the Pulumi program skip a
+stub whose CRD exists and is not one of our stubs (see `foreign_manager`), and the spec's
+`thirdPartyCrds: Never` drops the stubs altogether.
+
+NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) has no stand-in: a cluster must have it from
+Multus (the local cluster's `cluster up` installs the Network Plumbing Working Group's CRD),
+and the appliers say "install Multus" when it lacks it (`REQUIRED_THIRD_PARTY_CRDS`).
 """
 
 from __future__ import annotations
@@ -196,21 +199,14 @@ def podgroup_crd() -> dict[str, Any]:
     )
 
 
-def network_attachment_crd() -> dict[str, Any]:
-    schema = {
-        "type": "object",
-        "properties": {"spec": {"type": "object", "properties": {"config": {"type": "string"}}}},
-    }
-    return _crd(
-        "k8s.cni.cncf.io",
-        "v1",
-        "NetworkAttachmentDefinition",
-        "network-attachment-definitions",
-        "Namespaced",
-        schema,
-        short_names=["net-attach-def"],
-        status=False,
-    )
+NETWORK_ATTACHMENT_CRD = "network-attachment-definitions.k8s.cni.cncf.io"
+
+REQUIRED_THIRD_PARTY_CRDS: dict[tuple[str, str], tuple[str, str]] = {
+    ("k8s.cni.cncf.io", "NetworkAttachmentDefinition"): (NETWORK_ATTACHMENT_CRD, "Multus"),
+}
+"""Third-party kinds the rendered objects use and trainmaster never stands in for:
+(group, kind) -> (CRD name, the project to install). A stored NetworkAttachmentDefinition
+that no Multus acts on attaches nothing, so the cluster must really have Multus."""
 
 
 def prometheus_crds() -> list[dict[str, Any]]:
@@ -232,8 +228,8 @@ def _stub(crd: dict[str, Any]) -> dict[str, Any]:
 
 
 def third_party_crds() -> list[dict[str, Any]]:
-    """The stand-ins for other projects' CRDs (Multus, the Prometheus operator)."""
-    return [_stub(network_attachment_crd()), *prometheus_crds()]
+    """The stand-ins for other projects' CRDs (the Prometheus operator's)."""
+    return prometheus_crds()
 
 
 THIRD_PARTY_CRD_NAMES = frozenset(c["metadata"]["name"] for c in third_party_crds())

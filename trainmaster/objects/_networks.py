@@ -203,6 +203,9 @@ def nccl_env(spec: ClusterSpec) -> dict[str, str]:
         "NCCL_SOCKET_IFNAME": "eth0",
         "NCCL_CROSS_NIC": "0",
         "NCCL_NET_GDR_LEVEL": "PHB",
+        # For `trainmaster launch` to find the pod's rail interfaces by their addresses
+        # (trainmaster.launch._rails), whatever Multus or the node named them.
+        "TRAINMASTER_RAIL_SUBNETS": ",".join(r.subnet for r in compute.rails),
     }
     if compute.fabric == "roce" and compute.lossless is not None:
         env["NCCL_IB_GID_INDEX"] = str(compute.lossless.gid_index)

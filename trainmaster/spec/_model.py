@@ -595,10 +595,11 @@ class ClusterSpec(_Model):
     system: SystemPlacement = SystemPlacement()
     """Where the scheduler and the operator run (node selector, tolerations)."""
     third_party_crds: Literal["IfAbsent", "Never"] = "IfAbsent"
-    """Stub CRDs for Multus (NetworkAttachmentDefinition) and the Prometheus operator
-    (ServiceMonitor, PodMonitor, PrometheusRule): `IfAbsent` installs each only where the
-    cluster lacks it, and never touches one that another manager installed; `Never` leaves
-    them to their own operators (which must then be installed first)."""
+    """Stub CRDs for the Prometheus operator (ServiceMonitor, PodMonitor, PrometheusRule):
+    `IfAbsent` installs each only where the cluster lacks it, and never touches one that
+    another manager installed; `Never` leaves them to the operator (which must then be
+    installed first). Multus's NetworkAttachmentDefinition has no stub either way: install
+    Multus first."""
     jobs: list[Job] = []
     """Training jobs."""
 

@@ -161,21 +161,22 @@ def _build_family_locked(recipe: Recipe, progress: ProgressFn | None) -> BuildRe
             out.chmod(0o644)
         for workdir, gofile in recipe.generate:
             _run([go, "run", gofile], src / workdir, log, recipe.env)
-        deps = _run(
-            [go, "list", "-tags", ",".join(recipe.tags), "-deps", *recipe.packages],
-            src, log, recipe.env,
-        )
-        total = len(deps.split())
-        ldflags = " ".join(("-s", "-w", *recipe.ldflags))
-        # One package: name the binary ourselves (go would call go.etcd.io/etcd/server/v3
-        # "server"); several: go names each after its package folder.
-        single = len(recipe.packages) == 1 and len(recipe.binaries) == 1
-        out_arg = str(staging / recipe.binaries[0]) if single else f"{staging}/"
-        cmd = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", out_arg]
-        if recipe.tags:
-            cmd += ["-tags", ",".join(recipe.tags)]
-        cmd += list(recipe.packages)
-        _stream_build(cmd, src, log, recipe.family, total, progress, recipe.env)
+        if recipe.packages:  # a family of data files only (CRDs) compiles nothing
+            deps = _run(
+                [go, "list", "-tags", ",".join(recipe.tags), "-deps", *recipe.packages],
+                src, log, recipe.env,
+            )
+            total = len(deps.split())
+            ldflags = " ".join(("-s", "-w", *recipe.ldflags))
+            # One package: name the binary ourselves (go would call go.etcd.io/etcd/server/v3
+            # "server"); several: go names each after its package folder.
+            single = len(recipe.packages) == 1 and len(recipe.binaries) == 1
+            out_arg = str(staging / recipe.binaries[0]) if single else f"{staging}/"
+            cmd = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", out_arg]
+            if recipe.tags:
+                cmd += ["-tags", ",".join(recipe.tags)]
+            cmd += list(recipe.packages)
+            _stream_build(cmd, src, log, recipe.family, total, progress, recipe.env)
         for module, rel, dest in recipe.module_files:
             out = staging / dest
             out.parent.mkdir(parents=True, exist_ok=True)

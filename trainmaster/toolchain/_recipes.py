@@ -24,6 +24,14 @@ PULUMI_KUBERNETES_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 CONTAINERD_VERSION = "v2.4.2"
 CNI_PLUGINS_VERSION = "v1.10.0"
 COREDNS_VERSION = "v1.14.7"
+# The real nodes' secondary networks (rails, storage): whereabouts IPAM, and the
+# NetworkAttachmentDefinition CRD from the Network Plumbing Working Group's client module
+# (the CRD Multus installs). Multus itself is not here: the Go module proxy refuses every
+# version of github.com/k8snetworkplumbingwg/multus-cni (and /v3, /v4): "403 Forbidden: This
+# module version is not available" (docs/real-nodes.md, "Secondary networks").
+WHEREABOUTS_VERSION = "v0.9.2"
+NAD_CLIENT_MODULE = "github.com/k8snetworkplumbingwg/network-attachment-definition-client"
+NAD_CLIENT_VERSION = "v1.7.6"
 # promtool, to unit-test the alert rules: Prometheus v3.16.0 is module version v0.316.0.
 PROMETHEUS_VERSION = "v0.316.0"
 # An S3-compatible server (Apache-2.0; MinIO is AGPL) for the dataset-cache tests and the
@@ -117,9 +125,25 @@ RECIPES: dict[str, Recipe] = {
         version=CNI_PLUGINS_VERSION,
         packages=tuple(
             f"github.com/containernetworking/plugins/plugins/{p}"
-            for p in ("main/bridge", "ipam/host-local", "main/loopback", "meta/portmap")
+            # macvlan: what the rendered RoCE rail and storage attachments name.
+            for p in ("main/bridge", "ipam/host-local", "main/loopback", "meta/portmap",
+                      "main/macvlan")
         ),
-        binaries=("bridge", "host-local", "loopback", "portmap"),
+        binaries=("bridge", "host-local", "loopback", "portmap", "macvlan"),
+    ),
+    # whereabouts, a CNI IPAM plugin that keeps its allocations in the cluster (its IPPool and
+    # OverlappingRangeIPReservation CRDs), so that pods on different nodes never share an
+    # address of a rail's subnet.
+    "whereabouts": Recipe(
+        family="whereabouts",
+        version=WHEREABOUTS_VERSION,
+        packages=("github.com/k8snetworkplumbingwg/whereabouts/cmd",),
+        binaries=("whereabouts",),
+        ldflags=(
+            f"-X github.com/k8snetworkplumbingwg/whereabouts/pkg/version.Version="
+            f"{WHEREABOUTS_VERSION}",
+            "-X github.com/k8snetworkplumbingwg/whereabouts/pkg/version.ReleaseStatus=released",
+        ),
     ),
     "coredns": Recipe(
         family="coredns",
@@ -192,6 +216,38 @@ RECIPES: dict[str, Recipe] = {
         generate=((_PULUMI_K8S_CMD, "generate.go"),),
         env={"VERSION": PULUMI_KUBERNETES_VERSION[1:]},
     ),
+    # No binaries: the CRDs of the secondary networks, read from the pinned modules. Every
+    # `cluster up` installs the NetworkAttachmentDefinition CRD (on a real cluster Multus does);
+    # real-node clusters also get whereabouts' CRDs and RBAC. Downloading the two modules takes
+    # seconds.
+    "network-crds": Recipe(
+        family="network-crds",
+        version=f"{NAD_CLIENT_VERSION}-whereabouts-{WHEREABOUTS_VERSION}",
+        packages=(),
+        binaries=(),
+        module_files=(
+            *(
+                (
+                    f"github.com/k8snetworkplumbingwg/whereabouts@{WHEREABOUTS_VERSION}",
+                    f"doc/crds/whereabouts.cni.cncf.io_{plural}.yaml",
+                    f"crds/whereabouts.cni.cncf.io_{plural}.yaml",
+                )
+                for plural in ("ippools", "overlappingrangeipreservations", "nodeslicepools")
+            ),
+            # whereabouts' ServiceAccount and RBAC as it publishes them (with a DaemonSet that
+            # only copies the binary onto each node, which the real nodes get from the cache).
+            (
+                f"github.com/k8snetworkplumbingwg/whereabouts@{WHEREABOUTS_VERSION}",
+                "doc/crds/daemonset-install.yaml",
+                "whereabouts/daemonset-install.yaml",
+            ),
+            (
+                f"{NAD_CLIENT_MODULE}@{NAD_CLIENT_VERSION}",
+                "artifacts/networks-crd.yaml",
+                "crds/network-attachment-definitions.k8s.cni.cncf.io.yaml",
+            ),
+        ),
+    ),
     # promtool without the service-discovery plugins (every cloud SDK): rule tests need none.
     "promtool": Recipe(
         family="promtool",
@@ -213,8 +269,8 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 
-CLUSTER_FAMILIES = ("etcd", "k8s", "kwok")
-NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns")
+CLUSTER_FAMILIES = ("etcd", "k8s", "kwok", "network-crds")
+NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns", "whereabouts")
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
 MONITORING_FAMILIES = ("promtool",)
 OBJECT_STORE_FAMILIES = ("versitygw",)

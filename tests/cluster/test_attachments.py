@@ -1,0 +1,145 @@
+"""The rendered NADs realized on real nodes: macvlan on the node's rail, whereabouts IPAM.
+
+Against the real control plane (whereabouts keeps its allocations there, as the whereabouts
+ServiceAccount with the RBAC it publishes), network namespaces on two nodes of the stand-in
+fabric are attached with the very conflists a real node's containerd runs (_attachments), by
+the real macvlan and whereabouts plugins: each gets an address of the spec's rail subnet, no
+two the same, the IPPool records who holds which, they talk over the rail, and DEL gives the
+address back. Needs root; holds /tmp/realnode.lock (run with flock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from ipaddress import ip_address, ip_network
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import LocalCluster
+from tests.helpers import small_spec_doc
+from trainmaster.cluster import _attachments, _fabric, _host, _network_crds, _whereabouts
+from trainmaster.kubeclient import SyncKube
+from trainmaster.spec import ClusterSpec, validate_data
+from trainmaster.toolchain import tool_path
+
+pytestmark = [pytest.mark.integration, pytest.mark.realnode]
+
+
+def _spec() -> ClusterSpec:
+    doc = small_spec_doc(f"att{uuid.uuid4().hex[:4]}", leaves=1, nodes_per_leaf=2)
+    doc["networks"]["storage"] = {"subnet": "10.200.0.0/20"}
+    return validate_data(doc, "test")
+
+
+@pytest.fixture()
+def slot(tmp_path: Path) -> Iterator[int]:
+    if os.geteuid() != 0:
+        pytest.fail("needs root (it makes bridges, veths and netns)")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "cluster.json").write_text("{}")
+    held = _host.claim_slot(state)
+    try:
+        yield held
+    finally:
+        _fabric.delete(held)
+        _host.release_slot(held, state)
+
+
+@pytest.fixture()
+def netns() -> Iterator[list[str]]:
+    made: list[str] = []
+    yield made
+    for name in made:
+        _host.run(["ip", "netns", "delete", name], check=False)
+
+
+def _cni(command: str, conflist: dict[str, Any], ns: str, ifname: str) -> dict[str, Any]:
+    """Run a conflist's single plugin as containerd's CRI does for a pod `ns` in `ns`."""
+    (plugin,) = conflist["plugins"]
+    config = {"cniVersion": conflist["cniVersion"], "name": conflist["name"], **plugin}
+    env = {
+        "PATH": os.environ["PATH"], "CNI_COMMAND": command, "CNI_CONTAINERID": ns,
+        "CNI_NETNS": f"/var/run/netns/{ns}", "CNI_IFNAME": ifname,
+        "CNI_PATH": f"{tool_path('macvlan').parent}:{tool_path('whereabouts').parent}",
+        "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={ns}",
+    }
+    proc = subprocess.run([str(tool_path("macvlan"))], input=json.dumps(config), env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def _allocations(kube: SyncKube) -> dict[str, str]:
+    """IPPools in kube-system: address offset -> podRef, over every pool."""
+    pools = kube.get("/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/ippools")
+    return {
+        f"{pool['spec']['range']}+{offset}": alloc["podref"]
+        for pool in pools["items"]
+        for offset, alloc in (pool["spec"].get("allocations") or {}).items()
+    }
+
+
+def test_rails_get_whereabouts_addresses_of_the_spec_subnets_and_carry_traffic(
+    local_cluster: LocalCluster, slot: int, netns: list[str], tmp_path: Path
+) -> None:
+    spec = _spec()
+    _network_crds.install(local_cluster.kubeconfig, real_nodes=True)
+    flat = _whereabouts.install(local_cluster.kubeconfig, tmp_path / "whereabouts")
+    _fabric.create(slot, 2, _fabric.plan(spec))
+    networks = [_attachments.node_networks(spec, slot, n, flat) for n in range(2)]
+    # Rails first, storage last, each on the node's own interface of that network.
+    assert [c["plugins"][0]["master"] for _, c in networks[1]] == [
+        _fabric.node_rail(slot, 1, 0), _fabric.node_rail(slot, 1, 1),
+        _fabric.node_storage(slot, 1)]
+    assert sorted(f for f, _ in networks[0])[0] > _attachments.POD_NETWORK_FILE
+    ifnames = list(_attachments.interface_names(spec).values())
+    assert ifnames == ["eth1", "eth2", "eth3"]
+
+    pods = [f"tmt{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    addresses: list[list[str]] = []
+    for node, pod in enumerate(pods):
+        _host.run(["ip", "netns", "add", pod])
+        netns.append(pod)
+        got = []
+        for (_, conflist), ifname in zip(networks[node], ifnames, strict=True):
+            result = _cni("ADD", conflist, pod, ifname)
+            (ip,) = result["ips"]
+            got.append(str(ip["address"]).split("/")[0])
+        addresses.append(got)
+    subnets = [r.subnet for r in spec.networks.compute.rails]
+    assert spec.networks.storage is not None
+    subnets.append(spec.networks.storage.subnet)
+    for got in addresses:
+        for address, subnet in zip(got, subnets, strict=True):
+            assert ip_address(address) in ip_network(subnet)
+    assert addresses[0] != addresses[1]
+
+    with SyncKube.connect(local_cluster.kubeconfig) as kube:
+        held = _allocations(kube)
+        assert sorted(v for v in held.values() if v.split("/")[1] in pods) == sorted(
+            f"default/{p}" for p in pods for _ in subnets)
+
+        busybox = _host.require_host()["busybox"]
+        sent = int(Path(f"/sys/class/net/{_fabric.node_rail(slot, 0, 1)}/statistics/tx_bytes")
+                   .read_text())
+        ping = subprocess.run(["ip", "netns", "exec", pods[0], busybox, "ping", "-c", "2",
+                               "-W", "2", "-I", "eth2", addresses[1][1]],
+                              capture_output=True, text=True, timeout=30)
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        assert int(Path(f"/sys/class/net/{_fabric.node_rail(slot, 0, 1)}/statistics/tx_bytes")
+                   .read_text()) - sent >= 2 * 98
+
+        for (_, conflist), ifname in zip(networks[0], ifnames, strict=True):
+            _cni("DEL", conflist, pods[0], ifname)
+        left = _allocations(kube)
+        assert not [v for v in left.values() if v == f"default/{pods[0]}"]
+        assert [v for v in left.values() if v == f"default/{pods[1]}"]
+        for (_, conflist), ifname in zip(networks[1], ifnames, strict=True):
+            _cni("DEL", conflist, pods[1], ifname)
