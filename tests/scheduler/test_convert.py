@@ -16,7 +16,7 @@ from trainmaster.scheduler import (
     TopologyConstraint,
     TopologyMode,
 )
-from trainmaster.scheduler._convert import (
+from trainmaster.scheduler.runtime.convert import (
     base_units,
     node_info,
     parse_quantity,

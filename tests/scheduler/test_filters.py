@@ -8,24 +8,24 @@ import pytest
 
 from trainmaster.scheduler import (
     GPU,
-    ClusterSnapshot,
+    ClusterState,
     Code,
-    NodeAffinity,
-    NodeResourcesFit,
-    NodeSelector,
     NodeSelectorRequirement,
-    NodeUnschedulable,
     Placement,
     SelectorOperator,
     Taint,
     TaintEffect,
-    TaintToleration,
     Toleration,
     TolerationOperator,
     Unschedulable,
     fit_count,
     place_gang,
 )
+from trainmaster.scheduler.plugins.node_affinity import NodeAffinity
+from trainmaster.scheduler.plugins.node_selector import NodeSelector
+from trainmaster.scheduler.plugins.node_unschedulable import NodeUnschedulable
+from trainmaster.scheduler.plugins.resources_fit import NodeResourcesFit
+from trainmaster.scheduler.plugins.taint_toleration import TaintToleration
 
 from .builders import make_gang, make_node, make_pod
 
@@ -224,7 +224,7 @@ def test_fit_count(requests: dict[str, int], free: dict[str, int], expected: int
 def test_filters_apply_in_placement(
     node_kwargs: dict[str, Any], gang_kwargs: dict[str, Any], placed: bool
 ) -> None:
-    snap = ClusterSnapshot([make_node("only", **node_kwargs)])
+    snap = ClusterState([make_node("only", **node_kwargs)])
     result = place_gang(snap, make_gang("g", 1, **gang_kwargs))
     if placed:
         assert isinstance(result, Placement)

@@ -13,10 +13,9 @@ from trainmaster.scheduler import (
     DEFAULT_FILTERS,
     DEFAULT_PLUGINS,
     REGISTRY,
-    ClusterSnapshot,
+    ClusterState,
     Code,
     FilterPlugin,
-    GangManager,
     GangScheduler,
     Handle,
     NodeInfo,
@@ -30,8 +29,9 @@ from trainmaster.scheduler import (
     TaintEffect,
     Toleration,
     TolerationOperator,
-    filter_key,
 )
+from trainmaster.scheduler.framework.gangs import GangManager
+from trainmaster.scheduler.framework.interface import filter_key
 
 from .builders import make_cluster, make_node, make_pod
 
@@ -104,8 +104,8 @@ def test_register_refuses_duplicates_and_half_reserve_plugins() -> None:
 
 
 def test_default_plugins_are_registered_once_in_order() -> None:
-    # Every registered plugin but BestFit: DatasetLocality is the one default scorer.
-    assert tuple(n for n in REGISTRY if n != "BestFit") == DEFAULT_PLUGINS
+    # Every registered plugin: the default profile scores with BestFit and DatasetLocality.
+    assert tuple(REGISTRY) == DEFAULT_PLUGINS
     assert [f.NAME for f in DEFAULT_FILTERS] == [
         "NodeUnschedulable",
         "NodeSelector",
@@ -121,7 +121,7 @@ def test_new_filter_key_keeps_cache_answers_apart() -> None:
     registry = {**REGISTRY, PriorityFloor.NAME: lambda h: PriorityFloor()}
     nodes = [make_node("gated", labels={"min-priority": "10"}), make_node("open")]
     for first, second in [(0, 10), (10, 0)]:
-        snap = ClusterSnapshot(nodes)
+        snap = ClusterState(nodes)
         sched = GangScheduler(snap, plugins=(*DEFAULT_PLUGINS, PriorityFloor.NAME),
                               registry=registry)  # fmt: skip
         masks: dict[int, bytes] = {}
@@ -186,7 +186,7 @@ def test_not_applying_means_passing(f: FilterPlugin) -> None:
 def test_cache_distinguishes_pods_differing_in_any_filter_key() -> None:
     """All 27 selector x affinity x tolerations combinations through one snapshot (one
     cache): every cached answer equals evaluating the filters directly."""
-    snap = ClusterSnapshot(NODES)
+    snap = ClusterState(NODES)
     assert len({filter_key(p, DEFAULT_FILTERS) for p in PODS}) == len(PODS)
     for pod in [*PODS, *reversed(PODS)]:
         expected = bytes(_direct(pod, n) for n in snap.nodes)
@@ -195,7 +195,7 @@ def test_cache_distinguishes_pods_differing_in_any_filter_key() -> None:
 
 def test_pod_key_is_per_filter_sequence() -> None:
     """The snapshot remembers a pod's key per filter sequence, never across them."""
-    snap = ClusterSnapshot(NODES)
+    snap = ClusterState(NODES)
     pod = make_pod("p", priority=7)
     with_floor = (*DEFAULT_FILTERS, PriorityFloor())
     assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)

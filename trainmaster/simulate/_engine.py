@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from trainmaster.scheduler import (
     GPU,
-    ClusterSnapshot,
+    ClusterState,
     Code,
     Gang,
     GangScheduler,
@@ -77,7 +77,7 @@ class _Run:
     preempted: int = 0
 
 
-def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterSnapshot) -> TopologyConstraint:
+def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterState) -> TopologyConstraint:
     topology = job.topology or config.topology_for(job.pods)
     try:
         snapshot.rank(topology.level)
@@ -91,7 +91,7 @@ def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterSnapshot) -> T
 class _Room:
     """The most GPUs a gang could ever get per topology constraint (computed once)."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterState) -> None:
         cols = snapshot.columns
         self.node = max((a.get(GPU, 0) for a in cols.allocatable), default=0)
         self.cluster = sum(a.get(GPU, 0) for a in cols.allocatable)
@@ -139,7 +139,7 @@ class Simulation:
         self.check = check
         self.progress = progress
         self.now = 0.0
-        self.snapshot = ClusterSnapshot(cluster.nodes, levels=cluster.levels)
+        self.snapshot = ClusterState(cluster.nodes, levels=cluster.levels)
         config = SchedulerConfig(levels=cluster.levels)
         self.guard = Guard(placer)
         self.queue_of, self.priority_of = resolve(jobs, queues)
