@@ -73,6 +73,7 @@ from .placement.victims import nominate_victims, select_victims
 from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
 from .plugins.preemption import Preemption, Victim, priced
 from .plugins.quota import DEFAULT_QUEUE, QueueLedger, QueueSpec, gang_gpus, queue_specs
+from .runtime.cycle import Cycle
 from .runtime.gang_scheduler import GangScheduler
 from .state import BlockedNodes, ClusterState, LiveDomain
 
@@ -135,6 +136,7 @@ __all__ = [
     "ClusterState",
     "Code",
     "ConfigError",
+    "Cycle",
     "CycleState",
     "DomainChoicePlugin",
     "FilterPlugin",

@@ -15,7 +15,7 @@ bind released its place), or when the earliest backoff of an unschedulable gang 
 Restart safety: pods that already have ``spec.nodeName`` are listed as bound, never
 pending, and the Binding API itself refuses a second bind (409), which the binder
 turns into "taken". A gang found partly bound is finished, pinned to its domain
-(``_gangs``).
+(``gangs.py``).
 """
 
 from __future__ import annotations
@@ -31,18 +31,20 @@ from trainmaster.kubeclient import Kube, Reflector, node_path, pod_path, podgrou
 from .._keys import PODGROUP_API_VERSION
 from ..framework.model import Gang
 from ..framework.results import Placement
-from ..framework.status import Code
+from ..framework.status import Code, Status
 from ..placement.plan import batch_of, plan_batch, plannable
 from ..state.fragmentation import fragmentation_report
 from .binder import Binder, GangOutcome
 from .cache import ClusterCache
 from .config import SchedulerConfig
+from .cycle import Cycle
 from .events import ApiWriter, EventRecorder, ObjectRef, default_identity
 from .gang_scheduler import CycleResult, GangScheduler
 from .gangs import LONE_PREFIX, Waiting, assemble, lone_gang, pinned_gang
 from .metrics import SchedulerMetrics
 from .preemptor import Preemptor, QuotaAdmission, nominations
 from .queue import queue_key
+from .records import GangRecords
 from .report import Reporter
 from .tasks import cancel_all
 
@@ -97,14 +99,9 @@ class SchedulerRuntime:
                       optional=True),
         ]  # fmt: skip
         self._scheduler: GangScheduler | None = None
-        self._gangs: dict[str, Gang] = {}
-        self._waiting: dict[str, Waiting] = {}
-        self._first_seen: dict[str, float] = {}
-        self._failures: dict[str, int] = {}
-        self._retry_at: dict[str, float] = {}
-        self._held: dict[str, float] = {}
-        """Gangs whose bind failed: kept out of the queue until then (backoff)."""
-        self._bind_failures: dict[str, int] = {}
+        self._cycle_host: Cycle | None = None
+        self._records = GangRecords()
+        """Per gang: queued version, why it waits, backoff, bind-failure hold."""
         self._binds: set[asyncio.Task[None]] = set()
         self._watches: list[asyncio.Task[None]] = []
         self.cycles = 0
@@ -121,6 +118,12 @@ class SchedulerRuntime:
         )
 
     # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def cycle(self) -> Cycle:
+        if self._cycle_host is None:
+            raise RuntimeError("start() first")
+        return self._cycle_host
 
     @property
     def scheduler(self) -> GangScheduler:
@@ -144,6 +147,7 @@ class SchedulerRuntime:
             starvation_after=self.config.gang_timeout_seconds,
             admission=self.admission,
         )
+        self._cycle_host = Cycle(self._scheduler, self, self)
         self._watches = [asyncio.create_task(r.run(), name=f"watch-{r.name}")
                          for r in self.reflectors]
         self.writer.start()
@@ -212,9 +216,10 @@ class SchedulerRuntime:
         """Apply cache changes; run a cycle if anything could have changed the answer."""
         self.cache.apply_node_updates()
         now = self._clock()
-        for key, until in list(self._held.items()):
+        for key, until in self._records.held():
             if until <= now:
-                del self._held[key]
+                self._records.get(key).held_until = None
+                self._records.settle(key)
                 self.cache.touch(key)
         submitted = {key for key in self.cache.take_dirty() if self._sync(key)}
         capacity = self.cache.take_capacity_changed()
@@ -225,10 +230,11 @@ class SchedulerRuntime:
                                                                      and due <= now)):
             result = await self._schedule(now, submitted)
         self._queue_metrics()
-        self.metrics.pending_gangs.set(len(self.scheduler.queue) + len(self._waiting))
+        waiting = list(self._records.waiting())
+        self.metrics.pending_gangs.set(len(self.scheduler.queue) + len(waiting))
         self.metrics.pending_pods.set(
-            sum(len(g.members) for g in self._gangs.values())
-            + sum(len(self.cache.members.get(k, ())) for k in self._waiting)
+            sum(len(g.members) for g in self._records.queued().values())
+            + sum(len(self.cache.members.get(k, ())) for k in waiting)
         )
         self._fragmentation_stale = True
         self._refresh_fragmentation(now)
@@ -239,7 +245,7 @@ class SchedulerRuntime:
         if not ledger.enabled:
             return
         pending: dict[str, int] = {name: 0 for name in ledger.queues}
-        for gang in self._gangs.values():
+        for gang in self._records.queued().values():
             queue = self.admission.queue_of_gang(gang)
             pending[queue] = pending.get(queue, 0) + 1
         for usage in ledger.usage():
@@ -263,24 +269,26 @@ class SchedulerRuntime:
         """Re-assemble one gang from the cache; True if the queue got a new version."""
         sched = self.scheduler
         members = self.cache.pending_members(key)
+        record = self._records.get(key)
         if not members:
-            if key in self._gangs:
+            if record.queued is not None:
                 sched.remove(key)
-                del self._gangs[key]
-            self._waiting.pop(key, None)
-            self._failures.pop(key, None)
-            self._retry_at.pop(key, None)
+                record.queued = None
+            record.waiting = None
+            record.failures, record.retry_at = 0, None
             self.admission.refused.pop(key, None)
             self.preemptor.evicting.pop(key, None)
             if not self.cache.members.get(key):  # none in flight either
-                self._first_seen.pop(key, None)
+                record.first_seen = None
+            self._records.settle(key)
             self.reporter.forget(key)
             return False
-        self._first_seen.setdefault(key, self._clock())
-        if key in self._held:  # its last bind failed: not before the backoff is over
-            if key in self._gangs:
+        if record.first_seen is None:
+            record.first_seen = self._clock()
+        if record.held_until is not None:  # its last bind failed: not before the backoff
+            if record.queued is not None:
                 sched.remove(key)
-                del self._gangs[key]
+                record.queued = None
             return False
         requests = [m.request for m in members]
         unsupported = sorted({m.unsupported for m in members if m.unsupported})
@@ -293,15 +301,15 @@ class SchedulerRuntime:
             gang = assemble(key, self.cache.groups.get(key), requests,
                             self.cache.placed_nodes(key), self.config)
         if isinstance(gang, Waiting):
-            if key in self._gangs:
+            if record.queued is not None:
                 sched.remove(key)
-                del self._gangs[key]
-            self._waiting[key] = gang
+                record.queued = None
+            record.waiting = gang
             self.metrics.attempts.labels("waiting").inc()
             self.reporter.unschedulable(key, requests, gang.reason, self.cache.groups.get(key))
             return False
-        self._waiting.pop(key, None)
-        self._gangs[key] = gang
+        record.waiting = None
+        record.queued = gang
         sched.submit(gang)
         if key not in sched.nominated:  # nominated by preemption, maybe by a previous leader
             nodes = nominations(self.cache, gang)
@@ -310,7 +318,7 @@ class SchedulerRuntime:
         return True
 
     def _next_retry(self) -> float | None:
-        return min((*self._retry_at.values(), *self._held.values()), default=None)
+        return self._records.next_retry()
 
     def _backoff(self, failures: int) -> float:
         return float(min(self.config.backoff_initial * 2 ** (failures - 1),
@@ -340,7 +348,8 @@ class SchedulerRuntime:
                     withheld.append(failure.gang)
             await asyncio.sleep(0)  # let this chunk's binds go out
         for key in withheld:
-            original = self._gangs.get(key)
+            record = self._records.peek(key)
+            original = record.queued if record is not None else None
             if original is not None:
                 self.scheduler.submit(original)
         last = self._cycle(now)
@@ -351,20 +360,21 @@ class SchedulerRuntime:
         pinned to their leaves and the keys of the rest; all are taken out of the queue
         (the caller puts them back). Only when every queued gang is fresh and of one
         priority: then no older or more important gang is overtaken."""
-        if not self.config.levels or len(self._gangs) < 2:
+        queued = self._records.queued()
+        if not self.config.levels or len(queued) < 2:
             return None
-        if any(k not in submitted or k in self._failures for k in self._gangs):
+        if any(k not in submitted or self._records.get(k).failures for k in queued):
             return None
         # A gang found partly bound (a restart in the middle of its binds) must finish in
         # its domain; a joint plan of the others does not know the room it still needs
         # there and may fill it (capacity exactly used: the gang then waits forever).
         snap = self.cache.snapshot
-        if any(snap.placed_members(k) for k in self._gangs):
+        if any(snap.placed_members(k) for k in queued):
             return None
-        if len({g.priority for g in self._gangs.values()}) != 1:
+        if len({g.priority for g in queued.values()}) != 1:
             return None
         level = self.config.levels[-1]
-        batch = sorted(batch_of([g for g in self._gangs.values() if plannable(g, level)]),
+        batch = sorted(batch_of([g for g in queued.values() if plannable(g, level)]),
                        key=queue_key)
         if len(batch) < 2:
             return None
@@ -373,57 +383,62 @@ class SchedulerRuntime:
                   len(batch), len(plan.assigned), len(plan.left_out), plan.exact)
         pinned = {
             # A domain's name is its label values joined by "/": the last is the leaf's.
-            key: pinned_gang(self._gangs[key], level, domain.rsplit("/", 1)[-1])
+            key: pinned_gang(queued[key], level, domain.rsplit("/", 1)[-1])
             for key, domain in plan.assigned.items()
         }
-        for key in self._gangs:
+        for key in queued:
             self.scheduler.remove(key)
-        return pinned, [k for k in self._gangs if k not in pinned]
+        return pinned, [k for k in queued if k not in pinned]
 
     def _cycle(self, now: float, quiet: set[str] | frozenset[str] = frozenset()) -> CycleResult:
         """Run the core's cycle; bind what it placed; back off and report the rest
         (except ``quiet`` gangs, whose failure the caller handles)."""
-        started = time.perf_counter()
-        result = self.scheduler.run_cycle()
-        elapsed = time.perf_counter() - started
+        outcome = self.cycle.run(quiet)
+        result = outcome.result()
+        elapsed = outcome.core_seconds
         self.metrics.cycle.observe(elapsed)
         self.cycles += 1
         log.debug("cycle %d: %d gangs placed, %d not, %.1f ms", self.cycles, len(result.placed),
                   len(result.unschedulable), elapsed * 1000)
-        for placement in result.placed:
-            gang = self._gangs.pop(placement.gang)
-            self._failures.pop(placement.gang, None)
-            self._retry_at.pop(placement.gang, None)
-            self.metrics.attempts.labels("scheduled").inc()
-            controlled = {
-                b.pod.uid: self.cache.pending[b.pod.uid].controlled
-                for b in placement.bindings
-                if b.pod.uid in self.cache.pending
-            }
-            task = asyncio.create_task(self._bind(gang, placement, controlled))
-            self._binds.add(task)
-            task.add_done_callback(self._binds.discard)
         for failure in result.unschedulable:
             key = failure.gang
             if key in quiet:
                 continue
             label = {Code.WAIT: "waiting", Code.ERROR: "error"}.get(failure.code, "unschedulable")
             self.metrics.attempts.labels(label).inc()
-            count = self._failures.get(key, 0) + 1
-            self._failures[key] = count
-            self._retry_at[key] = now + self._backoff(count)
-            waiting = self._gangs.get(key)
+            record = self._records.get(key)
+            record.failures += 1
+            record.retry_at = now + self._backoff(record.failures)
+            waiting = record.queued
             if waiting is None:
                 continue
             reason = failure.reason
-            if failure.code is Code.UNSCHEDULABLE:
-                found = self.preemptor.try_preempt(self.scheduler, waiting)
-                if found is not None:
-                    reason = (f"preempting {len(found.victims)} gangs "
-                              f"({', '.join(v.gang for v in found.victims)}); {reason}")
+            preempting = outcome.post_filtered.get(key)
+            if preempting is not None and preempting.is_success():
+                reason = f"{preempting.message}; {reason}"
             self.reporter.unschedulable(key, waiting.members, reason,
                                         self.cache.groups.get(key))
         return result
+
+    def bind(self, placement: Placement) -> None:
+        """The bind port: bind a placed gang in its own task (the cycle goes on)."""
+        record = self._records.get(placement.gang)
+        gang = record.queued
+        assert gang is not None, placement.gang  # the core placed only queued gangs
+        record.queued, record.failures, record.retry_at = None, 0, None
+        self.metrics.attempts.labels("scheduled").inc()
+        controlled = {
+            b.pod.uid: self.cache.pending[b.pod.uid].controlled
+            for b in placement.bindings
+            if b.pod.uid in self.cache.pending
+        }
+        task = asyncio.create_task(self._bind(gang, placement, controlled))
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+
+    def post_filter(self, gang: Gang) -> Status:
+        """The post-filter port: preemption (``Preemptor``)."""
+        return self.preemptor.post_filter(self.scheduler, gang)
 
     async def _bind(self, gang: Gang, placement: Placement, controlled: dict[str, bool]) -> None:
         group = self.cache.groups.get(gang.key)
@@ -431,8 +446,10 @@ class SchedulerRuntime:
             placement, gang.required_members, lambda uid: controlled.get(uid, False)
         )
         if outcome.stands:
-            self._bind_failures.pop(gang.key, None)
-            seen = self._first_seen.pop(gang.key, None)
+            record = self._records.get(gang.key)
+            record.bind_failures = 0
+            seen, record.first_seen = record.first_seen, None
+            self._records.settle(gang.key)
             if seen is not None:
                 self.metrics.latency.observe(self._clock() - seen)
             self.reporter.scheduled(gang.key, placement, group)
@@ -440,9 +457,9 @@ class SchedulerRuntime:
         self.outcomes.append(outcome)
         # Back off before placing it again: a bind refused for good (a webhook, RBAC)
         # must not turn into a loop of place, bind, fail.
-        count = self._bind_failures.get(gang.key, 0) + 1
-        self._bind_failures[gang.key] = count
-        self._held[gang.key] = self._clock() + self._backoff(count)
+        record = self._records.get(gang.key)
+        record.bind_failures += 1
+        record.held_until = self._clock() + self._backoff(record.bind_failures)
         self.cache.changed.set()
         ref = (ObjectRef("PodGroup", group.namespace, group.name, group.uid,
                          PODGROUP_API_VERSION) if group is not None

@@ -25,13 +25,14 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from trainmaster.kubeclient import ApiError, Kube, pod_path
 
 from .._keys import PODGROUP_API_VERSION
 from ..framework.model import GPU, Gang, PodRequest
 from ..framework.results import Placement
+from ..framework.status import Code, Status
 from ..placement.victims import nominate_victims
 from ..plugins.preemption import Preemption, Victim, priced
 from ..plugins.quota import gang_gpus
@@ -196,15 +197,30 @@ class Preemptor:
         self.metrics.preemptions.labels(queue).inc(len(found.victims))
         log.info("gang %s preempts %s on %s", gang.key,
                  ", ".join(v.gang for v in found.victims), sorted(found.nodes))
-        for victim in found.victims:
-            self._announce(victim, gang, queue)
-            for pod, _ in victim.pods:
-                self.writer.submit(functools.partial(self._evict, pod, gang))
+        self.evict(found.victims, gang)
         for binding in found.placement.bindings:
             self.writer.submit(functools.partial(self._nominate, binding.pod, binding.node))
         return found
 
     # --- API writes -------------------------------------------------------------------
+
+    def evict(self, victims: Sequence[Victim], preemptor: Gang) -> None:
+        """The runtime's evict port: a ``Preempted`` Event per victim gang, then each
+        pod marked ``DisruptionTarget`` and deleted gracefully, off the cycle."""
+        queue = self.admission.queue_of_gang(preemptor)
+        for victim in victims:
+            self._announce(victim, preemptor, queue)
+            for pod, _ in victim.pods:
+                self.writer.submit(functools.partial(self._evict, pod, preemptor))
+
+    def post_filter(self, sched: GangScheduler, gang: Gang) -> Status:
+        """``try_preempt`` as a post-filter answer (the cycle's ``PostFilterPlugin``)."""
+        found = self.try_preempt(sched, gang)
+        if found is None:
+            return Status(Code.UNSCHEDULABLE, (), "Preemption")
+        return Status(Code.SUCCESS, (
+            f"preempting {len(found.victims)} gangs "
+            f"({', '.join(v.gang for v in found.victims)})",), "Preemption")
 
     def _announce(self, victim: Victim, gang: Gang, queue: str) -> None:
         group = self.cache.groups.get(victim.gang)
