@@ -4,7 +4,7 @@ pods by every configured filter's own ``cache_key``."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import ClassVar
 
 import pytest
@@ -12,10 +12,13 @@ import pytest
 from trainmaster.scheduler import (
     DEFAULT_FILTERS,
     DEFAULT_PLUGINS,
+    GPU,
     REGISTRY,
     ClusterState,
     Code,
+    CycleState,
     FilterPlugin,
+    Gang,
     GangScheduler,
     Handle,
     NodeInfo,
@@ -23,6 +26,7 @@ from trainmaster.scheduler import (
     PodRequest,
     Profile,
     Registry,
+    Scoring,
     SelectorOperator,
     Status,
     Taint,
@@ -32,8 +36,9 @@ from trainmaster.scheduler import (
 )
 from trainmaster.scheduler.framework.gangs import GangManager
 from trainmaster.scheduler.framework.interface import filter_key
+from trainmaster.scheduler.plugins.best_fit import BestFit
 
-from .builders import make_cluster, make_node, make_pod
+from .builders import make_cluster, make_gang, make_node, make_pod
 
 # --- a filter that reads a pod field no built-in filter reads --------------------------
 
@@ -202,3 +207,49 @@ def test_pod_key_is_per_filter_sequence() -> None:
     assert snap.pod_key(pod, with_floor) == filter_key(pod, with_floor)
     assert snap.pod_key(pod, with_floor)[-1] == 7  # type: ignore[index]
     assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)
+
+
+class FastTier:
+    """The walk-through plugin of docs/architecture.md."""
+
+    NAME: ClassVar[str] = "FastTier"
+
+    def pre_score(self, state: CycleState, gang: Gang) -> Status:
+        return Status.success(self.NAME) if gang.priority >= 10 else Status(
+            Code.SKIP, (), self.NAME)
+
+    def score(self, state: CycleState, gang: Gang, node: NodeInfo,
+              requests: Mapping[str, int], free: Mapping[str, int]) -> int:
+        return 1 if node.labels.get("tier") == "fast" else 0
+
+
+@pytest.mark.parametrize(
+    ("priority", "weight", "expected"),
+    [
+        (10, 5, "b-fast"),  # 5 x 1 beats best fit's 4-GPU difference
+        (10, 3, "a-half"),  # 3 x 1 does not
+        (0, 5, "a-half"),  # skipped: best fit alone
+    ],
+    ids=["weighted-wins", "best-fit-wins", "skipped"],
+)
+def test_a_weighted_score_plugin_joins_best_fit(priority: int, weight: int,
+                                                expected: str) -> None:
+    registry = Registry()
+    registry.register(BestFit)
+    registry.register(FastTier)
+    nodes = [make_node("a-half", topology=("s", "l")),
+             make_node("b-fast", topology=("s", "l"), labels={"tier": "fast"})]
+    snap = ClusterState(nodes, ("spine", "leaf"))
+    snap.assume(PodRequest("x", requests={GPU: 4}), "a-half")  # 4 of 8 GPUs left
+    sched = GangScheduler(snap, plugins=("BestFit", "FastTier"), registry=registry,
+                          weights={"FastTier": weight})
+    assert [(p.NAME, w) for p, w in sched.profile.scorer.scorers] == [
+        ("BestFit", 1), ("FastTier", weight)]
+    sched.submit(make_gang("g", 1, gpus=4, priority=priority))
+    (placement,) = sched.run_cycle().placed
+    assert placement.bindings[0].node == expected
+
+
+def test_weights_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="weight must be > 0"):
+        Scoring(((BestFit(), 0),))

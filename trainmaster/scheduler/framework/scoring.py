@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from .interface import (
     CycleState,
@@ -55,6 +55,9 @@ class Scoring:
             if weight <= 0:
                 raise ValueError(f"score plugin {plugin.NAME!r}: weight must be > 0, got {weight}")
         self.scorers = tuple(scorers)
+        # Asked once: a runtime-checkable protocol's isinstance costs tens of
+        # microseconds, and for_gang runs for every placement attempt.
+        self._pre_scores = tuple(isinstance(p, PreScorePlugin) for p, _ in self.scorers)
         self.domain_choice = domain_choice
         """None: the placement's default (``plugins/topology.py``, the tightest first)."""
 
@@ -66,11 +69,9 @@ class Scoring:
     def for_gang(self, gang: Gang) -> GangScore:
         state = CycleState()
         active: list[tuple[ScorePlugin, int]] = []
-        for plugin, weight in self.scorers:
-            if isinstance(plugin, PreScorePlugin):
-                status = plugin.pre_score(state, gang)
-                if status.code is Code.SKIP:
-                    continue
+        for (plugin, weight), pre in zip(self.scorers, self._pre_scores, strict=True):
+            if pre and cast(PreScorePlugin, plugin).pre_score(state, gang).code is Code.SKIP:
+                continue
             active.append((plugin, weight))
         if not active:
             return GangScore(_zero, None)

@@ -9,6 +9,7 @@ otherwise be placed where it may not run.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -90,9 +91,12 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return base * _SUFFIX[suffix]
 
 
+@functools.lru_cache(maxsize=4096)
 def base_units(resource: str, value: str | int | float) -> int:
     """Integer base units as the core counts them: millicores for cpu, else units
-    (rounded up, so a fractional request is never under-counted)."""
+    (rounded up, so a fractional request is never under-counted). Remembered: a
+    list of 10,000 pods and 5,000 nodes repeats a handful of quantities, and parsing
+    each with ``Decimal`` was a third of a new leader's start-up."""
     qty = parse_quantity(value)
     if resource == CPU:
         qty *= 1000
@@ -103,8 +107,10 @@ def resource_map(raw: Mapping[str, Any] | None) -> dict[str, int]:
     return {r: base_units(r, q) for r, q in (raw or {}).items()}
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_time(stamp: str | None) -> float:
-    """RFC 3339 timestamp to epoch seconds (0.0 when absent)."""
+    """RFC 3339 timestamp to epoch seconds (0.0 when absent). Remembered: the pods of
+    one Job share their creation second."""
     if not stamp:
         return 0.0
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -73,6 +73,7 @@ class GangScheduler:
         registry: Mapping[str, PluginFactory] = REGISTRY,
         placer: Placer = place_gang,
         admission: Admission | None = None,
+        weights: Mapping[str, int] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.admission = admission
@@ -82,7 +83,7 @@ class GangScheduler:
         self.queue = GangQueue()
         self.gangs = GangManager(snapshot.placed_members)
         handle = Handle(snapshot, self.gangs)
-        self.profile = Profile.build(handle, plugins, registry)
+        self.profile = Profile.build(handle, plugins, registry, weights)
         self._clock = clock
         self._starvation_after = starvation_after
         self._unschedulable_since: dict[str, float] = {}
