@@ -233,3 +233,49 @@ def test_filters_apply_in_placement(
         assert isinstance(result, Unschedulable)
         assert result.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         assert "0/1 nodes fit one" in result.reason
+
+
+# --- the IndexedFilter capability -----------------------------------------------------
+
+
+class _CountingSelector(NodeSelector):
+    """Overrides ``filter`` (to count the calls) without ``rejected_groups``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def filter(self, pod: Any, node: Any) -> Any:
+        self.calls += 1
+        return super().filter(pod, node)
+
+
+def _selector_cluster() -> ClusterState:
+    nodes = [make_node(f"n{i}", labels={"pool": "a" if i < 6 else "b"}) for i in range(10)]
+    return ClusterState(nodes)
+
+
+def test_a_subclass_overriding_filter_alone_is_asked_node_by_node() -> None:
+    # A subclass that defines filter itself but not rejected_groups is asked node by
+    # node: its filter may read more of the node than the groups cover.
+    state = _selector_cluster()
+    pod = make_pod("p", selector={"pool": "a"})
+    counting = _CountingSelector()
+    elig = state.eligibility(pod, (counting,))
+    assert counting.calls == len(state.nodes)
+    assert list(elig.mask) == [1] * 6 + [0] * 4
+
+
+def test_a_filter_declaring_rejected_groups_with_filter_is_answered_per_group() -> None:
+    class Grouped(_CountingSelector):
+        def filter(self, pod: Any, node: Any) -> Any:
+            return super().filter(pod, node)
+
+        def rejected_groups(self, pod: Any, index: Any) -> Any:
+            return NodeSelector.rejected_groups(self, pod, index)
+
+    state = _selector_cluster()
+    grouped = Grouped()
+    elig = state.eligibility(make_pod("p", selector={"pool": "a"}), (grouped,))
+    assert grouped.calls == 1  # one group: the nodes outside pool=a
+    assert list(elig.mask) == [1] * 6 + [0] * 4
+    assert all(r == NodeSelector.ERR_REASON for r in elig.reasons[6:])
