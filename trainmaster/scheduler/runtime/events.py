@@ -91,6 +91,8 @@ class ApiWriter:
                 self.failed += 1
                 log.debug("report write failed: %s", err)
             except Exception:
+                # The writer task is a boundary: a report is best effort, and one
+                # unexpected error must not end every later report and Event.
                 self.failed += 1
                 log.exception("report write failed")
             finally:
