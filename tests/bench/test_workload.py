@@ -154,7 +154,7 @@ def test_placement_microbench_runs_on_a_small_cluster() -> None:
 def test_the_default_seed_cannot_keep_every_gang_whole() -> None:
     """Why G = 2, not 0, is the best possible for the default workload: 1000 pods fill
     25 leaves of 40 exactly, and no 57 of its 58 gangs pack whole (exact search)."""
-    from trainmaster.scheduler._plan import exact_packing
+    from trainmaster.scheduler.placement.plan import exact_packing
 
     sizes = gang_sizes(1000, seed=1)
     assert exact_packing(sizes, [40] * 25, 10**6) == (None, True)  # finished, found none

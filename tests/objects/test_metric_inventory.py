@@ -201,7 +201,7 @@ def test_promql_metrics_skips_functions_labels_and_keywords() -> None:
 def test_the_source_scan_finds_what_the_registries_hold() -> None:
     """The ast scan agrees with the live registries of the scheduler and the operator."""
     from trainmaster.operator._metrics import OperatorMetrics
-    from trainmaster.scheduler._metrics import SchedulerMetrics
+    from trainmaster.scheduler.runtime.metrics import SchedulerMetrics
 
     defined = defined_metrics()
     for registry in (SchedulerMetrics().registry, OperatorMetrics().registry):

@@ -9,7 +9,7 @@ from trainmaster.scheduler import (
     GPU,
     MEMORY,
     PODS,
-    ClusterSnapshot,
+    ClusterState,
     Gang,
     NodeInfo,
     NodeSelectorRequirement,
@@ -137,5 +137,5 @@ def fabric_nodes(
 
 def make_cluster(
     spines: int = 2, leaves: int = 2, per_leaf: int = 4, *, gpus: int = 8
-) -> ClusterSnapshot:
-    return ClusterSnapshot(fabric_nodes(spines, leaves, per_leaf, gpus=gpus), LEVELS)
+) -> ClusterState:
+    return ClusterState(fabric_nodes(spines, leaves, per_leaf, gpus=gpus), LEVELS)

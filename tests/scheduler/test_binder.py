@@ -7,15 +7,12 @@ from typing import Any
 
 from tests.scheduler.apifake import FakeApi, node_obj, pod_obj
 from trainmaster.kubeclient import ApiError
-from trainmaster.scheduler import (
-    Binder,
-    BindResult,
-    ClusterCache,
-    PodState,
-    SchedulerConfig,
-    SchedulerMetrics,
-)
-from trainmaster.scheduler._placement import Binding, Placement
+from trainmaster.scheduler import SchedulerConfig
+from trainmaster.scheduler.placement.place import Binding, Placement
+from trainmaster.scheduler.runtime.binder import Binder, BindResult
+from trainmaster.scheduler.runtime.cache import ClusterCache
+from trainmaster.scheduler.runtime.metrics import SchedulerMetrics
+from trainmaster.scheduler.state.views import PodState
 
 
 def setup(n_pods: int, controlled: bool = True) -> tuple[ClusterCache, Placement]:

@@ -11,22 +11,16 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainmaster.scheduler import (
-    GPU,
-    BlockedNodes,
-    ClusterSnapshot,
-    Gang,
-    place_gang,
-    reservation_target,
-)
-from trainmaster.scheduler._blocked import BlockCache
+from trainmaster.scheduler import GPU, BlockedNodes, ClusterState, Gang, place_gang
+from trainmaster.scheduler.placement.reservation import reservation_target
+from trainmaster.scheduler.state.blocked import BlockCache
 
 from .builders import make_node, make_pod
 from .test_properties import SETTINGS, clusters, gangs
 from .test_reservation_target import full_scan_target
 
 
-def _check_blocked(snap: ClusterSnapshot, blocked: BlockedNodes, names: set[str]) -> None:
+def _check_blocked(snap: ClusterState, blocked: BlockedNodes, names: set[str]) -> None:
     """Every view of ``blocked`` against a recount from ``names``."""
     assert set(blocked) == names and len(blocked) == len(names)
     known = {n for n in names if n in snap.node_index_map}
@@ -53,7 +47,7 @@ def _check_blocked(snap: ClusterSnapshot, blocked: BlockedNodes, names: set[str]
 
 @SETTINGS
 @given(clusters(), st.data())
-def test_blocked_nodes_equal_a_recount(snap: ClusterSnapshot, data: st.DataObject) -> None:
+def test_blocked_nodes_equal_a_recount(snap: ClusterState, data: st.DataObject) -> None:
     names = sorted(snap.node_index_map)
     pool = st.frozensets(st.sampled_from([*names, "not-a-node"]), max_size=len(names))
     cache = BlockCache(snap)
@@ -88,7 +82,7 @@ def test_blocked_nodes_equal_a_recount(snap: ClusterSnapshot, data: st.DataObjec
 @SETTINGS
 @given(clusters(), st.data())
 def test_gpu_bucket_order_and_name_ranks_equal_a_recount(
-    snap: ClusterSnapshot, data: st.DataObject
+    snap: ClusterState, data: st.DataObject
 ) -> None:
     def check() -> None:
         buckets = snap.gpu_buckets
@@ -136,7 +130,7 @@ def test_gpu_bucket_order_and_name_ranks_equal_a_recount(
 @SETTINGS
 @given(clusters(), gangs(), st.data())
 def test_placer_answers_equal_with_blocked_nodes_and_with_names(
-    snap: ClusterSnapshot, gang: Gang, data: st.DataObject
+    snap: ClusterState, gang: Gang, data: st.DataObject
 ) -> None:
     names = sorted(snap.node_index_map)
     parts = data.draw(st.lists(st.frozensets(st.sampled_from(names)), max_size=3))

@@ -4,7 +4,9 @@ wakes the loop."""
 from __future__ import annotations
 
 from tests.scheduler.apifake import group_obj, node_obj, pod_obj
-from trainmaster.scheduler import GPU, ClusterCache, PodState, SchedulerConfig
+from trainmaster.scheduler import GPU, SchedulerConfig
+from trainmaster.scheduler.runtime.cache import ClusterCache
+from trainmaster.scheduler.state.views import PodState
 
 
 def cache_with_nodes(*names: str) -> ClusterCache:

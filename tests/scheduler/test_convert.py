@@ -16,7 +16,7 @@ from trainmaster.scheduler import (
     TopologyConstraint,
     TopologyMode,
 )
-from trainmaster.scheduler._convert import (
+from trainmaster.scheduler.runtime.convert import (
     base_units,
     node_info,
     parse_quantity,
@@ -116,11 +116,17 @@ def test_pod_group_annotations() -> None:
 
 
 def test_label_keys_match_the_object_builders() -> None:
-    from trainmaster.objects import POD_GROUP_LABEL, topology_label
-    from trainmaster.objects._jobs import TOPOLOGY_DOMAIN_ANNOTATION, TOPOLOGY_MODE_ANNOTATION
+    from trainmaster.objects import POD_GROUP_LABEL, dataset_label, topology_label
+    from trainmaster.objects._jobs import (
+        DATASETS_ANNOTATION,
+        TOPOLOGY_DOMAIN_ANNOTATION,
+        TOPOLOGY_MODE_ANNOTATION,
+    )
     from trainmaster.scheduler import _keys
 
     assert _keys.POD_GROUP_LABEL == POD_GROUP_LABEL
     assert _keys.topology_label("leaf") == topology_label("leaf")
     assert _keys.TOPOLOGY_DOMAIN_ANNOTATION == TOPOLOGY_DOMAIN_ANNOTATION
     assert _keys.TOPOLOGY_MODE_ANNOTATION == TOPOLOGY_MODE_ANNOTATION
+    assert _keys.DATASETS_ANNOTATION == DATASETS_ANNOTATION
+    assert dataset_label("wiki") == _keys.DATASET_LABEL_PREFIX + "wiki"

@@ -7,24 +7,22 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.scheduler.builders import make_gang, make_node
-from trainmaster.scheduler import ClusterSnapshot
-from trainmaster.scheduler._convert import pod_info
-from trainmaster.scheduler._dataset_locality import (
-    DATASETS_ANNOTATION,
-    DatasetLocality,
-    pod_datasets,
-)
-from trainmaster.scheduler._placement import Placement, place_gang
-from trainmaster.scheduler._score import BestFit
+from trainmaster.scheduler import DEFAULT_SCORER, ClusterState, Code, CycleState
+from trainmaster.scheduler._keys import DATASETS_ANNOTATION
+from trainmaster.scheduler.framework.interface import LEAST_FREE_GPUS
+from trainmaster.scheduler.placement.place import Placement, place_gang
+from trainmaster.scheduler.plugins.best_fit import BestFit
+from trainmaster.scheduler.plugins.dataset_locality import DatasetLocality
+from trainmaster.scheduler.runtime.convert import pod_datasets, pod_info
 
 WARM = {"dataset.trainmaster.io/wiki": "true"}
 
 
-def _cluster(warm: set[str]) -> ClusterSnapshot:
+def _cluster(warm: set[str]) -> ClusterState:
     nodes = [make_node(f"l{leaf}-n{n}", gpus=8, topology=("spine-0", f"leaf-{leaf}"),
                        labels=WARM if f"l{leaf}-n{n}" in warm else {})
              for leaf in range(2) for n in range(4)]
-    return ClusterSnapshot(nodes, levels=("spine", "leaf"))
+    return ClusterState(nodes, levels=("spine", "leaf"))
 
 
 def _with_datasets(gang, datasets: tuple[str, ...]):  # type: ignore[no-untyped-def]
@@ -39,7 +37,7 @@ def _nodes(result: object) -> set[str]:
 def test_warm_nodes_win_inside_the_domain() -> None:
     snap = _cluster({"l0-n2", "l0-n3"})
     gang = _with_datasets(make_gang("g", 2, gpus=8, level="leaf", mode="required"), ("wiki",))
-    assert _nodes(place_gang(snap, gang, scorer=DatasetLocality())) == {"l0-n2", "l0-n3"}
+    assert _nodes(place_gang(snap, gang, scorer=DEFAULT_SCORER)) == {"l0-n2", "l0-n3"}
     # BestFit alone takes the first nodes by name.
     assert _nodes(place_gang(snap, gang, scorer=BestFit())) == {"l0-n0", "l0-n1"}
 
@@ -49,7 +47,7 @@ def test_required_topology_is_never_overridden() -> None:
     taking the warm node there and a cold one beside it."""
     snap = _cluster({"l0-n3", "l1-n3"})
     gang = _with_datasets(make_gang("g", 2, gpus=8, level="leaf", mode="required"), ("wiki",))
-    placed = _nodes(place_gang(snap, gang, scorer=DatasetLocality()))
+    placed = _nodes(place_gang(snap, gang, scorer=DEFAULT_SCORER))
     assert len({n.split("-")[0] for n in placed}) == 1
     assert len(placed & {"l0-n3", "l1-n3"}) == 1
 
@@ -57,8 +55,11 @@ def test_required_topology_is_never_overridden() -> None:
 def test_a_gang_without_datasets_is_placed_as_best_fit_places_it() -> None:
     snap = _cluster({"l0-n2", "l0-n3"})
     gang = make_gang("g", 3, gpus=8, level="leaf", mode="required")
-    assert isinstance(DatasetLocality().bind(gang, [], []), BestFit)
-    assert place_gang(snap, gang, scorer=DatasetLocality()) == \
+    # DatasetLocality sits the gang out, so the default stage is BestFit alone, with
+    # its index walk.
+    assert DatasetLocality().pre_score(CycleState(), gang).code is Code.SKIP
+    assert DEFAULT_SCORER.for_gang(gang).index == LEAST_FREE_GPUS
+    assert place_gang(snap, gang, scorer=DEFAULT_SCORER) == \
         place_gang(snap, gang, scorer=BestFit())
 
 

@@ -326,7 +326,7 @@ def test_lease_lost_in_an_outage_longer_than_the_lease_exits_and_a_new_leader_bi
     the leader cannot renew, so it must stop and exit with code 1 (EXIT_LOST_LEASE, its
     Deployment restarts it as a standby), not hang. Without a leader nothing is bound; a
     new replica takes the lease over and binds what is pending."""
-    from trainmaster.scheduler._service import EXIT_LOST_LEASE
+    from trainmaster.scheduler.runtime.service import EXIT_LOST_LEASE
 
     scratch.add_node("l0")
     wait_for(scratch.nodes_ready, "scratch nodes Ready")

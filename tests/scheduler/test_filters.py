@@ -8,24 +8,24 @@ import pytest
 
 from trainmaster.scheduler import (
     GPU,
-    ClusterSnapshot,
+    ClusterState,
     Code,
-    NodeAffinity,
-    NodeResourcesFit,
-    NodeSelector,
     NodeSelectorRequirement,
-    NodeUnschedulable,
     Placement,
     SelectorOperator,
     Taint,
     TaintEffect,
-    TaintToleration,
     Toleration,
     TolerationOperator,
     Unschedulable,
     fit_count,
     place_gang,
 )
+from trainmaster.scheduler.plugins.node_affinity import NodeAffinity
+from trainmaster.scheduler.plugins.node_selector import NodeSelector
+from trainmaster.scheduler.plugins.node_unschedulable import NodeUnschedulable
+from trainmaster.scheduler.plugins.resources_fit import NodeResourcesFit
+from trainmaster.scheduler.plugins.taint_toleration import TaintToleration
 
 from .builders import make_gang, make_node, make_pod
 
@@ -224,7 +224,7 @@ def test_fit_count(requests: dict[str, int], free: dict[str, int], expected: int
 def test_filters_apply_in_placement(
     node_kwargs: dict[str, Any], gang_kwargs: dict[str, Any], placed: bool
 ) -> None:
-    snap = ClusterSnapshot([make_node("only", **node_kwargs)])
+    snap = ClusterState([make_node("only", **node_kwargs)])
     result = place_gang(snap, make_gang("g", 1, **gang_kwargs))
     if placed:
         assert isinstance(result, Placement)
@@ -233,3 +233,49 @@ def test_filters_apply_in_placement(
         assert isinstance(result, Unschedulable)
         assert result.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         assert "0/1 nodes fit one" in result.reason
+
+
+# --- the IndexedFilter capability -----------------------------------------------------
+
+
+class _CountingSelector(NodeSelector):
+    """Overrides ``filter`` (to count the calls) without ``rejected_groups``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def filter(self, pod: Any, node: Any) -> Any:
+        self.calls += 1
+        return super().filter(pod, node)
+
+
+def _selector_cluster() -> ClusterState:
+    nodes = [make_node(f"n{i}", labels={"pool": "a" if i < 6 else "b"}) for i in range(10)]
+    return ClusterState(nodes)
+
+
+def test_a_subclass_overriding_filter_alone_is_asked_node_by_node() -> None:
+    # A subclass that defines filter itself but not rejected_groups is asked node by
+    # node: its filter may read more of the node than the groups cover.
+    state = _selector_cluster()
+    pod = make_pod("p", selector={"pool": "a"})
+    counting = _CountingSelector()
+    elig = state.eligibility(pod, (counting,))
+    assert counting.calls == len(state.nodes)
+    assert list(elig.mask) == [1] * 6 + [0] * 4
+
+
+def test_a_filter_declaring_rejected_groups_with_filter_is_answered_per_group() -> None:
+    class Grouped(_CountingSelector):
+        def filter(self, pod: Any, node: Any) -> Any:
+            return super().filter(pod, node)
+
+        def rejected_groups(self, pod: Any, index: Any) -> Any:
+            return NodeSelector.rejected_groups(self, pod, index)
+
+    state = _selector_cluster()
+    grouped = Grouped()
+    elig = state.eligibility(make_pod("p", selector={"pool": "a"}), (grouped,))
+    assert grouped.calls == 1  # one group: the nodes outside pool=a
+    assert list(elig.mask) == [1] * 6 + [0] * 4
+    assert all(r == NodeSelector.ERR_REASON for r in elig.reasons[6:])

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from trainmaster.scheduler import ClusterSnapshot, fragmentation_report
+from trainmaster.scheduler import ClusterState
+from trainmaster.scheduler.state.fragmentation import fragmentation_report
 
 from .builders import make_cluster, make_node, make_pod
 
 
-def with_usage(used: dict[str, int]) -> ClusterSnapshot:
+def with_usage(used: dict[str, int]) -> ClusterState:
     snap = make_cluster()
     for node, gpus in used.items():
         snap.assume(make_pod(f"use-{node}", gpus=gpus), node)
@@ -67,14 +68,14 @@ def test_free_per_leaf() -> None:
 
 def test_cordoned_and_gpu_less_nodes_do_not_count() -> None:
     nodes = [make_node("a"), make_node("b", unschedulable=True), make_node("cpu", gpus=0)]
-    report = fragmentation_report(ClusterSnapshot(nodes))
+    report = fragmentation_report(ClusterState(nodes))
     assert (report.total, report.free, report.nodes) == (8, 8, 1)
     assert report.leaves == 0
     assert report.free_per_leaf == {}
 
 
 def test_without_levels_leaf_ratio_equals_node_ratio() -> None:
-    snap = ClusterSnapshot([make_node("a"), make_node("b")])
+    snap = ClusterState([make_node("a"), make_node("b")])
     snap.assume(make_pod("p", gpus=2), "a")
     report = fragmentation_report(snap)
     assert report.fragmentation_ratio == pytest.approx(6 / 14)
@@ -82,7 +83,7 @@ def test_without_levels_leaf_ratio_equals_node_ratio() -> None:
 
 
 def test_other_resource() -> None:
-    snap = ClusterSnapshot([make_node("a", cpu=10_000)])
+    snap = ClusterState([make_node("a", cpu=10_000)])
     snap.assume(make_pod("p", gpus=0, cpu=4_000), "a")
     report = fragmentation_report(snap, "cpu")
     assert (report.total, report.free, report.fully_free_nodes) == (10_000, 6_000, 0)

@@ -4,7 +4,7 @@ pods by every configured filter's own ``cache_key``."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import ClassVar
 
 import pytest
@@ -12,11 +12,13 @@ import pytest
 from trainmaster.scheduler import (
     DEFAULT_FILTERS,
     DEFAULT_PLUGINS,
+    GPU,
     REGISTRY,
-    ClusterSnapshot,
+    ClusterState,
     Code,
+    CycleState,
     FilterPlugin,
-    GangManager,
+    Gang,
     GangScheduler,
     Handle,
     NodeInfo,
@@ -24,16 +26,19 @@ from trainmaster.scheduler import (
     PodRequest,
     Profile,
     Registry,
+    Scoring,
     SelectorOperator,
     Status,
     Taint,
     TaintEffect,
     Toleration,
     TolerationOperator,
-    filter_key,
 )
+from trainmaster.scheduler.framework.gangs import GangManager
+from trainmaster.scheduler.framework.interface import filter_key
+from trainmaster.scheduler.plugins.best_fit import BestFit
 
-from .builders import make_cluster, make_node, make_pod
+from .builders import make_cluster, make_gang, make_node, make_pod
 
 # --- a filter that reads a pod field no built-in filter reads --------------------------
 
@@ -104,8 +109,8 @@ def test_register_refuses_duplicates_and_half_reserve_plugins() -> None:
 
 
 def test_default_plugins_are_registered_once_in_order() -> None:
-    # Every registered plugin but BestFit: DatasetLocality is the one default scorer.
-    assert tuple(n for n in REGISTRY if n != "BestFit") == DEFAULT_PLUGINS
+    # Every registered plugin: the default profile scores with BestFit and DatasetLocality.
+    assert tuple(REGISTRY) == DEFAULT_PLUGINS
     assert [f.NAME for f in DEFAULT_FILTERS] == [
         "NodeUnschedulable",
         "NodeSelector",
@@ -121,7 +126,7 @@ def test_new_filter_key_keeps_cache_answers_apart() -> None:
     registry = {**REGISTRY, PriorityFloor.NAME: lambda h: PriorityFloor()}
     nodes = [make_node("gated", labels={"min-priority": "10"}), make_node("open")]
     for first, second in [(0, 10), (10, 0)]:
-        snap = ClusterSnapshot(nodes)
+        snap = ClusterState(nodes)
         sched = GangScheduler(snap, plugins=(*DEFAULT_PLUGINS, PriorityFloor.NAME),
                               registry=registry)  # fmt: skip
         masks: dict[int, bytes] = {}
@@ -186,7 +191,7 @@ def test_not_applying_means_passing(f: FilterPlugin) -> None:
 def test_cache_distinguishes_pods_differing_in_any_filter_key() -> None:
     """All 27 selector x affinity x tolerations combinations through one snapshot (one
     cache): every cached answer equals evaluating the filters directly."""
-    snap = ClusterSnapshot(NODES)
+    snap = ClusterState(NODES)
     assert len({filter_key(p, DEFAULT_FILTERS) for p in PODS}) == len(PODS)
     for pod in [*PODS, *reversed(PODS)]:
         expected = bytes(_direct(pod, n) for n in snap.nodes)
@@ -195,10 +200,56 @@ def test_cache_distinguishes_pods_differing_in_any_filter_key() -> None:
 
 def test_pod_key_is_per_filter_sequence() -> None:
     """The snapshot remembers a pod's key per filter sequence, never across them."""
-    snap = ClusterSnapshot(NODES)
+    snap = ClusterState(NODES)
     pod = make_pod("p", priority=7)
     with_floor = (*DEFAULT_FILTERS, PriorityFloor())
     assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)
     assert snap.pod_key(pod, with_floor) == filter_key(pod, with_floor)
     assert snap.pod_key(pod, with_floor)[-1] == 7  # type: ignore[index]
     assert snap.pod_key(pod, DEFAULT_FILTERS) == filter_key(pod, DEFAULT_FILTERS)
+
+
+class FastTier:
+    """The walk-through plugin of docs/architecture.md."""
+
+    NAME: ClassVar[str] = "FastTier"
+
+    def pre_score(self, state: CycleState, gang: Gang) -> Status:
+        return Status.success(self.NAME) if gang.priority >= 10 else Status(
+            Code.SKIP, (), self.NAME)
+
+    def score(self, state: CycleState, gang: Gang, node: NodeInfo,
+              requests: Mapping[str, int], free: Mapping[str, int]) -> int:
+        return 1 if node.labels.get("tier") == "fast" else 0
+
+
+@pytest.mark.parametrize(
+    ("priority", "weight", "expected"),
+    [
+        (10, 5, "b-fast"),  # 5 x 1 beats best fit's 4-GPU difference
+        (10, 3, "a-half"),  # 3 x 1 does not
+        (0, 5, "a-half"),  # skipped: best fit alone
+    ],
+    ids=["weighted-wins", "best-fit-wins", "skipped"],
+)
+def test_a_weighted_score_plugin_joins_best_fit(priority: int, weight: int,
+                                                expected: str) -> None:
+    registry = Registry()
+    registry.register(BestFit)
+    registry.register(FastTier)
+    nodes = [make_node("a-half", topology=("s", "l")),
+             make_node("b-fast", topology=("s", "l"), labels={"tier": "fast"})]
+    snap = ClusterState(nodes, ("spine", "leaf"))
+    snap.assume(PodRequest("x", requests={GPU: 4}), "a-half")  # 4 of 8 GPUs left
+    sched = GangScheduler(snap, plugins=("BestFit", "FastTier"), registry=registry,
+                          weights={"FastTier": weight})
+    assert [(p.NAME, w) for p, w in sched.profile.scorer.scorers] == [
+        ("BestFit", 1), ("FastTier", weight)]
+    sched.submit(make_gang("g", 1, gpus=4, priority=priority))
+    (placement,) = sched.run_cycle().placed
+    assert placement.bindings[0].node == expected
+
+
+def test_weights_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="weight must be > 0"):
+        Scoring(((BestFit(), 0),))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.scheduler.builders import make_node, make_pod
 from trainmaster.scheduler import SchedulerConfig, SelectorOperator, TopologyMode
-from trainmaster.scheduler._convert import PodGroupInfo
-from trainmaster.scheduler._gangs import Waiting, assemble, gang_key_of, lone_gang
-from trainmaster.scheduler._model import TopologyConstraint
+from trainmaster.scheduler.framework.model import TopologyConstraint
+from trainmaster.scheduler.runtime.convert import PodGroupInfo
+from trainmaster.scheduler.runtime.gangs import Waiting, assemble, gang_key_of, lone_gang
 
 CONFIG = SchedulerConfig()
 

@@ -2,17 +2,23 @@
 
 Every ``import`` statement counts, wherever it is: module level, under
 ``if TYPE_CHECKING:`` and inside functions. A TYPE_CHECKING import does not run, but it
-is still a dependency a reader and mypy must follow, and a cycle that only works because
-one edge sits under TYPE_CHECKING is what this test exists to stop.
+is still a dependency a reader and mypy must follow.
 
-The **core** is the placement engine: pure computation over value types that a
-simulator, a benchmark or a what-if run uses without a cluster. It may import only the
-standard library and other core modules. Everything else in the package is either
-runtime (network, processes, asyncio: ``_binder``, ``_loop``, ``_leader``,
-``_metrics``, ``_service``, ``_events``, ``_report``, ``_tasks``, ``cli``; the API client itself is
-``trainmaster.kubeclient``) or an adapter that turns API objects and config
-into core values (``_convert``, ``_config``, ``_gangs``, ``_cache``, ``_keys``). Those
-may import the core; the core never imports them.
+Folders, lowest first; each may import only the standard library, itself and the
+folders below it (and ``_keys``, the wire keys, which imports nothing):
+
+* ``framework``: contracts only;
+* ``state``: the cluster state and its indexes;
+* ``plugins``: one module per plugin (framework and state interfaces only; a plugin never
+  imports another plugin: ``plugins/__init__.py`` holds the registration lines);
+* ``placement``: the engine the cycle drives;
+* ``runtime``: may import all. Its pure modules (the queue, ``GangScheduler``, the
+  cycle, the ports) are hosted by the simulator too and import no runtime module that
+  talks to the API server, and no client library.
+
+Outside the package, code under ``trainmaster/`` imports only ``trainmaster.scheduler``
+itself (its ``__all__``) or ``trainmaster.scheduler.cli``, never a module inside.
+Every module is at most ``MAX_LINES`` lines unless its docstring's first lines say why.
 """
 
 from __future__ import annotations
@@ -25,51 +31,40 @@ from pathlib import Path
 
 import pytest
 
+import trainmaster
 import trainmaster.scheduler
 
 PACKAGE = "trainmaster.scheduler"
 PACKAGE_DIR = Path(trainmaster.scheduler.__file__).parent
-
-# Core module -> (layer, job). A core module imports only core modules of lower layers.
-CORE: Mapping[str, tuple[int, str]] = {
-    "_model": (0, "value types: nodes, pods, gangs, topology constraints"),
-    "_status": (0, "the one result type plugins return"),
-    "_contracts": (1, "extension-point protocols"),
-    "_filters": (2, "filter plugins and their pure predicates"),
-    "_score": (2, "the score plugin"),
-    "_dataset_locality": (3, "the default score plugin: best fit plus dataset locality"),
-    "_coscheduling": (2, "gang manager and the coscheduling plugin"),
-    "_quota": (1, "queue quotas, borrowing and the per-queue GPU ledger"),
-    "_snapshot": (3, "cluster state, assume/forget/confirm, the read API"),
-    "_framework": (4, "plugin registry and profiles"),
-    "_blocked": (4, "a cycle's reserved nodes, kept incrementally"),
-    "_placement": (5, "one gang into the smallest domain"),
-    "_plan": (5, "joint leaf assignment for a burst of gangs"),
-    "_fragmentation": (5, "how scattered free GPUs are"),
-    "_queue": (6, "queue order, cycles, anti-starvation"),
-    "_preemption": (6, "which whole gangs to evict so a pending gang fits"),
-}
-
-# Named in failures so the reason is plain; the stdlib-only rule already covers them.
-RUNTIME = frozenset(
-    {
-        "_binder", "_loop", "_leader", "_metrics", "_service", "_events", "_report", "cli",
-        "_preempt", "_tasks",
-    }
-)  # fmt: skip
+LAYERS: Mapping[str, int] = {"framework": 0, "state": 1, "plugins": 2, "placement": 3,
+                             "runtime": 4}  # fmt: skip
+PURE_RUNTIME = frozenset({"runtime", "runtime.queue", "runtime.gang_scheduler",
+                          "runtime.cycle", "runtime.ports"})  # fmt: skip
+ANYWHERE = frozenset({"_keys"})
 CLIENTS = frozenset(
     {"aiohttp", "kubernetes", "kubernetes_asyncio", "prometheus_client", "yaml", "kopf"}
 )
+MAX_LINES = 500
 
 
 def _modules() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(PACKAGE_DIR.glob("*.py"))}
+    """Dotted name inside the package (``framework.model``; ``plugins`` for a folder's
+    ``__init__``; ``__init__`` for the package's own) -> file."""
+    out: dict[str, Path] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
 
 
-def imports_of(path: Path, package: str = PACKAGE) -> Iterator[tuple[int, str]]:
-    """(line, absolute module name) for every import in ``path``, at any depth. For
-    ``from X import a, b`` both ``X.a`` and ``X.b`` are yielded when X is ``package``
-    itself, since ``a`` may be a submodule."""
+def imports_of(path: Path, module: str) -> Iterator[tuple[int, str]]:
+    """(line, absolute module name) for every import in ``path`` (the module
+    ``module``, dotted and absolute), at any depth. For ``from X import a`` both
+    ``X`` and ``X.a`` are yielded, since ``a`` may be a submodule."""
+    is_pkg = path.name == "__init__.py"
+    here = module.split(".") if is_pkg else module.split(".")[:-1]
     tree = ast.parse(path.read_text(), str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -77,93 +72,122 @@ def imports_of(path: Path, package: str = PACKAGE) -> Iterator[tuple[int, str]]:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")
-                # "." is the package holding the module (for __init__, the package itself).
-                up = node.level - 1
-                base = base[: len(base) - up] if up else base
+                base = here[: len(here) - (node.level - 1)]
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
             if target == "__future__":
                 continue
-            if target == package:
-                for alias in node.names:
-                    yield node.lineno, f"{package}.{alias.name}"
-            else:
-                yield node.lineno, target
+            yield node.lineno, target
+            for alias in node.names:
+                yield node.lineno, f"{target}.{alias.name}"
 
 
-def local_graph(package: str = PACKAGE) -> dict[str, set[str]]:
-    """Module stem -> stems it imports inside the package (``__init__`` for the package
-    itself or a name that is not a submodule)."""
+def _local(name: str, modules: Mapping[str, Path]) -> str | None:
+    """The package module ``name`` refers to (longest known prefix), or None."""
+    if not name.startswith(PACKAGE + "."):
+        return "__init__" if name == PACKAGE else None
+    rest = name[len(PACKAGE) + 1 :]
+    while rest and rest not in modules:
+        rest = rest.rpartition(".")[0]
+    return rest or "__init__"
+
+
+def local_graph() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
-    for stem, path in modules.items():
-        for _, name in imports_of(path, package):
-            if name != package and not name.startswith(package + "."):
-                continue
-            rest = name[len(package) + 1 :].split(".")[0] if name != package else ""
-            target = rest if rest in modules else "__init__"
-            if target != stem:
-                graph[stem].add(target)
+    for mod, path in modules.items():
+        full = PACKAGE if mod == "__init__" else f"{PACKAGE}.{mod}"
+        for _, name in imports_of(path, full):
+            target = _local(name, modules)
+            if target is not None and target != mod:
+                graph[mod].add(target)
     return graph
 
 
 def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
     """One import cycle as a path ``[a, b, ..., a]``, or None."""
-    WHITE, GREY, BLACK = 0, 1, 2
-    color = dict.fromkeys(graph, WHITE)
+    color: dict[str, int] = dict.fromkeys(graph, 0)
     stack: list[str] = []
 
     def visit(node: str) -> list[str] | None:
-        color[node] = GREY
+        color[node] = 1
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
-            if color.get(nxt, WHITE) == GREY:
+            if color.get(nxt, 0) == 1:
                 return [*stack[stack.index(nxt) :], nxt]
-            if color.get(nxt, WHITE) == WHITE:
+            if color.get(nxt, 0) == 0:
                 found = visit(nxt)
                 if found:
                     return found
         stack.pop()
-        color[node] = BLACK
+        color[node] = 2
         return None
 
     for start in sorted(graph):
-        if color[start] == WHITE:
+        if color[start] == 0:
             found = visit(start)
             if found:
                 return found
     return None
 
 
+def _folder(mod: str) -> str:
+    return mod.split(".")[0]
+
+
+def _is_core(mod: str) -> bool:
+    folder = _folder(mod)
+    return folder in LAYERS and (folder != "runtime" or mod in PURE_RUNTIME)
+
+
 # --- the rules ------------------------------------------------------------------------
 
 
-def test_core_set_is_current() -> None:
-    """A renamed or deleted core module must be renamed here too, not silently dropped."""
-    assert set(CORE) <= set(_modules()), set(CORE) - set(_modules())
-
-
-@pytest.mark.parametrize("stem", sorted(CORE))
-def test_core_imports_only_stdlib_and_core(stem: str) -> None:
+@pytest.mark.parametrize("mod", sorted(m for m in _modules() if _folder(m) in LAYERS))
+def test_folders_import_only_downwards(mod: str) -> None:
+    modules = _modules()
+    full = f"{PACKAGE}.{mod}"
+    folder = _folder(mod)
     bad: list[str] = []
-    for line, name in imports_of(_modules()[stem]):
-        if name.startswith(PACKAGE + "."):
-            target = name[len(PACKAGE) + 1 :].split(".")[0]
-            if target not in CORE:
-                kind = "runtime" if target in RUNTIME else "non-core"
-                bad.append(f"line {line}: {name} ({kind})")
-            elif CORE[target][0] >= CORE[stem][0]:
-                bad.append(f"line {line}: {name} (layer {CORE[target][0]}, not below)")
-        elif name.split(".")[0] not in sys.stdlib_module_names:
-            kind = "Kubernetes/HTTP client" if name.split(".")[0] in CLIENTS else "third-party"
-            bad.append(f"line {line}: {name} ({kind})")
-    assert not bad, f"core module {stem} imports outside the core: {bad}"
+    for line, name in imports_of(modules[mod], full):
+        target = _local(name, modules)
+        if target is None:
+            top = name.split(".")[0]
+            if _is_core(mod) and top not in sys.stdlib_module_names:
+                bad.append(f"line {line}: {name} (a core module imports only the stdlib)")
+            continue
+        if target == mod or target in ANYWHERE:
+            continue
+        other = _folder(target)
+        if other not in LAYERS:
+            bad.append(f"line {line}: {name} (the package's {target})")
+        elif LAYERS[other] > LAYERS[folder]:
+            bad.append(f"line {line}: {name} ({other} is above {folder})")
+        elif folder == "plugins" and other == "plugins" and mod != "plugins":
+            bad.append(f"line {line}: {name} (a plugin imports no other plugin)")
+        elif _is_core(mod) and other == "runtime" and target not in PURE_RUNTIME:
+            bad.append(f"line {line}: {name} (API-facing runtime)")
+    assert not bad, f"{mod}: {bad}"
+
+
+def test_nothing_outside_imports_the_package_internals() -> None:
+    root = Path(trainmaster.__file__).parent
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        if PACKAGE_DIR in path.parents:
+            continue
+        rel = path.relative_to(root.parent).with_suffix("")
+        for line, name in imports_of(path, ".".join(rel.parts)):
+            if name.startswith(PACKAGE + ".") and name != f"{PACKAGE}.cli":
+                if name[len(PACKAGE) + 1 :] in trainmaster.scheduler.__all__:
+                    continue  # ``from trainmaster.scheduler import X``
+                bad.append(f"{rel}:{line}: {name}")
+    assert not bad, bad
 
 
 def test_importing_the_package_loads_no_runtime() -> None:
-    """In a fresh interpreter: the package's eager imports (``__init__``) stay core."""
+    """In a fresh interpreter: the package's eager imports stay core, no client."""
     code = "import sys, trainmaster.scheduler; print('\\n'.join(sorted(sys.modules)))"
     loaded = set(
         subprocess.run(
@@ -171,7 +195,7 @@ def test_importing_the_package_loads_no_runtime() -> None:
         ).stdout.split()
     )
     ours = {m[len(PACKAGE) + 1 :] for m in loaded if m.startswith(PACKAGE + ".")}
-    assert ours <= set(CORE), sorted(ours - set(CORE))
+    assert {m for m in ours if not (_is_core(m) or m in ANYWHERE)} == set()
     assert not {m.split(".")[0] for m in loaded} & CLIENTS
 
 
@@ -180,33 +204,42 @@ def test_no_import_cycle_in_the_package() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+@pytest.mark.parametrize("mod", sorted(_modules()))
+def test_modules_are_small_or_say_why(mod: str) -> None:
+    path = _modules()[mod]
+    lines = path.read_text().count("\n")
+    doc = (ast.get_docstring(ast.parse(path.read_text())) or "").splitlines()[:6]
+    assert lines <= MAX_LINES or any("over 500 lines" in d.lower() for d in doc), (
+        f"{path.relative_to(PACKAGE_DIR)}: {lines} lines, and its docstring's first lines "
+        "give no reason"
+    )
+
+
 # --- the checker itself ---------------------------------------------------------------
 
 
 def test_graph_sees_every_kind_of_import() -> None:
     graph = local_graph()
-    assert "_snapshot" in graph["_placement"]  # module level, relative
-    assert "_loop" in graph["__init__"]  # under TYPE_CHECKING
-    assert "_cache" in graph["_binder"]
+    assert "state" in graph["placement.search"]  # relative, the folder's __init__
+    assert "runtime.loop" in graph["__init__"]  # under TYPE_CHECKING
+    assert "runtime.cache" in graph["runtime.binder"]
 
 
 def test_imports_of_reads_type_checking_and_function_imports(tmp_path: Path) -> None:
-    src = tmp_path / "_mod.py"
+    src = tmp_path / "mod.py"
     src.write_text(
         "from typing import TYPE_CHECKING\n"
-        "from . import _a\n"
+        "from . import a\n"
         "if TYPE_CHECKING:\n"
-        "    from ._b import B\n"
+        "    from ..b import B\n"
         "def f():\n"
         "    import aiohttp\n"
     )
-    names = {n for _, n in imports_of(src, "pkg.sub")}
-    assert names == {"typing", "pkg.sub._a", "pkg.sub._b", "aiohttp"}
+    names = {n for _, n in imports_of(src, "pkg.sub.mod")}
+    assert {"pkg.sub.a", "pkg.b", "pkg.b.B", "aiohttp"} <= names
 
 
-def test_find_cycle_reports_the_old_triangle() -> None:
-    # The cycle this package had: framework -> gang -> snapshot -(TYPE_CHECKING)-> framework.
-    graph = {"_framework": {"_gang", "_snapshot"}, "_gang": {"_snapshot"},
-             "_snapshot": {"_framework"}}  # fmt: skip
-    assert find_cycle(graph) == ["_framework", "_gang", "_snapshot", "_framework"]
+def test_find_cycle_reports_a_triangle() -> None:
+    graph = {"a": {"b", "c"}, "b": {"c"}, "c": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -9,7 +9,8 @@ from typing import Any
 
 from tests.scheduler.apifake import FakeApi
 from trainmaster.kubeclient import ApiError
-from trainmaster.scheduler import LeaderElection, LeaderElector, Renewal
+from trainmaster.scheduler.runtime.config import LeaderElection
+from trainmaster.scheduler.runtime.leader import LeaderElector, Renewal
 
 CONFIG = LeaderElection(lease_name="sched", lease_namespace="ns", lease_duration=15,
                         renew_deadline=10, retry_period=2)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from trainmaster.scheduler import (
     DEFAULT_FILTERS,
     GPU,
-    ClusterSnapshot,
+    ClusterState,
     NodeInfo,
     NodeSelectorRequirement,
     PodRequest,
@@ -23,8 +23,8 @@ from trainmaster.scheduler import (
     TolerationOperator,
     TopologyMode,
     place_gang,
-    reservation_target,
 )
+from trainmaster.scheduler.placement.reservation import reservation_target
 
 from .builders import LEVELS, make_gang, make_node, make_pod
 
@@ -100,7 +100,7 @@ def _nonzero(values: Mapping[str, int]) -> dict[str, int]:
     return {k: v for k, v in values.items() if v}
 
 
-def state_of(snap: ClusterSnapshot) -> dict[str, object]:
+def state_of(snap: ClusterState) -> dict[str, object]:
     """Everything observable by name (zero quantities and absent ones are the same)."""
     cols = snap.columns
     names = [n.name for n in cols.nodes]
@@ -141,7 +141,7 @@ def state_of(snap: ClusterSnapshot) -> dict[str, object]:
     }
 
 
-def naive_eligibility(snap: ClusterSnapshot, pod: PodRequest) -> list[tuple[int, str | None]]:
+def naive_eligibility(snap: ClusterState, pod: PodRequest) -> list[tuple[int, str | None]]:
     """Every filter on every node, one by one (what the indexes must reproduce)."""
     out: list[tuple[int, str | None]] = []
     for node in snap.columns.nodes:
@@ -160,7 +160,7 @@ def naive_eligibility(snap: ClusterSnapshot, pod: PodRequest) -> list[tuple[int,
     return out
 
 
-def decisions_of(snap: ClusterSnapshot) -> list[object]:
+def decisions_of(snap: ClusterState) -> list[object]:
     out: list[object] = []
     for size, gpus, level, mode in ((1, 4, "node", TopologyMode.PREFERRED),
                                     (3, 2, "leaf", TopologyMode.PREFERRED),
@@ -180,7 +180,7 @@ def test_node_events_match_a_rebuild(
     scenario: tuple[list[NodeInfo], list[tuple[str, int]], list[Op]],
 ) -> None:
     nodes, pods, ops = scenario
-    snap = ClusterSnapshot(nodes, LEVELS)
+    snap = ClusterState(nodes, LEVELS)
     specs = {n.name: n for n in nodes}
     for k, (node, gpus) in enumerate(pods):
         snap.add_bound(make_pod(f"p{k}", gpus=gpus, cpu=1000), node)
@@ -203,7 +203,7 @@ def test_node_events_match_a_rebuild(
             snap.remove_node(name)
             del specs[name]
         # The reference: the same pods on a snapshot rebuilt from the node list.
-        rebuilt = ClusterSnapshot(specs.values(), LEVELS)
+        rebuilt = ClusterState(specs.values(), LEVELS)
         for pod, node, _ in snap.pods():
             rebuilt.add_bound(pod, node)
         assert state_of(snap) == state_of(rebuilt)
@@ -217,7 +217,7 @@ def test_node_events_match_a_rebuild(
 
 
 def test_remove_node_refuses_a_node_with_pods() -> None:
-    snap = ClusterSnapshot([make_node("a"), make_node("b")])
+    snap = ClusterState([make_node("a"), make_node("b")])
     snap.assume(make_pod("p"), "a")
     with pytest.raises(ValueError, match="tracked pod"):
         snap.remove_node("a")
@@ -229,7 +229,7 @@ def test_remove_node_refuses_a_node_with_pods() -> None:
 
 
 def test_an_added_node_takes_the_next_index_and_ties_still_break_by_name() -> None:
-    snap = ClusterSnapshot([make_node("b"), make_node("c")])
+    snap = ClusterState([make_node("b"), make_node("c")])
     snap.set_node(make_node("a"))
     assert [n.name for n in snap.columns.nodes] == ["b", "c", "a"]
     assert [n.name for n in snap.nodes] == ["a", "b", "c"]
@@ -238,7 +238,7 @@ def test_an_added_node_takes_the_next_index_and_ties_still_break_by_name() -> No
 
 
 def test_pods_follow_a_node_moved_by_a_removal() -> None:
-    snap = ClusterSnapshot([make_node("a"), make_node("b"), make_node("c")])
+    snap = ClusterState([make_node("a"), make_node("b"), make_node("c")])
     pod = PodRequest("p", requests={GPU: 3})
     snap.assume(pod, "c")
     snap.remove_node("a")  # "c" takes index 0

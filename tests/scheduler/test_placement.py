@@ -12,14 +12,16 @@ import pytest
 from trainmaster.scheduler import (
     CPU,
     GPU,
-    ClusterSnapshot,
+    ClusterState,
     Code,
+    CycleState,
     Gang,
+    NodeInfo,
     Placement,
     Unschedulable,
-    fragmentation_report,
     place_gang,
 )
+from trainmaster.scheduler.state.fragmentation import fragmentation_report
 
 from .builders import LEVELS, fabric_nodes, make_cluster, make_gang, make_node, make_pod
 
@@ -29,12 +31,12 @@ def placed(result: Placement | Unschedulable) -> Placement:
     return result
 
 
-def assume_all(snap: ClusterSnapshot, placement: Placement) -> None:
+def assume_all(snap: ClusterState, placement: Placement) -> None:
     for b in placement.bindings:
         snap.assume(b.pod, b.node)
 
 
-def fill(snap: ClusterSnapshot, node: str, gpus: int, name: str | None = None) -> None:
+def fill(snap: ClusterState, node: str, gpus: int, name: str | None = None) -> None:
     """Charge ``gpus`` GPUs to ``node`` through a lone assumed pod."""
     snap.assume(make_pod(name or f"fill-{node}-{gpus}", gpus=gpus, cpu=0, memory=0), node)
 
@@ -81,7 +83,7 @@ def test_too_big_for_cluster() -> None:
     ids=["tightest-2", "tightest-4", "only-empty-fits", "tie-by-name"],
 )
 def test_best_fit_node(used: dict[str, int], gpus: int, expected: str) -> None:
-    snap = ClusterSnapshot([make_node(n) for n in used])
+    snap = ClusterState([make_node(n) for n in used])
     for node, gpus_used in used.items():
         if gpus_used:
             fill(snap, node, gpus_used)
@@ -95,9 +97,8 @@ class Spread:
 
     NAME: ClassVar[str] = "Spread"
 
-    def score(
-        self, requests: Mapping[str, int], free: Mapping[str, int], allocatable: Mapping[str, int]
-    ) -> int:
+    def score(self, state: CycleState, gang: Gang, node: NodeInfo,
+              requests: Mapping[str, int], free: Mapping[str, int]) -> int:
         return free.get(GPU, 0)
 
 
@@ -107,7 +108,7 @@ class Spread:
     ids=["one-pod-node-level", "three-pods-leaf-level"],
 )
 def test_custom_scorer_orders_nodes(size: int, expected: Counter[str]) -> None:
-    snap = ClusterSnapshot([make_node(n, topology=("s", "l")) for n in "ab"], LEVELS)
+    snap = ClusterState([make_node(n, topology=("s", "l")) for n in "ab"], LEVELS)
     fill(snap, "a", 4)
     result = placed(place_gang(snap, make_gang("g", size, gpus=4), scorer=Spread()))
     assert Counter(b.node for b in result.bindings) == expected
@@ -115,7 +116,7 @@ def test_custom_scorer_orders_nodes(size: int, expected: Counter[str]) -> None:
 
 def test_best_fit_packing_inside_domain() -> None:
     nodes = [make_node(f"n{i}", topology=("s", "l")) for i in range(4)]
-    snap = ClusterSnapshot(nodes, LEVELS)
+    snap = ClusterState(nodes, LEVELS)
     fill(snap, "n1", 4)
     fill(snap, "n3", 6)
     # 3 x 4 GPUs = 12 > 8: not one node; tightest first: n1 (4 free) then n0 (8 free).
@@ -237,7 +238,7 @@ def test_blocked_nodes_are_avoided() -> None:
 
 
 def test_cpu_only_pods_pack_by_cpu() -> None:
-    snap = ClusterSnapshot([make_node("a", cpu=16_000), make_node("b", cpu=8_000)])
+    snap = ClusterState([make_node("a", cpu=16_000), make_node("b", cpu=8_000)])
     result = placed(place_gang(snap, make_gang("g", 1, gpus=0, cpu=4_000)))
     assert result.bindings[0].node == "b"
     assert snap.free("b")[CPU] == 8_000  # place_gang does not assume
@@ -245,7 +246,7 @@ def test_cpu_only_pods_pack_by_cpu() -> None:
 
 def test_rdma_resource_only_where_present() -> None:
     nodes = [make_node("plain"), make_node("rdma", extra={"rdma/rail0": 1})]
-    snap = ClusterSnapshot(nodes)
+    snap = ClusterState(nodes)
     gang = Gang("g", (make_pod("g-0", gpus=1, extra={"rdma/rail0": 1}, gang="g"),))
     assert placed(place_gang(snap, gang)).bindings[0].node == "rdma"
     two = Gang("h", tuple(make_pod(f"h-{i}", extra={"rdma/rail0": 1}, gang="h") for i in range(2)))
@@ -253,14 +254,14 @@ def test_rdma_resource_only_where_present() -> None:
 
 
 def test_pods_resource_limits_density() -> None:
-    snap = ClusterSnapshot([make_node("a", pods=2)])
+    snap = ClusterState([make_node("a", pods=2)])
     assert isinstance(place_gang(snap, make_gang("g", 3, gpus=1)), Unschedulable)
     assert isinstance(place_gang(snap, make_gang("g", 2, gpus=1)), Placement)
 
 
 def test_thousand_pods_on_five_hundred_nodes() -> None:
     """5 spines x 5 leaves x 20 nodes x 8 GPUs; 1000 pods x 4 GPUs in gangs of 1..32."""
-    snap = ClusterSnapshot(fabric_nodes(5, 5, 20), LEVELS)
+    snap = ClusterState(fabric_nodes(5, 5, 20), LEVELS)
     rng = random.Random(7)
     gangs: list[Gang] = []
     total = 0

@@ -8,7 +8,7 @@ from collections import defaultdict
 from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
 from tests.scheduler.builders import make_cluster, make_gang
 from trainmaster.scheduler import GangScheduler, SchedulerConfig, SchedulerRuntime
-from trainmaster.scheduler._plan import plan_batch, plannable
+from trainmaster.scheduler.placement.plan import plan_batch, plannable
 
 SIZES = {"g0": 6, "g1": 5, "g2": 4, "g3": 4, "g4": 3, "g5": 2}
 """24 pods of 4 GPUs on 2 leaves of 6 nodes x 8 GPUs (12 pods each): only 6+4+2 | 5+4+3

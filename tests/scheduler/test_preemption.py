@@ -7,15 +7,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainmaster.scheduler import ClusterSnapshot, Gang
-from trainmaster.scheduler._framework import DEFAULT_FILTERS, DEFAULT_SCORER
-from trainmaster.scheduler._placement import Placement, place_gang
-from trainmaster.scheduler._preemption import Preemption, Victim, select_victims, set_cost
+from trainmaster.scheduler import ClusterState, Gang
+from trainmaster.scheduler.placement.place import Placement, place_gang
+from trainmaster.scheduler.placement.victims import select_victims
+from trainmaster.scheduler.plugins import DEFAULT_FILTERS, DEFAULT_SCORER
+from trainmaster.scheduler.plugins.preemption import Preemption, Victim, set_cost
 
 from .builders import LEVELS, fabric_nodes, make_gang, make_pod
 
 
-def _running(snap: ClusterSnapshot, name: str, nodes: list[str], *, gpus: int = 8,
+def _running(snap: ClusterState, name: str, nodes: list[str], *, gpus: int = 8,
              priority: int = 0, work: float = 0.0, borrowed: bool = False) -> Victim:
     pods = []
     for i, node in enumerate(nodes):
@@ -25,7 +26,7 @@ def _running(snap: ClusterSnapshot, name: str, nodes: list[str], *, gpus: int = 
     return Victim(f"default/{name}", priority, tuple(pods), work, borrowed)
 
 
-def _select(snap: ClusterSnapshot, gang_size: int, victims: list[Victim],
+def _select(snap: ClusterState, gang_size: int, victims: list[Victim],
             level: str = "leaf") -> Preemption | None:
     gang = make_gang("big", gang_size, gpus=8, level=level, mode="required", priority=100)
     return select_victims(snap, gang, victims, filters=DEFAULT_FILTERS, scorer=DEFAULT_SCORER)
@@ -34,7 +35,7 @@ def _select(snap: ClusterSnapshot, gang_size: int, victims: list[Victim],
 def test_evicts_whole_gangs_of_one_leaf_preferring_lowest_priority_and_least_work() -> None:
     # 1 spine x 2 leaves x 2 nodes, full: leaf-0 holds low (prio 1), leaf-1 holds two gangs
     # of prio 0 with much work since their checkpoints, and one cheap one.
-    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    snap = ClusterState(fabric_nodes(1, 2, 2), LEVELS)
     low = _running(snap, "low", ["s0-l0-n0", "s0-l0-n1"], priority=1, work=10.0)
     busy = _running(snap, "busy", ["s0-l1-n0"], priority=0, work=1e6)
     cheap = _running(snap, "cheap", ["s0-l1-n1"], priority=0, work=5.0)
@@ -48,7 +49,7 @@ def test_evicts_whole_gangs_of_one_leaf_preferring_lowest_priority_and_least_wor
 
 
 def test_nothing_is_evicted_when_no_set_makes_the_gang_fit() -> None:
-    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    snap = ClusterState(fabric_nodes(1, 2, 2), LEVELS)
     a = _running(snap, "a", ["s0-l0-n0"])
     b = _running(snap, "b", ["s0-l1-n0"])
     # 3 nodes in one leaf do not exist: required leaf can never fit
@@ -56,7 +57,7 @@ def test_nothing_is_evicted_when_no_set_makes_the_gang_fit() -> None:
 
 
 def test_the_smaller_set_is_kept_when_one_gang_alone_frees_the_domain() -> None:
-    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    snap = ClusterState(fabric_nodes(1, 2, 2), LEVELS)
     small1 = _running(snap, "s1", ["s0-l0-n0"], work=1.0)
     small2 = _running(snap, "s2", ["s0-l0-n1"], work=1.0)
     whole = _running(snap, "whole", ["s0-l1-n0", "s0-l1-n1"], work=3.0)
@@ -75,7 +76,7 @@ def test_chosen_set_fits_is_minimal_and_has_the_least_possible_top_priority(
 ) -> None:
     """Gangs of one node each on a 1x2x4 fabric; each spec entry is (node, priority,
     work). The preemptor needs ``size`` whole nodes in one leaf."""
-    snap = ClusterSnapshot(fabric_nodes(1, 2, 4), LEVELS)
+    snap = ClusterState(fabric_nodes(1, 2, 4), LEVELS)
     names = [n.name for n in snap.nodes]
     victims = []
     used: set[str] = set()
@@ -111,7 +112,8 @@ def test_chosen_set_fits_is_minimal_and_has_the_least_possible_top_priority(
 
 
 def test_evictable_and_work_lost() -> None:
-    from trainmaster.scheduler import Victim, evictable, work_lost
+    from trainmaster.scheduler import Victim
+    from trainmaster.scheduler.plugins.preemption import evictable, work_lost
 
     low = Victim("low", 1, ())
     assert evictable(low, 2) and not evictable(low, 1)
@@ -122,12 +124,12 @@ def test_evictable_and_work_lost() -> None:
 
 def test_the_victim_search_uses_the_placer_it_is_given() -> None:
     # The simulator passes its baseline policies: every fit test goes through them.
-    snap = ClusterSnapshot(fabric_nodes(1, 2, 2), LEVELS)
+    snap = ClusterState(fabric_nodes(1, 2, 2), LEVELS)
     low = _running(snap, "low", ["s0-l0-n0", "s0-l0-n1"], priority=1)
     other = _running(snap, "other", ["s0-l1-n0", "s0-l1-n1"], priority=1, work=5.0)
     asked: list[str] = []
 
-    def counting(snapshot: ClusterSnapshot, gang: Gang, **kwargs: Any) -> Any:
+    def counting(snapshot: ClusterState, gang: Gang, **kwargs: Any) -> Any:
         asked.append(gang.key)
         return place_gang(snapshot, gang, **kwargs)
 

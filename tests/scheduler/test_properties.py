@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from trainmaster.scheduler import (
     GPU,
-    ClusterSnapshot,
+    ClusterState,
     Gang,
     GangScheduler,
     NodeInfo,
@@ -29,12 +29,12 @@ from trainmaster.scheduler import (
     TopologyMode,
     Unschedulable,
     fit_count,
-    matches_affinity,
-    matches_node_selector,
     place_gang,
-    queue_key,
-    untolerated_taint,
 )
+from trainmaster.scheduler.plugins.node_affinity import matches_affinity
+from trainmaster.scheduler.plugins.node_selector import matches_node_selector
+from trainmaster.scheduler.plugins.taint_toleration import untolerated_taint
+from trainmaster.scheduler.runtime.queue import queue_key
 
 from .builders import GIB, LEVELS, make_gang, make_node, make_pod
 
@@ -51,7 +51,7 @@ TOLERATE_ALL = (Toleration(operator=TolerationOperator.EXISTS),)
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> ClusterSnapshot:
+def clusters(draw: st.DrawFn) -> ClusterState:
     spines = draw(st.integers(1, 3))
     leaves = draw(st.integers(1, 3))
     per_leaf = draw(st.integers(1, 4))
@@ -71,7 +71,7 @@ def clusters(draw: st.DrawFn) -> ClusterSnapshot:
                         topology=(f"spine-{s}", f"leaf-{leaf}"),
                     )
                 )
-    snap = ClusterSnapshot(nodes, LEVELS)
+    snap = ClusterState(nodes, LEVELS)
     for node in nodes:
         used = draw(st.integers(0, node.allocatable[GPU]))
         if used:
@@ -108,12 +108,12 @@ def static_ok(pod: PodRequest, node: NodeInfo) -> bool:
     )
 
 
-def room(snap: ClusterSnapshot, pod: PodRequest, nodes: Iterable[str]) -> int:
+def room(snap: ClusterState, pod: PodRequest, nodes: Iterable[str]) -> int:
     items = tuple(pod.effective_requests.items())
     return sum(fit_count(items, snap.free(n)) for n in nodes if static_ok(pod, snap.node(n)))
 
 
-def fitting_domains(snap: ClusterSnapshot, gang: Gang, level: str) -> list[tuple[int, str]]:
+def fitting_domains(snap: ClusterState, gang: Gang, level: str) -> list[tuple[int, str]]:
     """(free GPUs, name) of every domain at ``level`` that can hold the (uniform) gang."""
     pod, size = gang.members[0], len(gang.members)
     if level == "node":
@@ -129,7 +129,7 @@ def fitting_domains(snap: ClusterSnapshot, gang: Gang, level: str) -> list[tuple
     ]
 
 
-def allowed_levels(snap: ClusterSnapshot, gang: Gang) -> list[str]:
+def allowed_levels(snap: ClusterState, gang: Gang) -> list[str]:
     names = list(snap.level_names)
     if gang.topology.mode is TopologyMode.REQUIRED:
         return names[: names.index(gang.topology.level) + 1]
@@ -143,7 +143,7 @@ def renamed(gang: Gang, name: str, created: float = 0.0) -> Gang:
     return replace(gang, name=name, members=members, creation_timestamp=created)
 
 
-def state(snap: ClusterSnapshot) -> dict[str, dict[str, int]]:
+def state(snap: ClusterState) -> dict[str, dict[str, int]]:
     return {n.name: dict(snap.free(n.name)) for n in snap.nodes}
 
 
@@ -152,7 +152,7 @@ def state(snap: ClusterSnapshot) -> dict[str, dict[str, int]]:
 
 @SETTINGS
 @given(clusters(), st.lists(gangs(), min_size=1, max_size=6))
-def test_never_overcommits(snap: ClusterSnapshot, batch: list[Gang]) -> None:
+def test_never_overcommits(snap: ClusterState, batch: list[Gang]) -> None:
     charged: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod, where, _ in snap.pods():
         for r, q in pod.effective_requests.items():
@@ -172,7 +172,7 @@ def test_never_overcommits(snap: ClusterSnapshot, batch: list[Gang]) -> None:
 
 @SETTINGS
 @given(clusters(), gangs())
-def test_all_or_nothing_and_pure(snap: ClusterSnapshot, gang: Gang) -> None:
+def test_all_or_nothing_and_pure(snap: ClusterState, gang: Gang) -> None:
     before = state(snap)
     result = place_gang(snap, gang)
     assert state(snap) == before
@@ -187,7 +187,7 @@ def test_all_or_nothing_and_pure(snap: ClusterSnapshot, gang: Gang) -> None:
 
 @SETTINGS
 @given(clusters(), st.lists(gangs(), min_size=1, max_size=5))
-def test_smallest_domain_and_best_fit(snap: ClusterSnapshot, batch: list[Gang]) -> None:
+def test_smallest_domain_and_best_fit(snap: ClusterState, batch: list[Gang]) -> None:
     for i, gang in enumerate(batch):
         gang = renamed(gang, f"g{i}")
         result = place_gang(snap, gang)
@@ -207,7 +207,7 @@ def test_smallest_domain_and_best_fit(snap: ClusterSnapshot, batch: list[Gang]) 
 
 @SETTINGS
 @given(clusters(), gangs())
-def test_required_constraint_never_violated(snap: ClusterSnapshot, gang: Gang) -> None:
+def test_required_constraint_never_violated(snap: ClusterState, gang: Gang) -> None:
     constraint = gang.topology
     result = place_gang(snap, gang)
     if constraint.mode is not TopologyMode.REQUIRED or not isinstance(result, Placement):
@@ -220,7 +220,7 @@ def test_required_constraint_never_violated(snap: ClusterSnapshot, gang: Gang) -
 
 @SETTINGS
 @given(clusters(), st.lists(st.tuples(st.integers(0, 15), st.sampled_from([1, 2, 4, 8]))))
-def test_assume_forget_roundtrip(snap: ClusterSnapshot, ops: list[tuple[int, int]]) -> None:
+def test_assume_forget_roundtrip(snap: ClusterState, ops: list[tuple[int, int]]) -> None:
     before = state(snap)
     leaves_before = [(d.name, dict(d.free)) for d in snap.domains("leaf")]
     nodes = [n.name for n in snap.nodes]
@@ -240,7 +240,7 @@ def test_assume_forget_roundtrip(snap: ClusterSnapshot, ops: list[tuple[int, int
 @SETTINGS
 @given(clusters(), st.lists(gangs(), min_size=2, max_size=6), st.data())
 def test_scheduler_cycles_respect_reservations(
-    snap: ClusterSnapshot, batch: list[Gang], data: st.DataObject
+    snap: ClusterState, batch: list[Gang], data: st.DataObject
 ) -> None:
     now = [0.0]
     sched = GangScheduler(snap, clock=lambda: now[0], starvation_after=10.0)

@@ -10,22 +10,22 @@ import pytest
 from trainmaster.scheduler import (
     DEFAULT_PLUGINS,
     REGISTRY,
-    ClusterSnapshot,
+    ClusterState,
     Code,
-    Coscheduling,
     Gang,
-    GangManager,
-    GangQueue,
     GangScheduler,
-    GangState,
     Handle,
-    NodeResourcesFit,
     PodRequest,
-    PodState,
     Profile,
     Status,
-    TaintToleration,
 )
+from trainmaster.scheduler.framework.gangs import GangManager, GangState
+from trainmaster.scheduler.plugins import default_profile
+from trainmaster.scheduler.plugins.coscheduling import Coscheduling
+from trainmaster.scheduler.plugins.resources_fit import NodeResourcesFit
+from trainmaster.scheduler.plugins.taint_toleration import TaintToleration
+from trainmaster.scheduler.runtime.queue import GangQueue
+from trainmaster.scheduler.state.views import PodState
 
 from .builders import LEVELS, make_cluster, make_gang, make_node, make_pod
 
@@ -68,9 +68,9 @@ def test_big_gang_does_not_block_smaller_ones() -> None:
     assert all(snap.pod_state(b.pod.uid) is PodState.ASSUMED for b in result.placed[0].bindings)
 
 
-def one_leaf() -> ClusterSnapshot:
+def one_leaf() -> ClusterState:
     nodes = [make_node(f"n{i}", topology=("spine-0", "leaf-0")) for i in range(2)]
-    return ClusterSnapshot(nodes, LEVELS)
+    return ClusterState(nodes, LEVELS)
 
 
 @pytest.mark.parametrize(
@@ -334,14 +334,20 @@ def test_permit_rejection_undoes_whole_gang() -> None:
 
 def test_profile_build_default() -> None:
     snap = make_cluster()
-    profile = Profile.build(Handle(snap, GangManager(snap.placed_members)))
+    profile = default_profile(Handle(snap, GangManager(snap.placed_members)))
     assert [f.NAME for f in profile.filters] == [
         "NodeUnschedulable",
         "NodeSelector",
         "NodeAffinity",
         "TaintToleration",
     ]
-    assert profile.scorer.NAME == "DatasetLocality"  # best fit plus dataset locality
+    # Several weighted scorers: best fit, plus dataset locality for gangs that name some.
+    assert [(p.NAME, w) for p, w in profile.scorer.scorers] == [
+        ("BestFit", 1),
+        ("DatasetLocality", 1),
+    ]
+    assert profile.scorer.domain_choice is not None
+    assert profile.scorer.domain_choice.NAME == "TightestDomain"
     assert [p.NAME for p in profile.permits] == ["Coscheduling"]
     assert [p.NAME for p in profile.pre_filters] == ["Coscheduling"]
     assert set(REGISTRY) >= set(DEFAULT_PLUGINS)
@@ -352,9 +358,9 @@ def test_profile_build_default() -> None:
     [
         (("Nope",), "unknown plugin"),
         (("Dynamic",), "not STATIC"),
-        (("BestFit", "BestFit"), "at most one score plugin"),
+        (("BestFit", "BestFit"), "named twice"),
     ],
-    ids=["unknown", "dynamic-filter", "two-scorers"],
+    ids=["unknown", "dynamic-filter", "same-plugin-twice"],
 )
 def test_profile_build_errors(names: tuple[str, ...], message: str) -> None:
     class Dynamic(TaintToleration):
@@ -370,5 +376,5 @@ def test_profile_build_errors(names: tuple[str, ...], message: str) -> None:
 def test_resources_fit_is_accepted_as_builtin() -> None:
     snap = make_cluster()
     handle = Handle(snap, GangManager(snap.placed_members))
-    profile = Profile.build(handle, (NodeResourcesFit.NAME,))
+    profile = Profile.build(handle, (NodeResourcesFit.NAME,), REGISTRY)
     assert profile.filters == ()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from trainmaster.scheduler import GangScheduler
-from trainmaster.scheduler._model import GPU, Gang
-from trainmaster.scheduler._placement import Placement
-from trainmaster.scheduler._quota import QueueLedger, QueueSpec, gang_gpus, queue_specs
+from trainmaster.scheduler.framework.model import GPU, Gang
+from trainmaster.scheduler.placement.place import Placement
+from trainmaster.scheduler.plugins.quota import QueueLedger, QueueSpec, gang_gpus, queue_specs
 
 from .builders import make_cluster, make_gang
 

@@ -9,24 +9,19 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainmaster.scheduler import (
-    GPU,
-    ClusterSnapshot,
-    Gang,
-    GangScheduler,
-    ReservationTarget,
-    TopologyMode,
-    reservation_target,
-)
-from trainmaster.scheduler._framework import DEFAULT_FILTERS, DEFAULT_SCORER
-from trainmaster.scheduler._placement import _last_rank, _min_depth, _Search
+from trainmaster.scheduler import GPU, ClusterState, Gang, GangScheduler, TopologyMode
+from trainmaster.scheduler.placement.reservation import ReservationTarget, reservation_target
+from trainmaster.scheduler.placement.search import Search as _Search
+from trainmaster.scheduler.placement.search import last_rank as _last_rank
+from trainmaster.scheduler.placement.search import min_depth as _min_depth
+from trainmaster.scheduler.plugins import DEFAULT_FILTERS, DEFAULT_SCORER
 
 from .builders import GIB, LEVELS, make_gang, make_node, make_pod
 from .test_properties import SETTINGS, TOLERATE_ALL, clusters, gangs
 
 
 def full_scan_target(
-    snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str] = ()
+    snapshot: ClusterState, gang: Gang, blocked: Collection[str] = ()
 ) -> ReservationTarget | None:
     """The implementation before the fast path: every node at the node rank, every
     capacity-fitting domain packed at the others, then the most free one, ties by name."""
@@ -88,7 +83,7 @@ def cpu_gangs(draw: st.DrawFn) -> Gang:
 @SETTINGS
 @given(clusters(), st.one_of(gangs(), cpu_gangs()), st.data())
 def test_fast_target_equals_full_scan(
-    snap: ClusterSnapshot, gang: Gang, data: st.DataObject
+    snap: ClusterState, gang: Gang, data: st.DataObject
 ) -> None:
     names = [n.name for n in snap.nodes]
     # Overcommit some nodes (negative free counts as 0) and free some pods again, so the
@@ -108,7 +103,7 @@ def test_fast_target_equals_full_scan(
 def test_node_rank_ties_by_name_and_skips_blocked() -> None:
     """Two nodes with the same free GPUs: the name decides; blocked, the other wins."""
     nodes = [make_node(n, gpus=8, topology=("spine-0", "leaf-0")) for n in ("b", "a", "c")]
-    snap = ClusterSnapshot(nodes, ("spine", "leaf"))
+    snap = ClusterState(nodes, ("spine", "leaf"))
     snap.add_bound(make_pod("busy", gpus=6, cpu=0), "c")
     gang = make_gang("g", 1, gpus=8, level="node", mode="required")
     target = reservation_target(snap, gang)
@@ -128,7 +123,7 @@ def test_reservation_kept_until_a_node_change_makes_it_unusable() -> None:
         for leaf in range(2)
         for n in range(2)
     ]
-    snap = ClusterSnapshot(nodes, LEVELS)
+    snap = ClusterState(nodes, LEVELS)
     for node in nodes:  # leaf-0 nodes keep 4 free GPUs, leaf-1 nodes none
         snap.add_bound(make_pod(f"busy-{node.name}", gpus=4 if "l0" in node.name else 8,
                                 cpu=0), node.name)

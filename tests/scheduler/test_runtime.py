@@ -84,7 +84,7 @@ def test_lone_pods_and_missing_pod_groups() -> None:
 
 
 def test_a_late_unschedulable_report_never_overwrites_a_bind() -> None:
-    from trainmaster.scheduler._events import ApiWriter, EventRecorder
+    from trainmaster.scheduler.runtime.events import ApiWriter, EventRecorder
 
     api = FakeApi()
 

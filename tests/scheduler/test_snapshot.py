@@ -1,24 +1,16 @@
-"""ClusterSnapshot: the pod state machine and domain accounting."""
+"""ClusterState: the pod state machine and domain accounting."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainmaster.scheduler import (
-    DEFAULT_FILTERS,
-    GPU,
-    PODS,
-    ClusterSnapshot,
-    OvercommitError,
-    Placement,
-    PodState,
-    place_gang,
-)
+from trainmaster.scheduler import DEFAULT_FILTERS, GPU, PODS, ClusterState, Placement, place_gang
+from trainmaster.scheduler.state.views import OvercommitError, PodState
 
 from .builders import LEVELS, make_cluster, make_gang, make_node, make_pod
 
 
-def leaf_free(snap: ClusterSnapshot, leaf: str) -> int:
+def leaf_free(snap: ClusterState, leaf: str) -> int:
     return next(d.free.get(GPU, 0) for d in snap.domains("leaf") if d.name == leaf)
 
 
@@ -89,7 +81,7 @@ def test_assume_twice_is_refused() -> None:
     ids=["fills-exactly", "one-over", "full-node", "cpu-only-first"],
 )
 def test_assume_never_overcommits(first: int, second: int, ok: bool) -> None:
-    snap = ClusterSnapshot([make_node("n")])
+    snap = ClusterState([make_node("n")])
     snap.assume(make_pod("a", gpus=first), "n")
     if ok:
         snap.assume(make_pod("b", gpus=second), "n")
@@ -112,7 +104,7 @@ def test_add_bound_confirms_and_moves() -> None:
 
 
 def test_add_bound_from_initial_can_exceed_allocatable() -> None:
-    snap = ClusterSnapshot([make_node("n")], ())
+    snap = ClusterState([make_node("n")], ())
     snap.add_bound(make_pod("a", gpus=8), "n")
     snap.add_bound(make_pod("b", gpus=4), "n")  # reality wins
     assert snap.free("n")[GPU] == -4
@@ -120,7 +112,7 @@ def test_add_bound_from_initial_can_exceed_allocatable() -> None:
 
 
 def test_untracked_requested_counts() -> None:
-    snap = ClusterSnapshot([make_node("n", requested={GPU: 6})])
+    snap = ClusterState([make_node("n", requested={GPU: 6})])
     assert snap.free("n")[GPU] == 2
     assert snap.domains("cluster")[0].capacity[GPU] == 2
 
@@ -160,12 +152,12 @@ def test_copy_is_independent() -> None:
 )
 def test_bad_topology_rejected(levels: tuple[str, ...], topology: tuple[str, ...]) -> None:
     with pytest.raises(ValueError):
-        ClusterSnapshot([make_node("n", topology=topology)], levels)
+        ClusterState([make_node("n", topology=topology)], levels)
 
 
 def test_short_path_is_outside_lower_levels() -> None:
     nodes = [make_node("a", topology=("spine-0", "leaf-0")), make_node("b", topology=("spine-0",))]
-    snap = ClusterSnapshot(nodes, LEVELS)
+    snap = ClusterState(nodes, LEVELS)
     assert snap.domain_of("b", "leaf") is None
     assert snap.domain_of("b", "spine") == "spine-0"
     assert [d.nodes for d in snap.domains("leaf")] == [("a",)]
@@ -225,7 +217,7 @@ def test_replace_nodes_is_set_node_for_many() -> None:
 
 
 def test_eligibility_is_cached_until_a_node_changes() -> None:
-    snap = ClusterSnapshot([make_node("a"), make_node("b", labels={"pool": "x"})])
+    snap = ClusterState([make_node("a"), make_node("b", labels={"pool": "x"})])
     pod = make_pod("p", selector={"pool": "x"})
     first = snap.eligibility(pod, DEFAULT_FILTERS)
     assert first.mask == bytes([0, 1])

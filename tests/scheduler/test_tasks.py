@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from trainmaster.scheduler._events import ApiWriter
-from trainmaster.scheduler._tasks import cancel_all
+from trainmaster.scheduler.runtime.events import ApiWriter
+from trainmaster.scheduler.runtime.tasks import cancel_all
 
 
 async def _swallow_once() -> None:

@@ -8,7 +8,7 @@ import pytest
 from tests.helpers import stack_doc
 from trainmaster.objects import scheduler_config
 from trainmaster.scheduler import ConfigError, SchedulerConfig, TopologyMode
-from trainmaster.scheduler._model import TopologyConstraint
+from trainmaster.scheduler.framework.model import TopologyConstraint
 from trainmaster.spec import (
     ClusterSpec,
     TopologyRule,

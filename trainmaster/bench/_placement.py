@@ -3,7 +3,7 @@
 No API server. Two workloads:
 
 * ``placement_microbench`` (the table's first rows, kept for continuity): a plain
-  ``ClusterSnapshot`` of N nodes (8 GPUs, 20 per leaf, 25 leaves per spine), half of its
+  ``ClusterState`` of N nodes (8 GPUs, 20 per leaf, 25 leaves per spine), half of its
   GPUs taken by 2-GPU pods, one gang of G pods x 4 GPUs that prefers one leaf.
 * ``placement_at_scale`` (``--json``): nodes that look real. Every node has its own
   hostname and a zone, instance type and GPU product label; GPU nodes carry the
@@ -40,7 +40,7 @@ from trainmaster.scheduler import (
     CPU,
     GPU,
     MEMORY,
-    ClusterSnapshot,
+    ClusterState,
     Gang,
     NodeInfo,
     Placement,
@@ -112,13 +112,13 @@ class ScaleResult:
         }
 
 
-def _snapshot(nodes: int, seed: int) -> ClusterSnapshot:
+def _snapshot(nodes: int, seed: int) -> ClusterState:
     infos = [
         NodeInfo(f"n{i:05d}", {GPU: 8, "cpu": 128_000, "pods": 110},
                  topology=(f"spine-{i // 500}", f"leaf-{i // 20}"))
         for i in range(nodes)
     ]
-    snap = ClusterSnapshot(infos, levels=("spine", "leaf"))
+    snap = ClusterState(infos, levels=("spine", "leaf"))
     rng = random.Random(seed)
     filler = 0
     for info in infos:
@@ -184,12 +184,12 @@ def realistic_node(i: int, rng: random.Random) -> NodeInfo:
 
 def realistic_snapshot(
     nodes: int, pods_per_node: int = 10, seed: int = 0
-) -> tuple[ClusterSnapshot, int]:
+) -> tuple[ClusterState, int]:
     """The snapshot and how many pods it tracks (bound): half the GPUs in 1/2/4-GPU pods,
     the rest of ``pods_per_node`` per node CPU-only."""
     rng = random.Random(seed)
     infos = [realistic_node(i, rng) for i in range(nodes)]
-    snap = ClusterSnapshot(infos, levels=("spine", "leaf"))
+    snap = ClusterState(infos, levels=("spine", "leaf"))
     count = 0
     for info in infos:
         used = rng.randint(0, 8)  # 4 of 8 on average
@@ -233,7 +233,7 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def _node_event(snap: ClusterSnapshot, rng: random.Random, added: list[str],
+def _node_event(snap: ClusterState, rng: random.Random, added: list[str],
                 next_index: int, clock: _Clock) -> int:
     """One timed node event (70% update, 15% add, 15% delete of a node added earlier);
     returns the next unused node number."""

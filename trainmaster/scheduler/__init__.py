@@ -1,19 +1,26 @@
-"""trainmaster-scheduler placement core: a topology-aware gang scheduler, API-free.
+"""trainmaster-scheduler: a topology-aware gang scheduler, built as a framework.
 
-Pure Python, no Kubernetes imports. Modelled on kube-scheduler's framework (extension
-points, one ``Status`` type, a plugin ``REGISTRY``) and scheduler-plugins' coscheduling
-(a ``GangManager`` with its own ``GangState``, mapped to ``Status`` by a thin plugin).
+Layers (``docs/architecture.md``; ``tests/scheduler/test_layering.py`` enforces them):
+
+* ``framework/``: contracts only (value types, ``Status``, ``CycleState``, the extension
+  points, the registry and profiles);
+* ``state/``: the cluster state the cycle places against, and its indexes;
+* ``plugins/``: one module per plugin, plus one registration line each (``REGISTRY``);
+* ``placement/``: the engine (one gang into the smallest domain, reservations, burst
+  plans, the preemption victim search);
+* ``runtime/``: the queue and ``GangScheduler`` (pure, hosted by the simulator too), and
+  everything that talks to the API server (informers, binder, leader election, events,
+  metrics).
 
 Typical use::
 
-    snap = ClusterSnapshot(nodes, levels=("spine", "leaf"))
-    result = place_gang(snap, gang)           # Placement | Unschedulable, no mutation
-    sched = GangScheduler(snap, clock=clock)  # queue + reserve/permit + anti-starvation
+    state = ClusterState(nodes, levels=("spine", "leaf"))
+    result = place_gang(state, gang)          # Placement | Unschedulable, no mutation
+    sched = GangScheduler(state, clock=clock)  # queue + reserve/permit + anti-starvation
     sched.submit(gang); cycle = sched.run_cycle()
 
-The runtime against a real API server (informers, binder, leader election, metrics; see
-docs/scheduler.md) is exported here too but imported lazily, so that the core stays
-free of Kubernetes imports for whoever only places gangs::
+The API-facing runtime is imported lazily, so the core stays free of Kubernetes
+imports for whoever only places gangs::
 
     api = await trainmaster.kubeclient.Kube.connect(kubeconfig, qps=500)
     runtime = SchedulerRuntime(api, SchedulerConfig.load(path))
@@ -22,44 +29,26 @@ free of Kubernetes imports for whoever only places gangs::
 
 from typing import TYPE_CHECKING, Any
 
-from ._blocked import BlockedNodes
-from ._contracts import (
+from .framework import (
+    Binding,
+    Code,
+    CycleState,
+    DomainChoicePlugin,
     FilterPlugin,
-    PermitPlugin,
-    Plugin,
-    PreFilterPlugin,
-    ReservePlugin,
-    ScorePlugin,
-)
-from ._coscheduling import Coscheduling, GangManager, GangState
-from ._filters import (
-    NodeAffinity,
-    NodeResourcesFit,
-    NodeSelector,
-    NodeUnschedulable,
-    TaintToleration,
-    filter_key,
-    fit_count,
-    insufficient_resource,
-    matches_affinity,
-    matches_node_selector,
-    matches_requirement,
-    untolerated_taint,
-)
-from ._fragmentation import FragmentationReport, fragmentation_report
-from ._framework import (
-    BUILTIN,
-    DEFAULT_FILTERS,
-    DEFAULT_PLUGINS,
-    DEFAULT_SCORER,
-    REGISTRY,
     Handle,
-    PluginFactory,
+    PermitPlugin,
+    Placement,
+    PreFilterPlugin,
+    PreScorePlugin,
     Profile,
     Registry,
-    contract_errors,
+    ReservePlugin,
+    ScorePlugin,
+    Scoring,
+    Status,
+    Unschedulable,
 )
-from ._model import (
+from .framework.model import (
     CLUSTER_LEVEL,
     CPU,
     GPU,
@@ -78,97 +67,39 @@ from ._model import (
     TopologyConstraint,
     TopologyMode,
 )
-from ._placement import (
-    Binding,
-    Placement,
-    Placer,
-    ReservationTarget,
-    Unschedulable,
-    place_gang,
-    reservation_target,
-)
-from ._preemption import (
-    Preemption,
-    Victim,
-    evictable,
-    nominate_victims,
-    priced,
-    select_victims,
-    set_cost,
-    victim_cost,
-    work_lost,
-)
-from ._queue import (
-    Admission,
-    Clock,
-    CycleResult,
-    GangQueue,
-    GangScheduler,
-    Reservation,
-    queue_key,
-)
-from ._quota import DEFAULT_QUEUE, QueueLedger, QueueSpec, QueueUsage, gang_gpus
-from ._score import BestFit, best_fit_score, primary_resource
-from ._snapshot import (
-    ClusterSnapshot,
-    DomainView,
-    Eligibility,
-    LiveDomain,
-    NodeColumns,
-    OvercommitError,
-    PodState,
-)
-from ._status import Code, Status
+from .framework.resources import fit_count
+from .placement.place import Placer, place_gang
+from .placement.victims import nominate_victims, select_victims
+from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
+from .plugins.preemption import Preemption, Victim, priced
+from .plugins.quota import DEFAULT_QUEUE, QueueLedger, QueueSpec, gang_gpus, queue_specs
+from .runtime.cycle import Cycle
+from .runtime.gang_scheduler import GangScheduler
+from .state import BlockedNodes, ClusterState, LiveDomain
 
 if TYPE_CHECKING:
-    from ._binder import Binder, BindResult, GangOutcome
-    from ._cache import ClusterCache
-    from ._config import ConfigError, LeaderElection, SchedulerConfig, TopologyRule
-    from ._convert import (
-        PodGroupInfo,
-        PodInfo,
-        node_info,
-        pod_group_info,
-        pod_info,
-        pod_requests,
-        resource_map,
-    )
     from ._keys import (
         POD_GROUP_LABEL,
         TOPOLOGY_DOMAIN_ANNOTATION,
         TOPOLOGY_MODE_ANNOTATION,
         topology_label,
     )
-    from ._leader import LeaderElector, Renewal
-    from ._loop import SchedulerRuntime
-    from ._metrics import SchedulerMetrics
-    from ._service import ServiceOptions, serve
+    from .runtime.config import ConfigError, SchedulerConfig
+    from .runtime.convert import pod_requests, resource_map
+    from .runtime.loop import SchedulerRuntime
+    from .runtime.service import ServiceOptions, serve
 
 _RUNTIME = {
     "POD_GROUP_LABEL": "_keys",
     "TOPOLOGY_DOMAIN_ANNOTATION": "_keys",
     "TOPOLOGY_MODE_ANNOTATION": "_keys",
-    "Binder": "_binder",
-    "BindResult": "_binder",
-    "ClusterCache": "_cache",
-    "ConfigError": "_config",
-    "GangOutcome": "_binder",
-    "LeaderElection": "_config",
-    "LeaderElector": "_leader",
-    "PodGroupInfo": "_convert",
-    "PodInfo": "_convert",
-    "Renewal": "_leader",
-    "SchedulerConfig": "_config",
-    "SchedulerMetrics": "_metrics",
-    "SchedulerRuntime": "_loop",
-    "ServiceOptions": "_service",
-    "TopologyRule": "_config",
-    "node_info": "_convert",
-    "pod_group_info": "_convert",
-    "pod_info": "_convert",
-    "pod_requests": "_convert",
-    "resource_map": "_convert",
-    "serve": "_service",
+    "ConfigError": "runtime.config",
+    "SchedulerConfig": "runtime.config",
+    "SchedulerRuntime": "runtime.loop",
+    "ServiceOptions": "runtime.service",
+    "pod_requests": "runtime.convert",
+    "resource_map": "runtime.convert",
+    "serve": "runtime.service",
     "topology_label": "_keys",
 }
 
@@ -186,7 +117,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BUILTIN",
     "CLUSTER_LEVEL",
     "CPU",
     "DEFAULT_FILTERS",
@@ -201,105 +131,57 @@ __all__ = [
     "REGISTRY",
     "TOPOLOGY_DOMAIN_ANNOTATION",
     "TOPOLOGY_MODE_ANNOTATION",
-    "Admission",
-    "BestFit",
-    "BindResult",
-    "Binder",
     "Binding",
     "BlockedNodes",
-    "Clock",
-    "ClusterCache",
-    "ClusterSnapshot",
+    "ClusterState",
     "Code",
     "ConfigError",
-    "Coscheduling",
-    "CycleResult",
-    "DomainView",
-    "Eligibility",
+    "Cycle",
+    "CycleState",
+    "DomainChoicePlugin",
     "FilterPlugin",
-    "FragmentationReport",
     "Gang",
-    "GangManager",
-    "GangOutcome",
-    "GangQueue",
     "GangScheduler",
-    "GangState",
     "Handle",
-    "LeaderElection",
-    "LeaderElector",
     "LiveDomain",
-    "NodeAffinity",
-    "NodeColumns",
     "NodeInfo",
-    "NodeResourcesFit",
-    "NodeSelector",
     "NodeSelectorRequirement",
-    "NodeUnschedulable",
-    "OvercommitError",
     "PermitPlugin",
     "Placement",
     "Placer",
-    "Plugin",
-    "PluginFactory",
-    "PodGroupInfo",
-    "PodInfo",
     "PodRequest",
-    "PodState",
     "PreFilterPlugin",
+    "PreScorePlugin",
     "Preemption",
     "Profile",
     "QueueLedger",
     "QueueSpec",
-    "QueueUsage",
     "Registry",
-    "Renewal",
-    "Reservation",
-    "ReservationTarget",
     "ReservePlugin",
     "SchedulerConfig",
-    "SchedulerMetrics",
     "SchedulerRuntime",
     "ScorePlugin",
+    "Scoring",
     "SelectorOperator",
     "ServiceOptions",
     "Status",
     "Taint",
     "TaintEffect",
-    "TaintToleration",
     "Toleration",
     "TolerationOperator",
     "TopologyConstraint",
     "TopologyMode",
-    "TopologyRule",
     "Unschedulable",
     "Victim",
-    "best_fit_score",
-    "contract_errors",
-    "evictable",
-    "filter_key",
     "fit_count",
-    "fragmentation_report",
     "gang_gpus",
-    "insufficient_resource",
-    "matches_affinity",
-    "matches_node_selector",
-    "matches_requirement",
-    "node_info",
     "nominate_victims",
     "place_gang",
-    "pod_group_info",
-    "pod_info",
     "pod_requests",
     "priced",
-    "primary_resource",
-    "queue_key",
-    "reservation_target",
+    "queue_specs",
     "resource_map",
     "select_victims",
     "serve",
-    "set_cost",
     "topology_label",
-    "untolerated_taint",
-    "victim_cost",
-    "work_lost",
 ]

@@ -22,3 +22,7 @@ PREEMPT_LOWER = "PreemptLowerPriority"
 
 def topology_label(level: str) -> str:
     return f"{TOPOLOGY_PREFIX}{level}"
+DATASETS_ANNOTATION = "trainmaster.io/datasets"
+"""On a pod: the datasets it reads, comma separated (a score preference only)."""
+DATASET_LABEL_PREFIX = "dataset.trainmaster.io/"
+"""``<prefix><dataset>=true`` on a node whose cache holds the dataset."""

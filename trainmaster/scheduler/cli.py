@@ -16,8 +16,8 @@ from typing import NoReturn
 
 from trainmaster.kubeclient import KubeConfigError
 
-from ._config import ConfigError, SchedulerConfig
-from ._service import ServiceOptions, serve
+from .runtime.config import ConfigError, SchedulerConfig
+from .runtime.service import ServiceOptions, serve
 
 PROG = "trainmaster-scheduler"
 

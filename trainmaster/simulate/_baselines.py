@@ -20,7 +20,7 @@ from trainmaster.scheduler import (
     GPU,
     Binding,
     BlockedNodes,
-    ClusterSnapshot,
+    ClusterState,
     Code,
     FilterPlugin,
     Gang,
@@ -34,7 +34,7 @@ from trainmaster.scheduler import (
     fit_count,
 )
 
-NodeOrder = Callable[[ClusterSnapshot, Sequence[int] | None], Iterable[int]]
+NodeOrder = Callable[[ClusterState, Sequence[int] | None], Iterable[int]]
 """Nodes to try, in order: all schedulable nodes (``None``) or those of one domain."""
 
 
@@ -46,7 +46,7 @@ def _groups(gang: Gang) -> list[tuple[tuple[tuple[str, int], ...], list[PodReque
 
 
 def _fill(
-    snapshot: ClusterSnapshot,
+    snapshot: ClusterState,
     gang: Gang,
     order: Iterable[int],
     mask: Sequence[int],
@@ -78,7 +78,7 @@ def _fill(
 
 
 def _mask(
-    snapshot: ClusterSnapshot,
+    snapshot: ClusterState,
     gang: Gang,
     filters: Sequence[FilterPlugin],
     blocked: Collection[str],
@@ -100,7 +100,7 @@ def _gpu_need(gang: Gang) -> int:
 
 
 def _placement(
-    snapshot: ClusterSnapshot,
+    snapshot: ClusterState,
     gang: Gang,
     rank: int,
     domain: str,
@@ -112,7 +112,7 @@ def _placement(
 
 
 def _pick_node(
-    snapshot: ClusterSnapshot, gang: Gang, order: Iterable[int], mask: Sequence[int]
+    snapshot: ClusterState, gang: Gang, order: Iterable[int], mask: Sequence[int]
 ) -> tuple[int, list[tuple[PodRequest, int]]] | None:
     """The first node in ``order`` that holds the whole gang."""
     for i in order:
@@ -123,7 +123,7 @@ def _pick_node(
     return None
 
 
-def _by_bucket(snapshot: ClusterSnapshot, need: int, descending: bool) -> Iterator[int]:
+def _by_bucket(snapshot: ClusterState, need: int, descending: bool) -> Iterator[int]:
     """Nodes with >= ``need`` free GPUs, bucket by bucket (fewest free first, or most),
     lowest index first inside a bucket; the bucket is sorted only if its lowest fails."""
     buckets = snapshot.gpu_buckets
@@ -134,14 +134,14 @@ def _by_bucket(snapshot: ClusterSnapshot, need: int, descending: bool) -> Iterat
             yield from sorted(bucket)
 
 
-def _first_fit_single(snapshot: ClusterSnapshot, need: int) -> Iterator[int]:
+def _first_fit_single(snapshot: ClusterState, need: int) -> Iterator[int]:
     fitting = [b for k, b in snapshot.gpu_buckets.items() if k >= need and b]
     if fitting:
         yield min(min(b) for b in fitting)
         yield from sorted(i for b in fitting for i in b)
 
 
-SingleOrder = Callable[[ClusterSnapshot, int], Iterable[int]]
+SingleOrder = Callable[[ClusterState, int], Iterable[int]]
 """Nodes to try for a one-node gang needing ``need`` GPUs, in order."""
 DomainKey = Callable[[LiveDomain], tuple[int, ...]]
 
@@ -154,7 +154,7 @@ def _ordered_placer(single: SingleOrder, node_order: NodeOrder, domain_key: Doma
     otherwise (topology-blind)."""
 
     def place(
-        snapshot: ClusterSnapshot,
+        snapshot: ClusterState,
         gang: Gang,
         *,
         filters: Sequence[FilterPlugin],
@@ -195,7 +195,7 @@ def _ordered_placer(single: SingleOrder, node_order: NodeOrder, domain_key: Doma
     return place
 
 
-def _index_order(snapshot: ClusterSnapshot, within: Sequence[int] | None) -> Iterable[int]:
+def _index_order(snapshot: ClusterState, within: Sequence[int] | None) -> Iterable[int]:
     if within is not None:
         return within  # a domain's nodes are in index order
     # Only nodes with a free GPU can take a GPU pod: the buckets skip the full ones.
@@ -203,7 +203,7 @@ def _index_order(snapshot: ClusterSnapshot, within: Sequence[int] | None) -> Ite
     return sorted(i for k, b in buckets.items() if k > 0 for i in b)
 
 
-def _most_free_order(snapshot: ClusterSnapshot, within: Sequence[int] | None) -> Iterator[int]:
+def _most_free_order(snapshot: ClusterState, within: Sequence[int] | None) -> Iterator[int]:
     if within is not None:
         free = snapshot.columns.free
         yield from sorted(within, key=lambda i: (-free[i].get(GPU, 0), i))

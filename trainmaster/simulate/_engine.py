@@ -30,16 +30,20 @@ from dataclasses import dataclass
 
 from trainmaster.scheduler import (
     GPU,
-    ClusterSnapshot,
+    ClusterState,
     Code,
+    Cycle,
     Gang,
     GangScheduler,
+    Placement,
     Placer,
     PodRequest,
     QueueLedger,
     SchedulerConfig,
+    Status,
     TopologyConstraint,
     TopologyMode,
+    Victim,
 )
 
 from ._admission import LedgerAdmission, Preemptor, RunningGang
@@ -77,7 +81,7 @@ class _Run:
     preempted: int = 0
 
 
-def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterSnapshot) -> TopologyConstraint:
+def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterState) -> TopologyConstraint:
     topology = job.topology or config.topology_for(job.pods)
     try:
         snapshot.rank(topology.level)
@@ -91,7 +95,7 @@ def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterSnapshot) -> T
 class _Room:
     """The most GPUs a gang could ever get per topology constraint (computed once)."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterState) -> None:
         cols = snapshot.columns
         self.node = max((a.get(GPU, 0) for a in cols.allocatable), default=0)
         self.cluster = sum(a.get(GPU, 0) for a in cols.allocatable)
@@ -139,7 +143,7 @@ class Simulation:
         self.check = check
         self.progress = progress
         self.now = 0.0
-        self.snapshot = ClusterSnapshot(cluster.nodes, levels=cluster.levels)
+        self.snapshot = ClusterState(cluster.nodes, levels=cluster.levels)
         config = SchedulerConfig(levels=cluster.levels)
         self.guard = Guard(placer)
         self.queue_of, self.priority_of = resolve(jobs, queues)
@@ -157,6 +161,8 @@ class Simulation:
                 and (len(set(self.priority_of)) > 1
                      or any(q.cohort is not None for q in queues.queues))):
             self.preemptor = Preemptor(queues, self.ledger, placer)
+        self.cycle = Cycle(self.sched, self, self if self.preemptor is not None else None,
+                           instant_evictions=True, on_pass=self.guard.new_cycle)
         self.pending: dict[str, Gang] = {}
         self.index_of: dict[str, int] = {}
         """gang key -> job index (with preemption only, for the victims)."""
@@ -372,28 +378,27 @@ class Simulation:
                             self.now - begin, time.perf_counter() - started_wall)
 
     def _cycle(self) -> None:
-        preempted_for: set[str] = set()  # filled only when preemption is possible
-        while True:
-            self.guard.new_cycle()
-            result = self.sched.run_cycle()
-            for placement in result.placed:
-                index = self.queued.pop(placement.gang)
-                self.sched.remove(placement.gang)
-                self.pending.pop(placement.gang, None)
-                self._start(index, [(b.pod, b.node) for b in placement.bindings])
-            if self.preemptor is None:
-                return
-            # As the runtime: each gang the cycle could not place for capacity (a quota
-            # hold is UNSCHEDULABLE_AND_UNRESOLVABLE) may preempt, in queue order. A gang
-            # preempts at most once per instant; the cycle then runs again for it.
-            again = False
-            for failure in result.unschedulable:
-                if failure.code is Code.UNSCHEDULABLE and failure.gang not in preempted_for \
-                        and self._preempt(failure.gang):
-                    preempted_for.add(failure.gang)
-                    again = True
-            if not again:
-                return
+        # The runtime's own cycle host (trainmaster/scheduler/runtime/cycle.py) with this
+        # simulation's ports: instant starts (bind), instant evictions, virtual time.
+        self.cycle.run()
+
+    def bind(self, placement: Placement) -> None:
+        """The bind port: the gang starts at once."""
+        index = self.queued.pop(placement.gang)
+        self.sched.remove(placement.gang)
+        self.pending.pop(placement.gang, None)
+        self._start(index, [(b.pod, b.node) for b in placement.bindings])
+
+    def post_filter(self, gang: Gang) -> Status:
+        """The post-filter port: preemption with the scheduler's rules (``_admission``)."""
+        if self._preempt(gang.key):
+            return Status(Code.SUCCESS, (), "Preemption")
+        return Status(Code.UNSCHEDULABLE, (), "Preemption")
+
+    def evict(self, victims: Sequence[Victim], preemptor: Gang) -> None:
+        """The evict port: each victim stops at once, keeping its last checkpoint."""
+        for victim in victims:
+            self._kill(self.index_of[victim.gang], preempted=True)
 
     def _running(self) -> Iterator[RunningGang]:
         for index in sorted(self.running):
@@ -411,8 +416,7 @@ class Simulation:
                                       self._running, lowest, self.now, free)
         if found is None:
             return False
-        for victim in found.victims:
-            self._kill(self.index_of[victim.gang], preempted=True)
+        self.evict(found.victims, gang)
         return True
 
     def _fragmentation(self) -> float:

@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from trainmaster.scheduler import (
     GPU,
     BlockedNodes,
-    ClusterSnapshot,
+    ClusterState,
     FilterPlugin,
     Gang,
     Placement,
@@ -69,7 +69,7 @@ class Guard:
         self._seen: set[str] = set()  # for a plain collection of names
         self._hist: dict[int, int] = {}  # free GPUs -> blocked nodes with that many
 
-    def _blocked_slots(self, snapshot: ClusterSnapshot, blocked: Collection[str],
+    def _blocked_slots(self, snapshot: ClusterState, blocked: Collection[str],
                        per_pod: int) -> int:
         if isinstance(blocked, BlockedNodes):
             if blocked is not self._cycle:
@@ -91,7 +91,7 @@ class Guard:
                     hist[f] = hist.get(f, 0) + 1
         return sum((f // per_pod) * n for f, n in self._hist.items())
 
-    def hopeless(self, snapshot: ClusterSnapshot, gang: Gang, blocked: Collection[str]) -> bool:
+    def hopeless(self, snapshot: ClusterState, gang: Gang, blocked: Collection[str]) -> bool:
         """True only if no placement of ``gang`` exists now. For a gang of identical GPU
         pods: fewer free pod slots on the schedulable, unblocked nodes than pods (exact
         for a gang that may use the whole cluster: every policy then places it whenever
@@ -120,7 +120,7 @@ class Guard:
 
     def __call__(
         self,
-        snapshot: ClusterSnapshot,
+        snapshot: ClusterState,
         gang: Gang,
         *,
         filters: Sequence[FilterPlugin],

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainmaster.scheduler import DEFAULT_QUEUE, QueueSpec
-from trainmaster.scheduler._quota import queue_specs
+from trainmaster.scheduler import DEFAULT_QUEUE, QueueSpec, queue_specs
 
 from ._jobs import Job, WorkloadError
 

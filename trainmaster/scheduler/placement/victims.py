@@ -1,0 +1,105 @@
+"""The victim search: the cheapest minimal set of whole gangs to evict so a gang fits.
+
+The search works on a copy of the cluster state, never on the live one:
+
+1. take candidates out in cost order (``victim_cost``) until the placer (the same
+   placement the cycle uses, required topology included) puts the gang somewhere; none
+   fit: no preemption;
+2. put victims back, most expensive first, wherever the gang still fits without them,
+   so the set is minimal (evicting any fewer would not do) and only the domain the gang
+   lands in is touched;
+3. the placement found with the final set is where the gang is nominated.
+
+Step 1 makes the highest victim priority the least possible (a prefix of the priority
+order is taken); step 2 is greedy on work lost and GPUs, not an exhaustive search over
+all subsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from ..framework.interface import FilterPlugin, ScorePlugin
+from ..framework.model import Gang
+from ..framework.results import Placement
+from ..plugins.preemption import Preemption, Victim, victim_cost
+from ..state import ClusterState
+from .place import Placer, place_gang
+
+
+def _evict(sim: ClusterState, victim: Victim) -> None:
+    for pod, _ in victim.pods:
+        sim.remove(pod.uid)
+
+
+def _restore(sim: ClusterState, victim: Victim) -> None:
+    for pod, node in victim.pods:
+        sim.add_bound(pod, node)
+
+
+def select_victims(
+    snapshot: ClusterState,
+    gang: Gang,
+    candidates: Sequence[Victim],
+    *,
+    filters: Sequence[FilterPlugin],
+    scorer: ScorePlugin,
+    blocked: Collection[str] = (),
+    placer: Placer = place_gang,
+) -> Preemption | None:
+    """The cheapest minimal set of whole gangs whose eviction lets ``gang`` fit, with
+    the placement it would get; None when evicting every candidate would not do, or
+    when the gang fits without evicting anything. ``placer`` is the placement the cycle
+    uses (the simulator passes its baseline policies)."""
+    ordered = sorted(candidates, key=victim_cost)
+    if not ordered:
+        return None
+    sim = snapshot.copy()
+
+    def fits() -> Placement | None:
+        result = placer(sim, gang, filters=filters, scorer=scorer, blocked=blocked)
+        return result if isinstance(result, Placement) else None
+
+    if fits() is not None:
+        return None  # it fits as things are: nothing to preempt
+    chosen: list[Victim] = []
+    placement: Placement | None = None
+    for victim in ordered:
+        _evict(sim, victim)
+        chosen.append(victim)
+        placement = fits()
+        if placement is not None:
+            break
+    if placement is None:
+        return None
+    for victim in sorted(chosen, key=victim_cost, reverse=True):
+        _restore(sim, victim)
+        if fits() is None:
+            _evict(sim, victim)
+        else:
+            chosen.remove(victim)
+    placement = fits()
+    if placement is None:  # cannot happen: the last state was checked to fit
+        return None
+    return Preemption(gang.key, tuple(sorted(chosen, key=victim_cost)), placement)
+
+
+def nominate_victims(
+    snapshot: ClusterState,
+    gang: Gang,
+    candidates: Sequence[Victim],
+    nominated: dict[str, frozenset[str]],
+    *,
+    filters: Sequence[FilterPlugin],
+    scorer: ScorePlugin,
+    placer: Placer = place_gang,
+) -> Preemption | None:
+    """``select_victims`` with the nodes nominated to other preemptors blocked (freed
+    nodes are for their preemptor only); the nodes found are then nominated to ``gang``
+    in ``nominated`` (the cycle's ``GangScheduler.nominated``)."""
+    others: set[str] = set().union(*(n for k, n in nominated.items() if k != gang.key))
+    found = select_victims(snapshot, gang, candidates, filters=filters, scorer=scorer,
+                           blocked=others, placer=placer)
+    if found is not None:
+        nominated[gang.key] = found.nodes
+    return found

@@ -1,0 +1,91 @@
+"""Preemption policy (post-filter): who may evict whom, and at what cost.
+
+A candidate is a running gang (every member bound, none terminating) that the pending
+gang may evict: one of lower priority, or one of a queue that borrows from the pending
+gang's cohort while the pending gang's queue is within its nominal quota (a lender
+taking its quota back). Candidates are ordered by cost: borrowed gangs first, then the
+lowest priority, then the least work lost (GPU-seconds since the victim's last
+checkpoint), then the fewest GPUs, then by name (deterministic). The search for the
+victim set is ``placement/victims.py`` (it needs the placement); the runtime's
+``Preemptor`` and the simulator's price their candidates here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..framework.model import GPU, PodRequest
+from ..framework.results import Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A running gang that could be evicted."""
+
+    gang: str
+    priority: int
+    pods: tuple[tuple[PodRequest, str], ...]
+    """Its bound members and their nodes."""
+    work_lost: float = 0.0
+    """GPU-seconds since its last checkpoint (since its start without one)."""
+    borrowed: bool = False
+    """Its queue uses GPUs lent by the preemptor's cohort."""
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.requests.get(GPU, 0) for p, _ in self.pods)
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        return frozenset(node for _, node in self.pods)
+
+
+def work_lost(now: float, since: float, gpus: int) -> float:
+    """GPU-seconds a victim loses if evicted at ``now``: the work since ``since`` (its
+    last checkpoint, or its start without one)."""
+    return max(0.0, now - since) * gpus
+
+
+def evictable(victim: Victim, preemptor_priority: int) -> bool:
+    """Whether a pending gang of ``preemptor_priority`` may evict ``victim``: it has
+    lower priority, or its queue borrows from the preemptor's cohort (a lender taking its
+    quota back evicts borrowers whatever their priority)."""
+    return victim.borrowed or victim.priority < preemptor_priority
+
+
+def priced(victim: Victim, preemptor_priority: int, now: float, since: float) -> Victim | None:
+    """``victim`` with the work it would lose if evicted at ``now`` (``since``: the later
+    of its start and its last checkpoint); None when ``preemptor_priority`` may not evict
+    it. The runtime and the simulator build their candidates with this."""
+    if not evictable(victim, preemptor_priority):
+        return None
+    return dataclasses.replace(victim, work_lost=work_lost(now, since, victim.gpus))
+
+
+def victim_cost(victim: Victim) -> tuple[bool, int, float, int, str]:
+    """Cheapest first: borrowed, lowest priority, least work lost, fewest GPUs, name."""
+    return (not victim.borrowed, victim.priority, victim.work_lost, victim.gpus, victim.gang)
+
+
+def set_cost(victims: Iterable[Victim]) -> tuple[int, float, int]:
+    """A victim set's cost, in order: its highest priority, work lost, GPUs."""
+    chosen = list(victims)
+    return (
+        max((v.priority for v in chosen), default=-1),
+        sum(v.work_lost for v in chosen),
+        sum(v.gpus for v in chosen),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    gang: str
+    victims: tuple[Victim, ...]
+    placement: Placement
+    """Where the gang goes once the victims are gone."""
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        return frozenset(b.node for b in self.placement.bindings)

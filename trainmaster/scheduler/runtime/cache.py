@@ -1,0 +1,354 @@
+"""Informer events to scheduler state: the snapshot, our pending pods, the PodGroups.
+
+Every pod bound to a node is charged to it (whoever scheduled it: capacity is capacity);
+finished or deleted pods are released. Only pods with our ``schedulerName``, unbound and
+not being deleted, are *pending*; they are indexed by gang so the loop re-assembles only
+the gangs that changed (``dirty``). A change that can make a waiting gang fit (a node
+added or changed, a pod gone) sets ``capacity_changed``; both wake the loop.
+
+A pod the snapshot already tracks (assumed by us, bind in flight) is never pending
+again, which is what keeps a pod from being placed twice while its bind echo is on the
+way. Bound pods being deleted stay charged (they still run) but no longer count as
+placed members of their gang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+from trainmaster.kubeclient import DELETED
+
+from ..framework.model import GPU, NodeInfo, PodRequest
+from ..plugins.quota import QueueLedger
+from ..state import ClusterState, PodState
+from .config import SchedulerConfig
+from .convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
+from .gangs import gang_key_of
+
+log = logging.getLogger("trainmaster.scheduler")
+
+_FINISHED = ("Succeeded", "Failed")
+_UID = re.compile(rb'"uid":"([^"]+)"')
+_RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]+)"')
+# Above 1 in this many nodes changed at once, one rebuild is cheaper than single changes.
+_REBUILD_FRACTION = 4
+
+
+class ClusterCache:
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self.levels = config.levels
+        self._snapshot: ClusterState | None = None
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pending: dict[str, PodInfo] = {}
+        """uid -> our unbound pods (including ones whose bind is in flight)."""
+        self.members: dict[str, set[str]] = {}
+        """gang key -> uids of its pending pods."""
+        self.groups: dict[str, PodGroupInfo] = {}
+        self.terminating: set[str] = set()
+        self.dirty: set[str] = set()
+        self.capacity_changed = False
+        self.changed = asyncio.Event()
+        self._orphans: dict[str, tuple[PodRequest, str]] = {}
+        """Pods bound to nodes the snapshot does not know yet."""
+        self._early: list[tuple[str, JSON]] = []
+        self._node_updates: dict[str, NodeInfo] = {}
+        self.ledger = QueueLedger(config.queues, config.default_queue)
+        """GPUs in use per queue: bound pods and pods assumed by a cycle."""
+        self.started: dict[str, float] = {}
+        """uid -> when a bound pod started (its work since then may be lost)."""
+        self.ours: dict[str, int] = {}
+        """Placed pods with our schedulerName (uid -> priority): the only ones preemption
+        may evict."""
+        self._our_priorities: Counter[int] = Counter()
+
+    # --- snapshot ---------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> ClusterState:
+        if self._snapshot is None:
+            raise RuntimeError("the node list has not been loaded yet")
+        return self._snapshot
+
+    @property
+    def ready(self) -> bool:
+        return self._snapshot is not None
+
+    def build_snapshot(self) -> ClusterState:
+        """Build the snapshot once from the listed nodes (one O(nodes) build instead of one
+        rebuild per node), then replay pod events that arrived before it."""
+        self._snapshot = ClusterState(self.nodes.values(), levels=self.levels)
+        early, self._early = self._early, []
+        for kind, obj in early:
+            self.on_pod(kind, obj)
+        return self._snapshot
+
+    def _wake(self) -> None:
+        self.changed.set()
+
+    def _capacity(self) -> None:
+        self.capacity_changed = True
+        self.changed.set()
+
+    def touch(self, key: str) -> None:
+        self.dirty.add(key)
+        self.changed.set()
+
+    def take_dirty(self) -> set[str]:
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    def take_capacity_changed(self) -> bool:
+        changed, self.capacity_changed = self.capacity_changed, False
+        return changed
+
+    # --- nodes ------------------------------------------------------------------------
+
+    def _selected(self, obj: JSON) -> bool:
+        wanted = self.config.node_selector
+        if not wanted:
+            return True
+        labels = obj["metadata"].get("labels") or {}
+        return all(labels.get(k) == v for k, v in wanted.items())
+
+    def on_node(self, kind: str, obj: JSON) -> None:
+        name = obj["metadata"]["name"]
+        if not self._selected(obj):
+            if name not in self.nodes:
+                return  # not ours (config.node_selector): never seen
+            kind = DELETED  # it left our partition: as if deleted
+            old = self.nodes.get(name)
+            # The core has no node removal: a deleted node stays as an empty, cordoned one
+            # until its pods are gone (the pod GC deletes them).
+            info = NodeInfo(name, {}, unschedulable=True, topology=old.topology if old else ())
+        else:
+            info = node_info(obj, self.levels)
+        if self.nodes.get(name) == info:
+            return  # status heartbeats and the like: nothing the scheduler looks at
+        self.nodes[name] = info
+        if self._snapshot is None:
+            return
+        log.debug("node %s %s: unschedulable=%s taints=%s", name, kind.lower(),
+                  info.unschedulable, [t.key for t in info.taints])
+        self._node_updates[name] = info
+        self._capacity()
+
+    def apply_node_updates(self) -> int:
+        """Apply node changes gathered since the last call.
+
+        Each is one ``set_node``, O(that node). Why still batched: a fresh cluster changes
+        every node a few times in its first seconds (taints lifted, labels added), and a
+        node changed twice in one step is applied once. When most nodes changed at once,
+        one rebuild (O(nodes + pods)) is cheaper than that many single changes.
+        """
+        updates, self._node_updates = self._node_updates, {}
+        if not updates:
+            return 0
+        snap = self.snapshot
+        if len(updates) * _REBUILD_FRACTION <= len(snap.columns.nodes):
+            for info in updates.values():
+                snap.set_node(info)
+        else:
+            specs = {n.name: n for n in snap.nodes}
+            specs.update(updates)
+            snap.replace_nodes(specs.values())
+        for uid, (pod, node) in list(self._orphans.items()):
+            if node in updates:
+                del self._orphans[uid]
+                snap.add_bound(pod, node)
+        return len(updates)
+
+    # --- pods -------------------------------------------------------------------------
+
+    def skip_pod_event(self, line: bytes) -> str | None:
+        """The resource version of a raw pod watch event that cannot matter, else None.
+
+        Why: a bound pod's later updates (kubelet status, conditions: two or three per
+        pod right after it is bound) cannot change what the scheduler knows, except for
+        deletion or finishing. Decoding them was the runtime's largest CPU cost while
+        binding. An event is skipped only if it is MODIFIED, its ``metadata.uid`` (the
+        object's first "uid": the API server writes metadata first, uid before labels)
+        is a pod the snapshot has *bound*, and neither "deletionTimestamp" nor a
+        finished phase appears anywhere in it; anything unexpected means a full decode.
+        """
+        if not line.startswith(b'{"type":"MODIFIED"'):
+            return None
+        found = _UID.search(line)
+        snap = self._snapshot
+        if found is None or snap is None:
+            return None
+        if snap.pod_state(found.group(1).decode()) is not PodState.BOUND:
+            return None
+        if b'"deletionTimestamp"' in line or b'"phase":"Succeeded"' in line \
+                or b'"phase":"Failed"' in line:
+            return None
+        version = _RESOURCE_VERSION.search(line, found.end())
+        return None if version is None else version.group(1).decode()
+
+    def on_pod(self, kind: str, obj: JSON) -> None:
+        if self._snapshot is None:
+            self._early.append((kind, obj))
+            return
+        meta = obj["metadata"]
+        uid = meta["uid"]
+        if kind == DELETED:
+            self._release(uid)
+            return
+        spec = obj.get("spec") or {}
+        node = spec.get("nodeName") or ""
+        phase = (obj.get("status") or {}).get("phase")
+        if phase in _FINISHED:
+            self._release(uid)
+            return
+        snap = self._snapshot
+        if node:
+            self._drop_pending(uid)
+            if meta.get("deletionTimestamp") and uid not in self.terminating:
+                self.terminating.add(uid)
+            if snap.pod_state(uid) is PodState.BOUND and snap.pod_node(uid) == node:
+                return  # the common update of a running pod (status, labels)
+            bound = pod_info(obj)
+            request = bound.request
+            self.note_started(uid, bound.started)
+            if bound.scheduler_name == self.config.scheduler_name:
+                self.own(uid, bound.request.priority)
+            self.ledger.charge(uid, self.queue_of(request, bound.queue),
+                               request.requests.get(GPU, 0))
+            if self.config.node_selector and node not in self.nodes:
+                return  # a node outside our partition
+            try:
+                snap.add_bound(request, node)
+            except KeyError:  # a node the snapshot does not have (yet)
+                self._orphans[uid] = (request, node)
+            return
+        if spec.get("schedulerName", "default-scheduler") != self.config.scheduler_name:
+            return
+        if meta.get("deletionTimestamp"):
+            self._drop_pending(uid)
+            return
+        info = pod_info(obj)
+        old = self.pending.get(uid)
+        if old is not None and old.request == info.request and old.unsupported == info.unsupported:
+            self.pending[uid] = info
+            return  # e.g. our own PodScheduled condition: nothing to reschedule
+        self._add_pending(info)
+
+    def _add_pending(self, info: PodInfo) -> None:
+        uid = info.request.uid
+        old = self.pending.get(uid)
+        if old is not None:
+            self._unindex(old)
+        self.pending[uid] = info
+        key = gang_key_of(info.request)
+        self.members.setdefault(key, set()).add(uid)
+        self.touch(key)
+
+    def _unindex(self, info: PodInfo) -> None:
+        key = gang_key_of(info.request)
+        uids = self.members.get(key)
+        if uids is not None:
+            uids.discard(info.request.uid)
+            if not uids:
+                del self.members[key]
+        self.touch(key)
+
+    def _drop_pending(self, uid: str) -> None:
+        info = self.pending.pop(uid, None)
+        if info is not None:
+            self._unindex(info)
+
+    def note_started(self, uid: str, started: float) -> None:
+        """Record when a pod started; the later stamp wins. Our binder stamps the bind to
+        the sub-second, the API's startTime (or creation time) is whole seconds and may
+        arrive before or after it: keeping the later one makes two gangs bound within one
+        second compare the same way whichever event came first (preemption's work-lost
+        order depends on it)."""
+        self.started[uid] = max(self.started.get(uid, 0.0), started)
+
+    def _release(self, uid: str) -> None:
+        self._drop_pending(uid)
+        self._orphans.pop(uid, None)
+        self.terminating.discard(uid)
+        self.ledger.release(uid)
+        self.started.pop(uid, None)
+        self.disown(uid)
+        snap = self._snapshot
+        if snap is not None and snap.pod_state(uid) is not None:
+            snap.remove(uid)
+            self._capacity()
+
+    def note_forgotten(self, pod: PodRequest) -> None:
+        """An assumed pod was given up (its bind failed): its place is free again and its
+        gang goes back to the queue."""
+        self.ledger.release(pod.uid)
+        self.disown(pod.uid)
+        self.started.pop(pod.uid, None)
+        self._capacity()
+        self.touch(gang_key_of(pod))
+
+    def mark_terminating(self, uids: Iterable[str]) -> None:
+        """Pods we asked the API to delete: still charged, no longer gang members."""
+        self.terminating.update(uids)
+
+    # --- pod groups -------------------------------------------------------------------
+
+    def on_group(self, kind: str, obj: JSON) -> None:
+        info = pod_group_info(obj)
+        if kind == DELETED:
+            self.groups.pop(info.key, None)
+        elif self.groups.get(info.key) == info:
+            return
+        else:
+            self.groups[info.key] = info
+        self.touch(info.key)
+
+    def own(self, uid: str, priority: int) -> None:
+        if uid not in self.ours:
+            self.ours[uid] = priority
+            self._our_priorities[priority] += 1
+
+    def disown(self, uid: str) -> None:
+        priority = self.ours.pop(uid, None)
+        if priority is not None:
+            self._our_priorities[priority] -= 1
+            if not self._our_priorities[priority]:
+                del self._our_priorities[priority]
+
+    def lowest_priority(self) -> int | None:
+        """The lowest priority of a pod we placed (None: none): a gang at or below it has
+        nobody to preempt, known without looking at any pod."""
+        return min(self._our_priorities, default=None)
+
+    # --- queries for the loop ---------------------------------------------------------
+
+    def queue_of(self, pod: PodRequest, label: str | None) -> str:
+        """The pod's queue: its own label, else its PodGroup's, else the default queue."""
+        if label:
+            return label
+        group = self.groups.get(pod.gang_key) if pod.gang_key else None
+        return self.ledger.resolve(group.queue if group is not None else None)
+
+    def pending_members(self, key: str) -> list[PodInfo]:
+        """Pending pods of the gang the snapshot does not track yet (not in flight)."""
+        snap = self.snapshot
+        out = []
+        for uid in self.members.get(key, ()):
+            if snap.pod_state(uid) is None:
+                out.append(self.pending[uid])
+        return out
+
+    def placed_nodes(self, gang_key: str) -> list[NodeInfo]:
+        """Nodes of the gang's placed members (one entry per pod), terminating ones not
+        counted. O(pods): asked only for gangs the core says already have placements."""
+        snap = self.snapshot
+        if not snap.placed_members(gang_key):
+            return []
+        return [
+            snap.node(node)
+            for pod, node, _ in snap.pods()
+            if pod.gang_key == gang_key and pod.uid not in self.terminating
+        ]

@@ -1,0 +1,339 @@
+"""API objects (raw JSON dicts) to the placement core's value types.
+
+Kept apart from the informers so the mapping (quantities, effective requests, taints,
+affinity, the topology path from node labels) is unit-testable without a cluster. What
+the core cannot express is reported in ``PodInfo.unsupported`` instead of being guessed:
+a pod with several OR-ed node affinity terms, ``Gt``/``Lt`` or ``matchFields`` would
+otherwise be placed where it may not run.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from .._keys import (
+    CHECKPOINT_ANNOTATION,
+    DATASETS_ANNOTATION,
+    POD_GROUP_LABEL,
+    PREEMPT_LOWER,
+    QUEUE_LABEL,
+    TOPOLOGY_DOMAIN_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+    topology_label,
+)
+from ..framework.model import (
+    CPU,
+    NodeInfo,
+    NodeSelectorRequirement,
+    PodRequest,
+    SelectorOperator,
+    Taint,
+    TaintEffect,
+    Toleration,
+    TolerationOperator,
+    TopologyConstraint,
+    TopologyMode,
+)
+
+JSON = dict[str, Any]
+
+
+def pod_datasets(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The datasets a pod names in ``trainmaster.io/datasets`` (sorted, no duplicates)."""
+    raw = annotations.get(DATASETS_ANNOTATION) or ""
+    return tuple(sorted({d.strip() for d in raw.split(",") if d.strip()}))
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkKMGTPE]i?)?$")
+_SUFFIX = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """A Kubernetes quantity ("500m", "2Gi", "1e3", 8) as a Decimal."""
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    text = value.strip()
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        base = Decimal(number)
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+    if suffix[:1] in ("e", "E"):
+        return base * Decimal(10) ** int(suffix[1:])
+    if suffix not in _SUFFIX:
+        raise ValueError(f"{value!r}: unknown suffix {suffix!r}")
+    return base * _SUFFIX[suffix]
+
+
+@functools.lru_cache(maxsize=4096)
+def base_units(resource: str, value: str | int | float) -> int:
+    """Integer base units as the core counts them: millicores for cpu, else units
+    (rounded up, so a fractional request is never under-counted). Remembered: a
+    list of 10,000 pods and 5,000 nodes repeats a handful of quantities, and parsing
+    each with ``Decimal`` was a third of a new leader's start-up."""
+    qty = parse_quantity(value)
+    if resource == CPU:
+        qty *= 1000
+    return max(0, math.ceil(qty))
+
+
+def resource_map(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    return {r: base_units(r, q) for r, q in (raw or {}).items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_time(stamp: str | None) -> float:
+    """RFC 3339 timestamp to epoch seconds (0.0 when absent). Remembered: the pods of
+    one Job share their creation second."""
+    if not stamp:
+        return 0.0
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+# --- nodes ----------------------------------------------------------------------------
+
+
+def _taints(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Taint, ...]:
+    out = []
+    for t in raw or ():
+        try:
+            effect = TaintEffect(t.get("effect", "NoSchedule"))
+        except ValueError:
+            continue
+        out.append(Taint(t.get("key", ""), t.get("value", "") or "", effect))
+    return tuple(out)
+
+
+def topology_path(labels: Mapping[str, str], levels: Iterable[str]) -> tuple[str, ...]:
+    """The node's switch path, top level first; stops at the first missing level label."""
+    path: list[str] = []
+    for level in levels:
+        value = labels.get(topology_label(level))
+        if not value:
+            break
+        path.append(value)
+    return tuple(path)
+
+
+def node_info(obj: JSON, levels: tuple[str, ...]) -> NodeInfo:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    return NodeInfo(
+        name=meta["name"],
+        allocatable=resource_map(status.get("allocatable")),
+        labels=labels,
+        taints=_taints(spec.get("taints")),
+        unschedulable=bool(spec.get("unschedulable")),
+        topology=topology_path(labels, levels),
+    )
+
+
+# --- pods -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the runtime needs of a pod: the core's request plus API-side facts."""
+
+    request: PodRequest
+    scheduler_name: str
+    node_name: str
+    phase: str
+    terminating: bool
+    controlled: bool
+    """Has a controller owner (Job, ReplicaSet ...) that recreates it if deleted."""
+    unsupported: str | None = None
+    queue: str | None = None
+    """The pod's ``kueue.x-k8s.io/queue-name`` label."""
+    preempts: bool = True
+    """``spec.preemptionPolicy`` is PreemptLowerPriority (the API server's default)."""
+    started: float = 0.0
+    """``status.startTime`` (else creation time): when its work began."""
+    nominated_node: str = ""
+    """``status.nominatedNodeName``: a node freed for it by preemption."""
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+def _sum_requests(containers: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in containers:
+        for r, q in resource_map((c.get("resources") or {}).get("requests")).items():
+            total[r] = total.get(r, 0) + q
+    return total
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Kubernetes' effective pod request: containers summed, the largest init container
+    if larger (sidecars with restartPolicy Always add to both), plus pod overhead."""
+    total = _sum_requests(spec.get("containers") or ())
+    sidecars: dict[str, int] = {}
+    for init in spec.get("initContainers") or ():
+        req = _sum_requests((init,))
+        if init.get("restartPolicy") == "Always":
+            for r, q in req.items():
+                sidecars[r] = sidecars.get(r, 0) + q
+                total[r] = total.get(r, 0) + q
+        else:
+            for r, q in req.items():
+                total[r] = max(total.get(r, 0), q + sidecars.get(r, 0))
+    for r, q in resource_map(spec.get("overhead")).items():
+        total[r] = total.get(r, 0) + q
+    return total
+
+
+def _tolerations(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Toleration, ...]:
+    out = []
+    for t in raw or ():
+        op = TolerationOperator(t.get("operator") or "Equal")
+        effect = TaintEffect(t["effect"]) if t.get("effect") else None
+        out.append(Toleration(t.get("key", "") or "", op, t.get("value", "") or "", effect))
+    return tuple(out)
+
+
+def _affinity(spec: Mapping[str, Any]) -> tuple[tuple[NodeSelectorRequirement, ...], str | None]:
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    )
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return (), None
+    if len(terms) > 1:
+        return (), "several nodeSelectorTerms (OR) are not supported"
+    term = terms[0]
+    if term.get("matchFields"):
+        return (), "nodeAffinity matchFields are not supported"
+    out = []
+    for expr in term.get("matchExpressions") or ():
+        try:
+            op = SelectorOperator(expr["operator"])
+        except ValueError:
+            return (), f"nodeAffinity operator {expr['operator']} is not supported"
+        out.append(NodeSelectorRequirement(expr["key"], op, tuple(expr.get("values") or ())))
+    return tuple(out), None
+
+
+def pod_info(obj: JSON) -> PodInfo:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    affinity, unsupported = _affinity(spec)
+    try:
+        tolerations = _tolerations(spec.get("tolerations"))
+    except ValueError as err:
+        tolerations, unsupported = (), f"toleration: {err}"
+    request = PodRequest(
+        name=meta["name"],
+        namespace=meta.get("namespace", "default"),
+        uid=meta["uid"],
+        requests=pod_requests(spec),
+        node_selector=spec.get("nodeSelector") or {},
+        affinity=affinity,
+        tolerations=tolerations,
+        priority=int(spec.get("priority") or 0),
+        creation_timestamp=parse_time(meta.get("creationTimestamp")),
+        gang=labels.get(POD_GROUP_LABEL) or None,
+        datasets=pod_datasets(meta.get("annotations") or {}),
+    )
+    return PodInfo(
+        request=request,
+        scheduler_name=spec.get("schedulerName", "default-scheduler"),
+        node_name=spec.get("nodeName") or "",
+        phase=status.get("phase", "Pending"),
+        terminating=bool(meta.get("deletionTimestamp")),
+        controlled=any(o.get("controller") for o in meta.get("ownerReferences") or ()),
+        unsupported=unsupported,
+        queue=labels.get(QUEUE_LABEL) or None,
+        preempts=(spec.get("preemptionPolicy") or PREEMPT_LOWER) == PREEMPT_LOWER,
+        started=parse_time(status.get("startTime")) or request.creation_timestamp,
+        nominated_node=status.get("nominatedNodeName") or "",
+    )
+
+
+# --- pod groups -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    """A scheduler-plugins PodGroup as the runtime uses it."""
+
+    namespace: str
+    name: str
+    uid: str
+    min_member: int
+    topology: TopologyConstraint | None
+    """From the trainmaster.io/topology-* annotations; None: use the config's policy."""
+    creation_timestamp: float
+    queue: str | None = None
+    """The PodGroup's ``kueue.x-k8s.io/queue-name`` label."""
+    last_checkpoint: float = 0.0
+    """``trainmaster.io/last-checkpoint-time``: 0 when its job never reported one."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def pod_group_info(obj: JSON) -> PodGroupInfo:
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    domain = annotations.get(TOPOLOGY_DOMAIN_ANNOTATION)
+    topology = None
+    if domain:
+        mode_text = annotations.get(TOPOLOGY_MODE_ANNOTATION, "preferred")
+        try:
+            mode = TopologyMode(mode_text)
+        except ValueError:
+            mode = TopologyMode.PREFERRED
+        topology = TopologyConstraint(domain, mode)
+    return PodGroupInfo(
+        namespace=meta.get("namespace", "default"),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        min_member=max(0, int((obj.get("spec") or {}).get("minMember") or 0)),
+        topology=topology,
+        creation_timestamp=parse_time(meta.get("creationTimestamp")),
+        queue=(meta.get("labels") or {}).get(QUEUE_LABEL) or None,
+        last_checkpoint=_time_or_zero(annotations.get(CHECKPOINT_ANNOTATION)),
+    )
+
+
+def _time_or_zero(stamp: str | None) -> float:
+    try:
+        return parse_time(stamp)
+    except ValueError:
+        return 0.0

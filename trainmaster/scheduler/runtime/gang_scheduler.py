@@ -1,0 +1,257 @@
+"""Gang queue and the scheduling cycle, with an anti-starvation policy.
+
+Order: priority descending, then creation timestamp ascending, then ``namespace/name``.
+
+A cycle walks the queue once. A gang that does not fit is skipped, so smaller gangs
+behind it still run (backfill). Backfill alone can starve a large gang forever: small
+gangs keep taking whatever frees up. Policy:
+
+* The scheduler remembers, per gang, when (by ``clock``) it first came back
+  unschedulable; success, removal or an unresolvable verdict resets it.
+* Once a gang has been unschedulable for ``starvation_after`` seconds or more, it is
+  *starving*. When a starving gang fails again, it gets a *reservation*: the domain it
+  would need (see ``reservation_target``: smallest allowed level, a domain that could
+  hold it once running pods finish, the one closest to fitting now). The reservation is
+  sticky across cycles while it stays valid, so the domain drains instead of hopping.
+* Every gang *behind* the starving one in queue order (lower priority, or equal
+  priority and newer) may not place pods on reserved nodes in that cycle. Gangs ahead
+  of it (higher priority) are unaffected, and gangs behind it still backfill elsewhere.
+* Several starving gangs each reserve a domain disjoint from earlier reservations.
+* Gangs rejected as ``UNSCHEDULABLE_AND_UNRESOLVABLE`` never reserve anything.
+
+Binding is not done here: placed pods are left ``Assumed`` in the snapshot; the caller
+binds them and calls ``confirm`` (or ``forget`` on failure).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..framework.gangs import GangManager
+from ..framework.interface import Admission
+from ..framework.model import Gang
+from ..framework.registry import Handle, PluginFactory, Profile
+from ..framework.results import Placement, Unschedulable
+from ..framework.status import Code, Status
+from ..placement.place import Placer, place_gang
+from ..placement.reservation import ReservationTarget, reservation_target
+from ..plugins import DEFAULT_PLUGINS, REGISTRY
+from ..state import BlockCache, BlockedNodes, ClusterState, OvercommitError
+from .ports import Clock
+from .queue import GangQueue
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes held for a starving gang: gangs behind it may not use them."""
+
+    gang: str
+    level: str
+    domain: str
+    nodes: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    placed: tuple[Placement, ...]
+    unschedulable: tuple[Unschedulable, ...]
+    reservations: tuple[Reservation, ...]
+
+
+class GangScheduler:
+    """Runs scheduling cycles over a ``GangQueue`` against a ``ClusterState``."""
+
+    def __init__(
+        self,
+        snapshot: ClusterState,
+        *,
+        clock: Clock = time.monotonic,
+        starvation_after: float = 300.0,
+        plugins: Sequence[str] = DEFAULT_PLUGINS,
+        registry: Mapping[str, PluginFactory] = REGISTRY,
+        placer: Placer = place_gang,
+        admission: Admission | None = None,
+        weights: Mapping[str, int] | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.admission = admission
+        self.nominated: dict[str, frozenset[str]] = {}
+        """gang -> nodes freed for it by preemption: no other gang may use them."""
+        self._place = placer
+        self.queue = GangQueue()
+        self.gangs = GangManager(snapshot.placed_members)
+        handle = Handle(snapshot, self.gangs)
+        self.profile = Profile.build(handle, plugins, registry, weights)
+        self._clock = clock
+        self._starvation_after = starvation_after
+        self._unschedulable_since: dict[str, float] = {}
+        self._reservations: dict[str, Reservation] = {}
+        # gang -> (its reservation, snapshot.node_version) when all its nodes were
+        # usable: node usability changes only with node specs, not with pods.
+        self._usable_at: dict[str, tuple[Reservation, int]] = {}
+        # Kept reservations' node indices and masks, reused from cycle to cycle.
+        self._block_cache = BlockCache(snapshot)
+
+    def submit(self, gang: Gang) -> None:
+        """Queue a gang (or replace it, e.g. when more members arrived)."""
+        self.queue.add(gang)
+        self.gangs.add(gang)
+
+    def remove(self, key: str) -> None:
+        """Drop a gang from the queue (deleted, or done elsewhere)."""
+        self.queue.remove(key)
+        self.gangs.remove(key)
+        self._unschedulable_since.pop(key, None)
+        self._reservations.pop(key, None)
+        self._usable_at.pop(key, None)
+        self.nominated.pop(key, None)
+
+    def waiting_since(self, key: str) -> float | None:
+        return self._unschedulable_since.get(key)
+
+    def run_cycle(self) -> CycleResult:
+        now = self._clock()
+        placed: list[Placement] = []
+        failed: list[Unschedulable] = []
+        blocked = BlockedNodes(self.snapshot, cache=self._block_cache)
+        held: list[Reservation] = []
+        nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
+        for gang in self.queue.ordered():
+            if nominated:  # nodes freed by preemption are for their preemptor only
+                own = self.nominated.get(gang.key, frozenset())
+                # rare (only while preemptors wait), so a fresh set without the cache
+                outcome = self._schedule_one(
+                    gang, BlockedNodes(self.snapshot, set(blocked) | (nominated - own))
+                )
+            else:
+                outcome = self._schedule_one(gang, blocked)
+            if isinstance(outcome, Placement):
+                placed.append(outcome)
+                self.queue.remove(gang.key)
+                if self.nominated.pop(gang.key, None) is not None:
+                    nominated = (frozenset().union(*self.nominated.values())
+                                 if self.nominated else None)
+                self._unschedulable_since.pop(gang.key, None)
+                self._reservations.pop(gang.key, None)
+                self._usable_at.pop(gang.key, None)
+                continue
+            failed.append(outcome)
+            if outcome.code in (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.WAIT, Code.ERROR):
+                self._unschedulable_since.pop(gang.key, None)
+                self._reservations.pop(gang.key, None)
+                self._usable_at.pop(gang.key, None)
+                continue
+            since = self._unschedulable_since.setdefault(gang.key, now)
+            if now - since >= self._starvation_after:
+                reservation = self._reserve_domain(gang, blocked)
+                if reservation is not None:
+                    held.append(reservation)
+                    blocked.update(reservation.nodes)
+        self._block_cache.end_cycle()
+        return CycleResult(tuple(placed), tuple(failed), tuple(held))
+
+    def _reserve_domain(self, gang: Gang, blocked: BlockedNodes) -> Reservation | None:
+        previous = self._reservations.get(gang.key)
+        if (
+            previous is not None
+            and blocked.isdisjoint(previous.nodes)  # O(previous), not O(blocked)
+            and self._all_usable(gang.key, previous)
+        ):
+            return previous
+        target: ReservationTarget | None = reservation_target(
+            self.snapshot,
+            gang,
+            filters=self.profile.filters,
+            scorer=self.profile.scorer,
+            blocked=blocked,
+        )
+        if target is None or not target.nodes:
+            self._reservations.pop(gang.key, None)
+            return None
+        reservation = Reservation(gang.key, target.level, target.domain, target.nodes)
+        self._reservations[gang.key] = reservation
+        return reservation
+
+    def _all_usable(self, key: str, reservation: Reservation) -> bool:
+        version = self.snapshot.node_version
+        checked = self._usable_at.get(key)
+        if checked is not None and checked[0] is reservation and checked[1] == version:
+            return True
+        if all(self._usable(n) for n in reservation.nodes):
+            self._usable_at[key] = (reservation, version)
+            return True
+        return False
+
+    def _usable(self, name: str) -> bool:
+        try:
+            return not self.snapshot.node(name).unschedulable
+        except KeyError:
+            return False
+
+    def _schedule_one(self, gang: Gang, blocked: BlockedNodes) -> Placement | Unschedulable:
+        if self.admission is not None:
+            refused = self.admission.refusal(gang)
+            if refused is not None:
+                return Unschedulable(gang.key, refused, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        if gang.members:
+            for plugin in self.profile.pre_filters:
+                status = plugin.pre_filter(gang.members[0])
+                if not status.is_success():
+                    return Unschedulable(gang.key, status.message, status.code)
+        result = self._place(
+            self.snapshot,
+            gang,
+            filters=self.profile.filters,
+            scorer=self.profile.scorer,
+            blocked=blocked,
+        )
+        if isinstance(result, Unschedulable):
+            return result
+        failure = self._reserve_and_permit(result)
+        if failure is not None:
+            return Unschedulable(gang.key, failure.message, failure.code)
+        if self.admission is not None:
+            self.admission.admitted(gang, result)
+        return result
+
+    def _reserve_and_permit(self, placement: Placement) -> Status | None:
+        """Assume all pods, run reserve then permit plugins; on any failure undo all."""
+        assumed: list[tuple[str, str]] = []
+        reserved: list[tuple[int, int]] = []
+        failure: Status | None = None
+        snap = self.snapshot
+        try:
+            for binding in placement.bindings:
+                snap.assume(binding.pod, binding.node)
+                assumed.append((binding.pod.uid, binding.node))
+            for b_idx, binding in enumerate(placement.bindings):
+                for p_idx, plugin in enumerate(self.profile.reserves):
+                    status = plugin.reserve(binding.pod, binding.node)
+                    if not status.is_success():
+                        raise _Abort(status)
+                    reserved.append((b_idx, p_idx))
+            for binding in placement.bindings:
+                for permit in self.profile.permits:
+                    status = permit.permit(binding.pod, binding.node)
+                    if not status.is_success():
+                        raise _Abort(status)
+        except _Abort as abort:
+            failure = abort.status
+        except OvercommitError as err:
+            failure = Status.of(Code.ERROR, "assume", str(err))
+        if failure is None:
+            return None
+        for b_idx, p_idx in reversed(reserved):
+            binding = placement.bindings[b_idx]
+            self.profile.reserves[p_idx].unreserve(binding.pod, binding.node)
+        for uid, _ in reversed(assumed):
+            snap.forget(uid)
+        return failure
+
+
+class _Abort(Exception):
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status

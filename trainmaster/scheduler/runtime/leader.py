@@ -1,0 +1,194 @@
+"""Leader election through a coordination.k8s.io/v1 Lease, as client-go does it.
+
+Why: two replicas run for availability, but two active schedulers would place pods
+into the same free space. One holds the Lease and schedules; the other retries every
+``retry_period`` and takes over when the lease has not been renewed for
+``lease_duration``.
+
+Clock skew: expiry is judged by *when this replica last saw the lease record change*
+(its own monotonic clock), never by comparing ``renewTime`` with local wall time. So a
+standby waits at least a full ``lease_duration`` after it first sees a stale lease.
+The leader steps down when it could not renew for ``renew_deadline`` (shorter than the
+lease duration, so it stops before anyone else may start) or as soon as it sees another
+holder. Every write carries the lease's resourceVersion: of two racing candidates,
+exactly one update succeeds. Lease calls skip the client-side rate limit: queued behind
+a burst of binds at a low ``clientQps`` a renewal could miss its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from trainmaster.kubeclient import ApiError, Kube
+
+from .config import LeaderElection
+from .events import now_rfc3339
+
+log = logging.getLogger("trainmaster.scheduler")
+
+
+class Renewal(enum.Enum):
+    HELD = "held"
+    """We hold the lease (acquired or renewed)."""
+    OTHER = "other"
+    """Another replica holds a live lease."""
+    ERROR = "error"
+    """The API did not answer usefully; try again."""
+
+
+def lease_path(namespace: str, name: str = "") -> str:
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return f"{base}/{name}" if name else base
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: Kube,
+        config: LeaderElection,
+        identity: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self.config = config
+        self.identity = identity
+        self._clock = clock
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self.is_leader = False
+        self.holder: str = ""
+
+    @property
+    def _path(self) -> str:
+        return lease_path(self.config.lease_namespace, self.config.lease_name)
+
+    def _spec(self, acquire_time: str, transitions: int) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
+            "acquireTime": acquire_time,
+            "renewTime": now_rfc3339(micro=True),
+            "leaseTransitions": transitions,
+        }
+
+    async def try_acquire_or_renew(self) -> Renewal:
+        try:
+            lease = await self._api.get(self._path)
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("lease %s: %s", self._path, err)
+                return Renewal.ERROR
+            return await self._create()
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, spec.get("renewTime"), spec.get("acquireTime"),
+                  spec.get("leaseTransitions"), spec.get("leaseDurationSeconds"))
+        now = self._clock()
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        self.holder = holder
+        duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
+        if holder and holder != self.identity and now < self._observed_at + duration:
+            return Renewal.OTHER
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            new_spec = self._spec(spec.get("acquireTime") or now_rfc3339(micro=True), transitions)
+        else:
+            new_spec = self._spec(now_rfc3339(micro=True), transitions + 1)
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {**lease.get("metadata", {})},
+            "spec": new_spec,
+        }
+        try:
+            await self._api.request("PUT", self._path, body=body, limited=False)
+        except ApiError as err:
+            if err.status == 409:
+                return Renewal.OTHER  # someone else wrote first
+            log.warning("lease %s: %s", self._path, err)
+            return Renewal.ERROR
+        self._observe_own(new_spec)
+        return Renewal.HELD
+
+    async def _create(self) -> Renewal:
+        spec = self._spec(now_rfc3339(micro=True), 0)
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.config.lease_name,
+                         "namespace": self.config.lease_namespace},
+            "spec": spec,
+        }
+        try:
+            await self._api.request("POST", lease_path(self.config.lease_namespace), body=body,
+                                    limited=False)
+        except ApiError as err:
+            if err.status == 409:
+                return Renewal.OTHER
+            log.warning("creating lease %s: %s", self._path, err)
+            return Renewal.ERROR
+        self._observe_own(spec)
+        return Renewal.HELD
+
+    def _observe_own(self, spec: dict[str, Any]) -> None:
+        self.holder = self.identity
+        self._observed = (self.identity, spec["renewTime"], spec["acquireTime"],
+                          spec["leaseTransitions"], spec["leaseDurationSeconds"])
+        self._observed_at = self._clock()
+
+    async def acquire(self) -> None:
+        """Return once this replica leads (retrying every ``retry_period``)."""
+        announced = False
+        while True:
+            if await self.try_acquire_or_renew() is Renewal.HELD:
+                self.is_leader = True
+                log.info("%s: leading (lease %s)", self.identity, self._path)
+                return
+            if not announced and self.holder:
+                log.info("%s: standing by; %s leads", self.identity, self.holder)
+                announced = True
+            await asyncio.sleep(self.config.retry_period)
+
+    async def hold(self) -> None:
+        """Renew every ``retry_period``; return when leadership is lost."""
+        last = self._clock()
+        while True:
+            await asyncio.sleep(self.config.retry_period)
+            left = self.config.renew_deadline - (self._clock() - last)
+            try:
+                result = await asyncio.wait_for(self.try_acquire_or_renew(), max(left, 0.05))
+            except TimeoutError:
+                log.warning("%s: renewing the lease timed out (%.1fs left)", self.identity, left)
+                result = Renewal.ERROR
+            if result is Renewal.HELD:
+                last = self._clock()
+                continue
+            log.debug("%s: lease renewal: %s", self.identity, result.value)
+            if result is Renewal.OTHER or self._clock() - last >= self.config.renew_deadline:
+                self.is_leader = False
+                log.error("%s: lost the lease %s (holder now %r)", self.identity, self._path,
+                          self.holder)
+                return
+
+    async def release(self) -> None:
+        """Give the lease up on a clean shutdown so a standby need not wait it out."""
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        try:
+            lease = await self._api.get(self._path)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return
+            spec = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1,
+                    "renewTime": now_rfc3339(micro=True)}
+            await self._api.request("PUT", self._path, body={**lease, "spec": spec},
+                                    limited=False)
+        except ApiError as err:
+            log.warning("releasing lease %s: %s", self._path, err)

@@ -1,0 +1,281 @@
+"""Preemption in the runtime: queue admission, who may preempt whom, and the evictions.
+
+* ``QuotaAdmission`` is the core's ``Admission``: a gang starts only while its queue's
+  GPUs in use plus the gang's stay within the queue's quota (``_quota``).
+* ``Preemptor.try_preempt`` runs for a gang the cycle could not place (not for one
+  held by its quota). It preempts only if the scheduler's ``preemption`` is on, the
+  gang's queue does not switch it off, its pods' ``preemptionPolicy`` is
+  ``PreemptLowerPriority``, and no victims of its last preemption are still leaving.
+  Victims: our own running gangs of lower priority, plus (for a queue within its
+  nominal quota) gangs of queues that borrow from its cohort; priced by ``priced`` and
+  chosen by ``nominate_victims``, as in the simulator.
+* Evicting: each victim pod gets a ``DisruptionTarget`` condition (reason
+  ``PreemptionByScheduler``, naming the preemptor: the operator reads it), then a
+  graceful delete (its own grace period, uid precondition); each victim gang gets a
+  ``Preempted`` Event naming the preemptor. The freed nodes are nominated: the core
+  blocks them for every other gang, and each preemptor pod's
+  ``status.nominatedNodeName`` records them so a restarted scheduler keeps the
+  reservation (``nominations``) and, since the victims are terminating, evicts nothing
+  twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from trainmaster.kubeclient import ApiError, Kube, pod_path
+
+from .._keys import PODGROUP_API_VERSION
+from ..framework.model import GPU, Gang, PodRequest
+from ..framework.results import Placement
+from ..framework.status import Code, Status
+from ..placement.victims import nominate_victims
+from ..plugins.preemption import Preemption, Victim, priced
+from ..plugins.quota import gang_gpus
+from ..state import PodState
+from .cache import ClusterCache
+from .config import SchedulerConfig
+from .events import ApiWriter, EventRecorder, ObjectRef, now_rfc3339
+from .gang_scheduler import GangScheduler
+from .gangs import gang_key_of
+from .metrics import SchedulerMetrics
+
+log = logging.getLogger("trainmaster.scheduler")
+
+
+class QuotaAdmission:
+    """The core's ``Admission`` over the cache's queue ledger."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.refused: dict[str, str] = {}
+        """gang -> why its quota holds it (cleared when admitted)."""
+
+    def queue_of_gang(self, gang: Gang) -> str:
+        group = self.cache.groups.get(gang.key)
+        if group is not None and group.queue:
+            return group.queue
+        for member in gang.members:
+            info = self.cache.pending.get(member.uid)
+            if info is not None and info.queue:
+                return info.queue
+        return self.cache.ledger.default
+
+    def refusal(self, gang: Gang) -> str | None:
+        ledger = self.cache.ledger
+        if not ledger.enabled:
+            return None
+        reason = ledger.refusal(self.queue_of_gang(gang), gang_gpus(gang))
+        if reason is None:
+            self.refused.pop(gang.key, None)
+        else:
+            self.refused[gang.key] = reason
+        return reason
+
+    def admitted(self, gang: Gang, placement: Placement) -> None:
+        cache = self.cache
+        now = time.time()
+        for binding in placement.bindings:
+            cache.own(binding.pod.uid, binding.pod.priority)
+            # The later of our bind time and the API's (whole-second) startTime, in
+            # whichever order they arrive: see ClusterCache.note_started.
+            cache.note_started(binding.pod.uid, now)
+        if not cache.ledger.enabled:
+            return
+        queue = self.queue_of_gang(gang)
+        for binding in placement.bindings:
+            cache.ledger.charge(binding.pod.uid, queue, binding.pod.requests.get(GPU, 0))
+
+
+class Preemptor:
+    def __init__(
+        self,
+        api: Kube,
+        cache: ClusterCache,
+        config: SchedulerConfig,
+        recorder: EventRecorder,
+        writer: ApiWriter,
+        metrics: SchedulerMetrics,
+        admission: QuotaAdmission,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.cache = cache
+        self.config = config
+        self.recorder = recorder
+        self.writer = writer
+        self.metrics = metrics
+        self.admission = admission
+        self._wall = wall
+        self.evicting: dict[str, set[str]] = {}
+        """preemptor gang -> uids of its victims not yet gone."""
+        self.preemptions = 0
+
+    # --- who may preempt, and whom ----------------------------------------------------
+
+    def may_preempt(self, gang: Gang, nominated: frozenset[str]) -> bool:
+        if not self.config.preemption or gang.key in self.admission.refused:
+            return False
+        if nominated and any(node in nominated for pod, node, _ in self.cache.snapshot.pods()
+                             if pod.uid in self.cache.terminating):
+            return False  # its nodes are still being freed (maybe by a previous leader)
+        queue = self.cache.ledger.queues.get(self.admission.queue_of_gang(gang))
+        if queue is not None and not queue.preemption:
+            return False
+        for member in gang.members:
+            info = self.cache.pending.get(member.uid)
+            if info is None or not info.preempts:
+                return False
+        victims = self.evicting.get(gang.key)
+        if victims:
+            still = {uid for uid in victims if self.cache.snapshot.pod_state(uid) is not None}
+            if still:
+                return False  # wait for the last victims to leave
+            del self.evicting[gang.key]
+        return True
+
+    def reclaim_from(self, gang: Gang) -> set[str]:
+        """Queues whose gangs ``gang`` may evict whatever their priority: those that
+        borrow from its cohort, while its own queue stays within its nominal quota."""
+        return self.cache.ledger.reclaimable_from(self.admission.queue_of_gang(gang),
+                                                  gang_gpus(gang))
+
+    def candidates(self, gang: Gang, reclaim_from: set[str]) -> list[Victim]:
+        cache, ledger = self.cache, self.cache.ledger
+        members: dict[str, list[tuple[PodRequest, str]]] = {}
+        unfit: set[str] = set()
+        for pod, node, state in cache.snapshot.pods():
+            key = gang_key_of(pod)
+            if state is not PodState.BOUND or pod.uid in cache.terminating \
+                    or pod.uid not in cache.ours:
+                unfit.add(key)
+                continue
+            members.setdefault(key, []).append((pod, node))
+        now = self._wall()
+        out = []
+        for key, pods in members.items():
+            if key in unfit or key == gang.key:
+                continue
+            priority = max(p.priority for p, _ in pods)
+            charged = ledger.charged(pods[0][0].uid)
+            victim_queue = charged[0] if charged else ledger.default
+            group = cache.groups.get(key)
+            checkpoint = group.last_checkpoint if group is not None else 0.0
+            started = min(cache.started.get(p.uid, now) for p, _ in pods)
+            victim = priced(Victim(key, priority, tuple(pods),
+                                   borrowed=victim_queue in reclaim_from),
+                            gang.priority, now, max(started, checkpoint))
+            if victim is not None:
+                out.append(victim)
+        return out
+
+    def try_preempt(self, sched: GangScheduler, gang: Gang) -> Preemption | None:
+        if not self.config.preemption:
+            return None
+        reclaim = self.reclaim_from(gang)
+        lowest = self.cache.lowest_priority()
+        if not reclaim and (lowest is None or lowest >= gang.priority):
+            return None  # nobody below it (the common case: one priority): no pod scan
+        if not self.may_preempt(gang, sched.nominated.get(gang.key, frozenset())):
+            return None
+        candidates = self.candidates(gang, reclaim)
+        if not candidates:
+            return None
+        found = nominate_victims(self.cache.snapshot, gang, candidates, sched.nominated,
+                                 filters=sched.profile.filters, scorer=sched.profile.scorer)
+        if found is None:
+            return None
+        uids = {pod.uid for v in found.victims for pod, _ in v.pods}
+        self.evicting[gang.key] = uids
+        self.cache.mark_terminating(uids)
+        self.preemptions += 1
+        queue = self.admission.queue_of_gang(gang)
+        self.metrics.preemptions.labels(queue).inc(len(found.victims))
+        log.info("gang %s preempts %s on %s", gang.key,
+                 ", ".join(v.gang for v in found.victims), sorted(found.nodes))
+        self.evict(found.victims, gang)
+        for binding in found.placement.bindings:
+            self.writer.submit(functools.partial(self._nominate, binding.pod, binding.node))
+        return found
+
+    # --- API writes -------------------------------------------------------------------
+
+    def evict(self, victims: Sequence[Victim], preemptor: Gang) -> None:
+        """The runtime's evict port: a ``Preempted`` Event per victim gang, then each
+        pod marked ``DisruptionTarget`` and deleted gracefully, off the cycle."""
+        queue = self.admission.queue_of_gang(preemptor)
+        for victim in victims:
+            self._announce(victim, preemptor, queue)
+            for pod, _ in victim.pods:
+                self.writer.submit(functools.partial(self._evict, pod, preemptor))
+
+    def post_filter(self, sched: GangScheduler, gang: Gang) -> Status:
+        """``try_preempt`` as a post-filter answer (the cycle's ``PostFilterPlugin``)."""
+        found = self.try_preempt(sched, gang)
+        if found is None:
+            return Status(Code.UNSCHEDULABLE, (), "Preemption")
+        return Status(Code.SUCCESS, (
+            f"preempting {len(found.victims)} gangs "
+            f"({', '.join(v.gang for v in found.victims)})",), "Preemption")
+
+    def _announce(self, victim: Victim, gang: Gang, queue: str) -> None:
+        group = self.cache.groups.get(victim.gang)
+        pod = victim.pods[0][0]
+        ref = (ObjectRef("PodGroup", group.namespace, group.name, group.uid,
+                         PODGROUP_API_VERSION) if group is not None
+               else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
+        why = "reclaiming its queue's quota" if victim.borrowed else "higher priority"
+        self.recorder.event(
+            ref, "Warning", "Preempted",
+            f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): "
+            f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
+            "checkpoint",
+        )
+
+    async def _evict(self, pod: PodRequest, gang: Gang) -> None:
+        condition = {"status": {"conditions": [{
+            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": f"{self.config.scheduler_name}: preempted by {gang.key}",
+            "lastTransitionTime": now_rfc3339(),
+        }]}}  # fmt: skip
+        try:
+            await self.api.patch(pod_path(pod.namespace, pod.name, "status"), condition,
+                                 "strategic")
+        except ApiError as err:
+            if err.status == 404:
+                return
+            log.warning("preemption: marking %s failed: %s", pod.key, err)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
+        for attempt in range(self.config.bind_attempts):
+            try:
+                await self.api.delete(pod_path(pod.namespace, pod.name), body)
+                return
+            except ApiError as err:
+                if err.status in (404, 409):
+                    return
+                if not err.transient or attempt == self.config.bind_attempts - 1:
+                    log.error("preemption: deleting %s failed: %s", pod.key, err)
+                    return
+                await asyncio.sleep(0.2 * 2**attempt)
+
+    async def _nominate(self, pod: PodRequest, node: str) -> None:
+        try:
+            await self.api.patch(pod_path(pod.namespace, pod.name, "status"),
+                                 {"status": {"nominatedNodeName": node}})
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("nominating %s for %s failed: %s", node, pod.key, err)
+
+
+def nominations(cache: ClusterCache, gang: Gang) -> frozenset[str]:
+    """Nodes the gang's pods were nominated to (by this or a previous leader)."""
+    out = set()
+    for member in gang.members:
+        info = cache.pending.get(member.uid)
+        if info is not None and info.nominated_node:
+            out.add(info.nominated_node)
+    return frozenset(out)

@@ -1,0 +1,92 @@
+"""What users see: why a gang waits, and where it went.
+
+An unschedulable gang sets ``PodScheduled=False, reason=Unschedulable`` with the core's
+message on each of its pods (``kubectl get pods`` / ``describe`` show it) and gets one
+``FailedScheduling`` Event on its PodGroup (on the pod for a lone pod). A placed gang
+gets one ``Scheduled`` Event there.
+
+Rate: the core's message names the best domain's free capacity, which changes whenever
+anything is bound or finishes. Re-patching every pod of every waiting gang on each change
+would turn the scheduler into the API server's heaviest writer, so a gang is reported
+when its message changes and at most once per ``interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from .._keys import PODGROUP_API_VERSION
+from ..framework.model import PodRequest
+from ..framework.results import Placement
+from .convert import PodGroupInfo
+from .events import EventRecorder, ObjectRef, now_rfc3339
+
+
+@dataclass(frozen=True, slots=True)
+class _Reported:
+    message: str
+    at: float
+    since: str
+
+
+def _ref(group: PodGroupInfo | None, pods: Sequence[PodRequest]) -> ObjectRef:
+    if group is not None:
+        return ObjectRef("PodGroup", group.namespace, group.name, group.uid, PODGROUP_API_VERSION)
+    pod = pods[0]
+    return ObjectRef("Pod", pod.namespace, pod.name, pod.uid)
+
+
+class Reporter:
+    def __init__(
+        self,
+        recorder: EventRecorder,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+        is_pending: Callable[[str], bool] = lambda uid: True,
+    ) -> None:
+        self._recorder = recorder
+        self._is_pending = is_pending
+        self._interval = interval
+        self._clock = clock
+        self._last: dict[str, _Reported] = {}
+
+    def unschedulable(
+        self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None
+    ) -> bool:
+        """Report unless the same message was reported, or any within ``interval``."""
+        if not pods:
+            return False
+        now = self._clock()
+        prev = self._last.get(key)
+        if prev is not None and (prev.message == message or now - prev.at < self._interval):
+            return False
+        since = prev.since if prev is not None else now_rfc3339()
+        for pod in pods:
+            self._recorder.pod_unschedulable(
+                pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid)
+            )
+        self._recorder.event(_ref(group, pods), "Warning", "FailedScheduling", message)
+        self._last[key] = _Reported(message, now, since)
+        return True
+
+    def scheduled(self, key: str, placement: Placement, group: PodGroupInfo | None) -> None:
+        self._last.pop(key, None)
+        pods = [b.pod for b in placement.bindings]
+        if not pods:
+            return
+        if group is None and len(placement.bindings) == 1:
+            b = placement.bindings[0]
+            message = f"Successfully assigned {b.pod.key} to {b.node}"
+        else:
+            nodes = len({b.node for b in placement.bindings})
+            message = (
+                f"Placed {len(pods)} pods on {nodes} node(s) in {placement.level} "
+                f"{placement.domain}"
+            )
+        self._recorder.event(_ref(group, pods), "Normal", "Scheduled", message)
+
+    def forget(self, key: str) -> None:
+        self._last.pop(key, None)

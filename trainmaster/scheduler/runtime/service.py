@@ -1,0 +1,131 @@
+"""One scheduler replica: metrics server, cache, leader election, the runtime, signals.
+
+Order matters for fast failover: the cache is listed and watched *before* the lease is
+won, so a standby that takes over already knows the cluster and schedules at once.
+Only the leader runs cycles and binds.
+
+Exit codes: 0 after SIGTERM/SIGINT (in-flight binds finished, lease released so the
+standby takes over at once); 1 when the lease was lost (stop immediately, another
+replica may be binding; the Deployment restarts this one as a standby).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainmaster.kubeclient import Kube
+
+from .config import SchedulerConfig
+from .events import default_identity
+from .leader import LeaderElector
+from .loop import SchedulerRuntime
+from .metrics import SchedulerMetrics
+from .tasks import cancel_all
+
+log = logging.getLogger("trainmaster.scheduler")
+
+EXIT_OK = 0
+EXIT_LOST_LEASE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceOptions:
+    kubeconfig: Path | None = None
+    identity: str | None = None
+    wait_for_stdin: bool = False
+    """Start only after a line on stdin: benchmarks exclude interpreter start-up."""
+
+
+async def _wait_stdin() -> None:
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.readline)
+
+
+async def serve(config: SchedulerConfig, options: ServiceOptions,
+                stop: asyncio.Event | None = None) -> int:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+    metrics = SchedulerMetrics()
+    if config.metrics_port:
+        port = metrics.serve(config.metrics_address, config.metrics_port)
+        log.info("metrics on http://%s:%d/metrics", config.metrics_address, port)
+    try:
+        if options.wait_for_stdin:
+            print("ready", flush=True)  # imports done: the parent may start the clock
+            await _wait_stdin()
+            log.debug("started")
+        return await _run(config, options, metrics, stop)
+    finally:
+        metrics.stop()
+
+
+async def _first(stop: asyncio.Event, work: asyncio.Future[Any]) -> bool:
+    """Await ``work`` unless ``stop`` comes first; True if the work finished."""
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if work in done:
+        work.result()
+        return True
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work
+    return False
+
+
+async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: SchedulerMetrics,
+               stop: asyncio.Event) -> int:
+    identity = options.identity or default_identity()
+    api = await Kube.connect(
+        options.kubeconfig, pool=config.bind_concurrency + 8, qps=config.client_qps,
+        burst=config.burst, user_agent="trainmaster-scheduler",
+    )
+    runtime = SchedulerRuntime(api, config, metrics=metrics, identity=identity)
+    election = config.leader_election
+    elector = LeaderElector(api, election, identity) if election.enabled else None
+    # Warm the cache and campaign for the lease at the same time.
+    acquire = asyncio.ensure_future(elector.acquire() if elector else asyncio.sleep(0))
+    try:
+        if not await _first(stop, asyncio.ensure_future(runtime.start())):
+            return EXIT_OK
+        if not await _first(stop, acquire):
+            await runtime.shutdown()
+            return EXIT_OK
+        metrics.leader.set(1)
+        log.info("%s: scheduling pods with schedulerName %s", identity, config.scheduler_name)
+        running = asyncio.ensure_future(runtime.run(stop))
+        holding = asyncio.ensure_future(elector.hold() if elector else asyncio.Event().wait())
+        await asyncio.wait({running, holding}, return_when=asyncio.FIRST_COMPLETED)
+        if holding.done() and not stop.is_set():
+            metrics.leader.set(0)
+            # Bounded: nothing may keep a replica that lost its lease from exiting.
+            await cancel_all([running])
+            await runtime.abort()
+            log.error("%s: exiting (code %d) to campaign again as a standby", identity,
+                      EXIT_LOST_LEASE)
+            return EXIT_LOST_LEASE
+        await cancel_all([holding])  # hold() awaits wait_for: cancel until it ends
+        await running
+        await runtime.shutdown()
+        if elector is not None:
+            await elector.release()
+        metrics.leader.set(0)
+        return EXIT_OK
+    finally:
+        if not acquire.done():
+            acquire.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await acquire
+        await api.close()
