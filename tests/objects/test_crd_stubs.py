@@ -6,13 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.helpers import stack_doc
-from trainmaster.objects import (
-    STUB_ANNOTATION,
-    THIRD_PARTY_CRD_NAMES,
-    build_all,
-    foreign_manager,
-    third_party_crds,
-)
+from trainmaster.api import STUB_ANNOTATION
+from trainmaster.objects import THIRD_PARTY_CRD_NAMES, build_all, foreign_manager, third_party_crds
 from trainmaster.spec import validate_data
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL, UNHEALTHY_TAINT, gang_name
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, UNHEALTHY_TAINT
+from trainmaster.objects import gang_name
 from trainmaster.operator import JobState
 from trainmaster.operator._model import format_time
 from trainmaster.spec import Job

@@ -19,10 +19,9 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL
 from trainmaster.kubeclient import generated_client
 from trainmaster.objects import (
-    ATTEMPT_LABEL,
-    JOB_LABEL,
     TRAININGJOB_GROUP,
     TRAININGJOB_PLURAL,
     TRAININGJOB_VERSION,

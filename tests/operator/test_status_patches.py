@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.operator.builders import at, make_gang_job, make_job, make_node, make_pod, running_state
-from trainmaster.objects import UNHEALTHY_TAINT
+from trainmaster.api import UNHEALTHY_TAINT
 from trainmaster.operator import (
     FENCED_ANNOTATION,
     Action,

@@ -116,7 +116,7 @@ def test_pod_group_annotations() -> None:
 
 
 def test_label_keys_match_the_object_builders() -> None:
-    from trainmaster.objects import POD_GROUP_LABEL, topology_label
+    from trainmaster.api import POD_GROUP_LABEL, topology_label
     from trainmaster.objects._jobs import TOPOLOGY_DOMAIN_ANNOTATION, TOPOLOGY_MODE_ANNOTATION
     from trainmaster.scheduler import _keys
 

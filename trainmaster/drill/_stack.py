@@ -201,7 +201,7 @@ def wait_controllers(stack: RealStack, report: Report, timeout: float = 240) -> 
 
 def job_pods(kube: SyncKube, ns: str, job: str, attempt: int | None = None
              ) -> list[dict[str, Any]]:
-    from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL
+    from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL
     selector = f"{JOB_LABEL}={job}" + (f",{ATTEMPT_LABEL}={attempt}" if attempt is not None
                                        else "")
     return kube.list(pod_path(ns), selector)

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from trainmaster.objects import ATTEMPT_LABEL, UNHEALTHY_TAINT, gang_name
+from trainmaster.api import ATTEMPT_LABEL, UNHEALTHY_TAINT
+from trainmaster.objects import gang_name
 from trainmaster.operator._model import (
     Cause,
     Fault,

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainmaster.api import UNHEALTHY_TAINT
 from trainmaster.kubeclient import Kube, node_path, retry_on_conflict
-from trainmaster.objects import UNHEALTHY_TAINT
 from trainmaster.operator._faults import taint_value
 from trainmaster.operator._model import format_time
 

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from trainmaster.api import CHECKPOINT_ANNOTATION, JOB_LABEL
 from trainmaster.kubeclient import Kube, is_status, job_path, pod_path, podgroup_path
-from trainmaster.objects import CHECKPOINT_ANNOTATION, JOB_LABEL, build_gang, gang_name
+from trainmaster.objects import build_gang, gang_name
 from trainmaster.operator._faults import gang_view
 from trainmaster.operator._model import GangView, NodeHealth, format_time
 from trainmaster.spec import ClusterSpec, Job

@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from trainmaster.api import GPU_RESOURCE
 from trainmaster.metrics_server import MetricsServer
-from trainmaster.objects import GPU_RESOURCE
 from trainmaster.operator._model import NodeHealth
 
 """The operator's /metrics port in its pod (the scheduler's is 10259)."""

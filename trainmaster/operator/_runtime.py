@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import JOB_LABEL
 from trainmaster.kubeclient import TRAININGJOB_API_VERSION, Kube, is_status, node_path
-from trainmaster.objects import JOB_LABEL
 from trainmaster.operator._announce import fenced, topology_unknown
 from trainmaster.operator._datasets import label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import GPU_RESOURCE, QUEUE_LABEL, TOPOLOGY_PREFIX, UNHEALTHY_TAINT
 from trainmaster.kubeclient import (
     ApiError,
     Kube,
@@ -24,7 +25,6 @@ from trainmaster.kubeclient import (
     pod_path,
     trainingjob_path,
 )
-from trainmaster.objects import GPU_RESOURCE, QUEUE_LABEL, TOPOLOGY_PREFIX, UNHEALTHY_TAINT
 from trainmaster.operator._fence import fenced_record, unfence
 from trainmaster.operator._model import PENDING, RESTARTING, parse_time, utcnow
 

@@ -34,14 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL
 from trainmaster.kubeclient import job_path, pod_path, trainingjob_path
-from trainmaster.objects import (
-    ATTEMPT_LABEL,
-    JOB_LABEL,
-    build_gang_job,
-    build_training_job,
-    gang_name,
-)
+from trainmaster.objects import build_gang_job, build_training_job, gang_name
 from trainmaster.operator._bench._world import World, local_cluster
 from trainmaster.polling import wait_until
 from trainmaster.spec import Job
