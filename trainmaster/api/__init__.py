@@ -3,8 +3,9 @@ taint, condition type and reason; Event reasons; the quantity and time parsers.
 
 Dependency-free on purpose (the standard library only, nothing else of trainmaster), so
 the scheduler, the launcher and the node agent can import it without loading the spec
-model, and every component reads the same strings. A test fails if a `trainmaster.io/`
-key literal appears anywhere else in trainmaster's source.
+model, and every component reads the same strings. It runs on Python 3.8: the launcher
+bundle (trainmaster.launch._bundle) carries it into training images. A test fails if a
+`trainmaster.io/` key literal appears anywhere else in trainmaster's source.
 """
 
 from trainmaster.api._conditions import (
@@ -112,6 +113,7 @@ from trainmaster.api._quantity import (
     parse_quantity,
 )
 from trainmaster.api._time import (
+    UTC,
     epoch_seconds,
     format_seconds,
     format_time,
@@ -207,6 +209,7 @@ __all__ = [
     "TRAININGJOB_PLURAL",
     "TRAININGJOB_SHORT_NAMES",
     "UNHEALTHY_TAINT",
+    "UTC",
     "VERSION",
     "SpecApiVersion",
     "app_labels",

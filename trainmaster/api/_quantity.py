@@ -35,7 +35,7 @@ _BYTES = re.compile(BYTES_PATTERN)
 def parse_quantity(value: str | int | float) -> Decimal:
     """A Kubernetes quantity ("500m", "2Gi", "1e3", 8) as a Decimal; ValueError if it is
     not one."""
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return Decimal(str(value))
     text = value.strip()
     match = _QUANTITY.match(text)

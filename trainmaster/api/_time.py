@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timedelta, timezone
+
+UTC = timezone(timedelta(0))
+"""UTC, spelled so that the launcher bundle, which holds this package, runs on Python < 3.11
+(no datetime.UTC)."""
 
 
 def parse_time(text: object) -> datetime | None:
@@ -11,8 +15,8 @@ def parse_time(text: object) -> datetime | None:
     zone is taken as UTC, as the API server means it."""
     if not isinstance(text, str) or not text:
         return None
-    try:
-        parsed = datetime.fromisoformat(text)
+    try:  # Python < 3.11 reads no "Z" (the launcher bundle runs on 3.8)
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

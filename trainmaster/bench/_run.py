@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import BENCH_LABEL
 from trainmaster.bench._cluster import bench_cluster
 from trainmaster.bench._contenders import CONTENDERS, LIMIT, Contender, RunContext, make
 from trainmaster.bench._kube import (
@@ -38,14 +39,7 @@ from trainmaster.bench._kube import (
     wait_nodes_settled,
 )
 from trainmaster.bench._measure import BindWatcher, placement_quality
-from trainmaster.bench._workload import (
-    BENCH_LABEL,
-    GPUS_PER_POD,
-    GangSpec,
-    pod,
-    pod_group,
-    workload,
-)
+from trainmaster.bench._workload import GPUS_PER_POD, GangSpec, pod, pod_group, workload
 from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path

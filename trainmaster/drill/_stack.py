@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from trainmaster import cluster
+from trainmaster.api import NODE_READY, REAL_NODE_LABEL
 from trainmaster.apply import apply_spec
 from trainmaster.cluster import ClusterError
 from trainmaster.cluster._real_nodes import NodeLayout, layouts
@@ -31,7 +32,6 @@ from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import ClusterSpec, Job, load_spec
 
 Report = Callable[[str], None]
-REAL_NODE_LABEL = "trainmaster.io/real-node"
 ON_REAL_NODES: dict[str, Any] = {
     "nodeSelector": {REAL_NODE_LABEL: "true"},
     "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
@@ -181,7 +181,7 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
 def _ready(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
+        c.get("type") == NODE_READY and c.get("status") == "True"
         for c in status.get("conditions") or [])
 
 

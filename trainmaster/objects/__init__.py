@@ -4,15 +4,12 @@ This is the one place where the spec becomes objects: the Pulumi components, `tr
 render` and the operator all call these builders. No Kubernetes client imports here.
 """
 
+from trainmaster.api import GROUP as TRAININGJOB_GROUP
+from trainmaster.api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, TRAININGJOB_PLURAL
+from trainmaster.api import VERSION as TRAININGJOB_VERSION
 from trainmaster.objects._cache import build_cache
 from trainmaster.objects._crds import (
-    PODGROUP_GROUP,
-    PODGROUP_PLURAL,
-    PODGROUP_VERSION,
     THIRD_PARTY_CRD_NAMES,
-    TRAININGJOB_GROUP,
-    TRAININGJOB_PLURAL,
-    TRAININGJOB_VERSION,
     all_crds,
     build_crds,
     foreign_manager,

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from trainmaster.api import CHECKPOINT_ANNOTATION, JOB_LABEL
+from trainmaster.api import CHECKPOINT_ANNOTATION, JOB_LABEL, format_time
 from trainmaster.kubeclient import Kube, is_status, job_path, pod_path, podgroup_path
 from trainmaster.objects import build_gang, gang_name
 from trainmaster.operator._faults import gang_view
-from trainmaster.operator._model import GangView, NodeHealth, format_time
+from trainmaster.operator._model import GangView, NodeHealth
 from trainmaster.spec import ClusterSpec, Job
 
 log = logging.getLogger(__name__)

@@ -16,23 +16,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainmaster.api import RESTARTING, parse_time
 from trainmaster.kubeclient import Kube, is_status, trainingjob_path
 from trainmaster.operator._announce import Announcer, fenced
 from trainmaster.operator._datasets import datasets_waiting, holds
 from trainmaster.operator._decide import decide, old_gang_wait
 from trainmaster.operator._fence import fence
 from trainmaster.operator._gang import GangObjects
-from trainmaster.operator._model import (
-    RESTARTING,
-    Action,
-    Cause,
-    Decision,
-    GangView,
-    JobState,
-    Key,
-    parse_time,
-    utcnow,
-)
+from trainmaster.operator._model import Action, Cause, Decision, GangView, JobState, Key, utcnow
 from trainmaster.operator._nodes import NodeBook
 from trainmaster.operator._specs import InvalidJob, SpecSource, in_namespace
 from trainmaster.operator._status import (

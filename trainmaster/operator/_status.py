@@ -10,29 +10,31 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from trainmaster.objects import gang_name
-from trainmaster.operator._model import (
+from trainmaster.api import (
+    COND_DATASETS_READY,
+    COND_FAILED,
+    COND_RUNNING,
+    COND_SPEC_VALID,
+    COND_SUCCEEDED,
     FAILED,
-    HISTORY_LIMIT,
     INVALID_SPEC,
     MAX_RESTARTS,
     PENDING,
+    REASON_COMPLETED,
+    REASON_GANG_CREATED,
+    REASON_GANG_PENDING,
+    REASON_GANG_RUNNING,
+    REASON_VALID,
+    REASON_WAITING_FOR_WARMUP,
+    REASON_WARM,
     RESTARTING,
     RUNNING,
     SUCCEEDED,
-    Decision,
-    Fault,
-    GangView,
-    JobState,
     format_time,
 )
+from trainmaster.objects import gang_name
+from trainmaster.operator._model import HISTORY_LIMIT, Decision, Fault, GangView, JobState
 from trainmaster.spec import Job
-
-COND_RUNNING = "Running"
-COND_FAILED = "Failed"
-COND_SUCCEEDED = "Succeeded"
-COND_SPEC_VALID = "SpecValid"
-COND_DATASETS_READY = "DatasetsReady"
 
 
 def set_condition(
@@ -75,10 +77,10 @@ def _fault_record(fault: Fault, attempt: int, now: datetime) -> dict[str, Any]:
 
 def start_patch(state: JobState, now: datetime, datasets: bool = False) -> dict[str, Any]:
     """Attempt 0, written before gang r0 is created."""
-    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, REASON_VALID, "", now)
     if datasets or state.condition(COND_DATASETS_READY) is not None:
-        conds = set_condition(conds, COND_DATASETS_READY, True, "Warm", "", now)
-    conds = set_condition(conds, COND_RUNNING, False, "GangCreated", "", now)
+        conds = set_condition(conds, COND_DATASETS_READY, True, REASON_WARM, "", now)
+    conds = set_condition(conds, COND_RUNNING, False, REASON_GANG_CREATED, "", now)
     conds = [c for c in conds if c["type"] != COND_FAILED]
     return {
         "phase": PENDING,
@@ -93,8 +95,8 @@ def hold_patch(state: JobState, reason: str, now: datetime) -> dict[str, Any]:
     """A job held before its first gang (its datasets are not warm yet): Pending, with the
     reason; only the fields that changed. No attempt is recorded, so the next look decides
     to start again and checks again."""
-    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
-    conds = set_condition(conds, COND_DATASETS_READY, False, "WaitingForWarmup", reason, now)
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, REASON_VALID, "", now)
+    conds = set_condition(conds, COND_DATASETS_READY, False, REASON_WAITING_FOR_WARMUP, reason, now)
     wanted = {"phase": PENDING, "pendingReason": reason, "conditions": conds}
     return {k: v for k, v in wanted.items() if state.status.get(k) != v}
 
@@ -175,9 +177,9 @@ def invalid_spec_patch(state: JobState, message: str, now: datetime) -> dict[str
 
 
 def succeed_patch(state: JobState, now: datetime) -> dict[str, Any]:
-    conds = set_condition(state.conditions, COND_SUCCEEDED, True, "Completed",
+    conds = set_condition(state.conditions, COND_SUCCEEDED, True, REASON_COMPLETED,
                           "every pod of the gang succeeded", now)
-    conds = set_condition(conds, COND_RUNNING, False, "Completed", "", now)
+    conds = set_condition(conds, COND_RUNNING, False, REASON_COMPLETED, "", now)
     return {"phase": SUCCEEDED, "pendingReason": None, "completionTime": format_time(now),
             "conditions": conds}
 
@@ -203,10 +205,10 @@ def observe_patch(state: JobState, job: Job, gang: GangView, now: datetime) -> d
     running = gang.count("Running") >= job.nodes
     phase = RUNNING if running else RESTARTING if state.phase == RESTARTING else PENDING
     reason = pending_reason(job, gang)
-    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, REASON_VALID, "", now)
     conds = set_condition(
         conds, COND_RUNNING, running,
-        "GangRunning" if running else "GangPending",
+        REASON_GANG_RUNNING if running else REASON_GANG_PENDING,
         f"{job.nodes} pods Running" if running else (reason or ""), now,
     )
     wanted: dict[str, Any] = {

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, RECOVERY_BASELINE_LABEL
 from trainmaster.kubeclient import job_path, pod_path, trainingjob_path
 from trainmaster.objects import build_gang_job, build_training_job, gang_name
 from trainmaster.operator._bench._world import World, local_cluster
@@ -46,7 +46,7 @@ SCENARIOS = ("pod-failure", "node-not-ready", "missing-heartbeat")
 BASELINES = ("pod-failure", "node-not-ready")
 JOB = "bench"
 BASELINE_JOB = "baseline"
-BASELINE_LABEL = "trainmaster.io/recovery-baseline"
+BASELINE_LABEL = RECOVERY_BASELINE_LABEL
 POLL = 0.1
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import API_VERSION, CLUSTER_KIND
 from trainmaster.operator._world import OperatorWorld
 from trainmaster.spec import ClusterSpec, validate_data
 
@@ -23,8 +24,8 @@ def bench_spec_doc(nodes: int) -> dict[str, Any]:
     """Bench-stack nodes (8 GPUs, 8 rails), leaves of 8, placed by the stock kube-scheduler."""
     leaves = max(1, -(-nodes // 8))
     return {
-        "apiVersion": "trainmaster.io/v1alpha1",
-        "kind": "TrainingCluster",
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_KIND,
         "metadata": {"name": "recovery"},
         "topology": {
             "levels": ["spine", "leaf"],
