@@ -28,6 +28,8 @@ from trainmaster.api import (
 )
 from trainmaster.api import GROUP as TRAININGJOB_GROUP
 from trainmaster.api import VERSION as TRAININGJOB_VERSION
+from trainmaster.objects._openapi import openapi_schema
+from trainmaster.spec import Job
 
 _OWN_MANAGERS = frozenset({"trainmaster", "kube-apiserver"})
 """Field managers of a CRD that trainmaster applied: ours (apply) and the API server's own
@@ -95,21 +97,11 @@ def trainingjob_crd() -> dict[str, Any]:
     schema = {
         "type": "object",
         "properties": {
+            # Generated from the spec's Job model (trainmaster.objects._openapi); the
+            # operator validates the same model, with the cluster's rules on top.
             "spec": {
-                "type": "object",
+                **openapi_schema(Job),
                 "description": "One job of the cluster spec (jobs[]), as validated there.",
-                "x-kubernetes-preserve-unknown-fields": True,
-                "required": ["name", "image", "launcher", "nodes"],
-                "properties": {
-                    "name": {"type": "string"},
-                    "image": {"type": "string"},
-                    "launcher": {
-                        "type": "string",
-                        "enum": ["torchrun", "deepspeed", "megatron", "python"],
-                    },
-                    "nodes": {"type": "integer", "minimum": 1},
-                    "gpusPerPod": {"type": "integer", "minimum": 1},
-                },
             },
             "status": {
                 "type": "object",
