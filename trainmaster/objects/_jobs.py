@@ -48,7 +48,7 @@ from trainmaster.objects._networks import (
     rdma_resources,
 )
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
-from trainmaster.spec import ClusterSpec, Job, job_domain_rule
+from trainmaster.spec import ClusterSpec, Job, job_gang
 
 MASTER_PORT = 29500
 LAUNCHER_DIR = "/opt/trainmaster-launch"
@@ -278,21 +278,21 @@ def build_launch_config(
 def build_pod_group(
     spec: ClusterSpec, job: Job, attempt: int, owner: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    rule = job_domain_rule(spec, job)
+    shape = job_gang(spec, job)
     gang = gang_name(job.name, attempt)
     meta = _meta(spec, job, gang, "gang", owner,
-                 {ATTEMPT_LABEL: str(attempt), QUEUE_LABEL: job.queue})
+                 {ATTEMPT_LABEL: str(attempt), QUEUE_LABEL: shape.queue})
     meta["annotations"] = {
-        TOPOLOGY_DOMAIN_ANNOTATION: rule.domain,
-        TOPOLOGY_MODE_ANNOTATION: rule.mode,
+        TOPOLOGY_DOMAIN_ANNOTATION: shape.domain,
+        TOPOLOGY_MODE_ANNOTATION: shape.mode,
     }
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": "PodGroup",
         "metadata": meta,
         "spec": {
-            "minMember": job.nodes,
-            "minResources": {GPU_RESOURCE: str(job.nodes * job.gpus_per_pod)},
+            "minMember": shape.pods,
+            "minResources": {GPU_RESOURCE: str(shape.gpus)},
             "scheduleTimeoutSeconds": spec.scheduler.gang_timeout_seconds,
         },
     }

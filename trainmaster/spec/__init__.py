@@ -29,7 +29,7 @@ from trainmaster.spec._model import (
     TopologyRule,
     default_topology_policy,
 )
-from trainmaster.spec._rules import job_domain_rule, rule_for_size
+from trainmaster.spec._rules import job_domain_rule, job_gang, rule_for_size
 
 # TODO(issue 22, lead): trainmaster/cli/_cache.py still imports `parse_quantity` from here;
 # switch it to `from trainmaster.api import parse_bytes` and drop this alias.
@@ -57,6 +57,7 @@ __all__ = [
     "format_bytes",
     "format_path",
     "job_domain_rule",
+    "job_gang",
     "json_schema",
     "load_spec",
     "load_spec_text",
