@@ -29,9 +29,9 @@ from trainmaster.objects import (
     spec_configmap_name,
 )
 from trainmaster.operator import OperatorConfig, OperatorThread, SpecRef
-from trainmaster.operator._world import OperatorWorld, now_rfc3339
 from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec, Job, load_spec, validate_data
+from trainmaster.testworld import OperatorWorld, now_rfc3339
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]

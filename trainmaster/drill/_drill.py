@@ -27,7 +27,7 @@ from trainmaster.drill._faults import Killed, kill_container, kill_process, stop
 from trainmaster.drill._logs import RankLog, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube
-from trainmaster.launch._resume import decision_file
+from trainmaster.launch import decision_file
 
 Fault = Callable[[list[Any], Any, dict[str, Any]], Killed]
 SCENARIOS: dict[str, Fault] = {

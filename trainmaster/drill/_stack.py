@@ -24,8 +24,7 @@ import yaml
 from trainmaster import cluster
 from trainmaster.api import NODE_READY, REAL_NODE_LABEL
 from trainmaster.apply import apply_spec
-from trainmaster.cluster import ClusterError
-from trainmaster.cluster._real_nodes import NodeLayout, layouts
+from trainmaster.cluster import ClusterError, NodeLayout, layouts
 from trainmaster.image import Progress
 from trainmaster.kubeclient import SyncKube, pod_path, trainingjob_path
 from trainmaster.polling import WaitTimeout, wait_until

@@ -78,6 +78,7 @@ from trainmaster.objects._scheduler import (
     SCHEDULER_NAMESPACE_RULES,
     SCHEDULER_RULES,
     build_scheduler,
+    config_queues,
     scheduler_config,
 )
 from trainmaster.objects._security import (
@@ -130,6 +131,7 @@ __all__ = [
     "build_spec_configmap",
     "build_training_job",
     "build_training_jobs",
+    "config_queues",
     "foreign_manager",
     "gang_name",
     "grants",

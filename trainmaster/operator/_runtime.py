@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.api import JOB_LABEL
-from trainmaster.kubeclient import TRAININGJOB_API_VERSION, Kube, is_status, node_path
+from trainmaster.kubeclient import TRAININGJOB_API_VERSION, ApiError, Kube, node_path
 from trainmaster.operator._announce import fenced, topology_unknown
 from trainmaster.operator._datasets import label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health
@@ -165,16 +165,16 @@ class Runtime:
                 await topology_unknown(self.kube, name, verdict.unknown, utcnow())
             elif not verdict.unknown:
                 self._topology_reported.discard(name)
-        except Exception as exc:
-            if not is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status != 404:
                 log.warning("could not label the topology of node %s: %s", name, exc)
 
     async def on_warmup_pod(self, body: dict[str, Any]) -> None:
         """A warm-up pod changed: label its node once it holds the dataset."""
         try:
             done = await label_warmed_node(self.kube, body)
-        except Exception as exc:
-            if not is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status != 404:
                 log.warning("could not label the node of warm-up pod %s: %s",
                             (body.get("metadata") or {}).get("name"), exc)
             return
@@ -188,6 +188,6 @@ class Runtime:
                 log.warning("fenced node %s: %s", name, problem)
                 self.metrics.fences.inc()
                 await fenced(self.kube, name, problem, now)
-        except Exception as exc:
-            if not is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status != 404:
                 log.warning("could not fence node %s (%s): %s", name, problem, exc)

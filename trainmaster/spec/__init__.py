@@ -25,15 +25,20 @@ from trainmaster.spec._model import (
     Job,
     Queue,
     ResolvedNode,
+    SchedulerSpec,
     Switch,
     TopologyRule,
     default_topology_policy,
+    resolve_nodes,
 )
 from trainmaster.spec._rules import job_domain_rule, job_gang, rule_for_size
+from trainmaster.spec._semantic import queue_issues
+from trainmaster.spec._yaml import parse_document
 
 # TODO(issue 22, lead): trainmaster/cli/_cache.py still imports `parse_quantity` from here;
 # switch it to `from trainmaster.api import parse_bytes` and drop this alias.
 parse_quantity = parse_bytes
+
 
 __all__ = [
     "API_VERSION",
@@ -46,6 +51,7 @@ __all__ = [
     "Job",
     "Queue",
     "ResolvedNode",
+    "SchedulerSpec",
     "SpecError",
     "SpecInvalidError",
     "SpecIssue",
@@ -62,7 +68,10 @@ __all__ = [
     "load_spec",
     "load_spec_text",
     "parse_bytes",
+    "parse_document",
     "parse_quantity",
+    "queue_issues",
+    "resolve_nodes",
     "rule_for_size",
     "validate_data",
     "validate_job",

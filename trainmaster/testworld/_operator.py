@@ -37,7 +37,7 @@ from trainmaster.objects import (
     spec_configmap_name,
     spec_text,
 )
-from trainmaster.operator._fence import unfence
+from trainmaster.operator import unfence
 from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec
 

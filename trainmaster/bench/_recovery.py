@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, RECOVERY_BASELINE_LABEL
+from trainmaster.bench._errors import BenchError
+from trainmaster.bench._recovery_world import World, local_cluster
 from trainmaster.kubeclient import job_path, pod_path, trainingjob_path
 from trainmaster.objects import build_gang_job, build_training_job, gang_name
-from trainmaster.operator._bench._world import World, local_cluster
 from trainmaster.polling import wait_until
 from trainmaster.spec import Job
 
@@ -50,8 +51,6 @@ BASELINE_LABEL = RECOVERY_BASELINE_LABEL
 POLL = 0.1
 
 
-class BenchError(Exception):
-    pass
 
 
 @dataclass(frozen=True)

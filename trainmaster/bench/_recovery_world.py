@@ -1,5 +1,5 @@
 """The recovery benchmark's world: a local control plane (its own unless given one) and
-the operator world the tests use too (``trainmaster.operator._world``): a namespace with
+the operator world the tests use too (``trainmaster.testworld``): a namespace with
 the cluster-spec ConfigMap and a checkpoint volume, and the operator as a separate
 process, as it runs in production. Everything is undone on exit, failures included.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.api import API_VERSION, CLUSTER_KIND
-from trainmaster.operator._world import OperatorWorld
 from trainmaster.spec import ClusterSpec, validate_data
+from trainmaster.testworld import OperatorWorld
 
 Report = Callable[[str], None]
 
