@@ -2,7 +2,9 @@
 
 from trainmaster.api import API_VERSION, BYTES_PATTERN, format_bytes, parse_bytes
 from trainmaster.errors import TrainmasterError
+from trainmaster.spec._bench import bench_job, bench_spec, large_spec_text
 from trainmaster.spec._capacity import DomainCapacity
+from trainmaster.spec._docs import reference_markdown
 from trainmaster.spec._errors import (
     SpecError,
     SpecInvalidError,
@@ -40,6 +42,7 @@ from trainmaster.spec._yaml import parse_document
 parse_quantity = parse_bytes
 
 
+
 __all__ = [
     "API_VERSION",
     "BYTES_PATTERN",
@@ -59,18 +62,22 @@ __all__ = [
     "Switch",
     "TopologyRule",
     "TrainmasterError",
+    "bench_job",
+    "bench_spec",
     "default_topology_policy",
     "format_bytes",
     "format_path",
     "job_domain_rule",
     "job_gang",
     "json_schema",
+    "large_spec_text",
     "load_spec",
     "load_spec_text",
     "parse_bytes",
     "parse_document",
     "parse_quantity",
     "queue_issues",
+    "reference_markdown",
     "resolve_nodes",
     "rule_for_size",
     "validate_data",
