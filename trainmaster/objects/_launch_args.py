@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 # Rendering lives with the launcher, which renders again for a checkpoint it finds.
 from trainmaster.launch import fill, render_resume_args
+from trainmaster.launch import resume_values as resume_values
 from trainmaster.spec import Job
 
 
