@@ -1,5 +1,6 @@
 """trainmaster's wire contract: API group, versions and kinds; every label, annotation,
-taint, condition type and reason; Event reasons; the quantity and time parsers.
+taint, condition type and reason; Event reasons; the quantity and time parsers; the one
+mapping from a job to the gang the scheduler is asked for (`gang_shape`).
 
 Dependency-free on purpose (the standard library only, nothing else of trainmaster), so
 the scheduler, the launcher and the node agent can import it without loading the spec
