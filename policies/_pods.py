@@ -18,7 +18,7 @@ from policies._k8s import (
     pod_templates,
     ref,
 )
-from trainmaster.objects import GPU_RESOURCE, JOB_LABEL, POD_GROUP_LABEL
+from trainmaster.api import GPU_RESOURCE, JOB_LABEL, POD_GROUP_LABEL
 from trainmaster.spec import ClusterSpec
 
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}$")

@@ -14,7 +14,7 @@ from typing import Any
 
 from policies._core import KubeObject, Violation, rule
 from policies._k8s import get, items, labels, mapping, ref
-from trainmaster.objects import JOB_LABEL
+from trainmaster.api import JOB_LABEL
 from trainmaster.spec import ClusterSpec
 
 RBAC_GROUP = "rbac.authorization.k8s.io"

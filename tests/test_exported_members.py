@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-PACKAGES = ["trainmaster.spec", "trainmaster.objects", "trainmaster.cluster",
+PACKAGES = ["trainmaster.api", "trainmaster.spec", "trainmaster.objects", "trainmaster.cluster",
             "trainmaster.kubeclient", "trainmaster.toolchain", "trainmaster.scheduler",
             "components"]
 

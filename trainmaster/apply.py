@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import CRD_ESTABLISHED
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
 from trainmaster.objects import (
@@ -36,7 +37,7 @@ async def _wait_established(kube: Kube, names: list[str], timeout: float) -> Non
         for name in list(pending):
             conditions = ((await kube.get(crd_path(name))).get("status") or {}).get(
                 "conditions") or []
-            if any(c.get("type") == "Established" and c.get("status") == "True"
+            if any(c.get("type") == CRD_ESTABLISHED and c.get("status") == "True"
                    for c in conditions):
                 pending.discard(name)
         return not pending

@@ -1,9 +1,29 @@
 """The root of trainmaster's exception tree.
 
-TrainmasterError             reported as "error: <message>", exit code 1 unless set
- ├── spec.SpecError          a spec could not be used (see trainmaster.spec)
- ├── toolchain.ToolchainError a pinned binary could not be built or found
- └── cluster.ClusterError    the local control plane could not start, stop or answer
+TrainmasterError                 reported as "error: <message>", exit code 1 unless set
+ ├── spec.SpecError              a spec could not be used
+ │    ├── SpecReadError          not readable, not YAML
+ │    └── SpecInvalidError       every problem, with its path and line
+ ├── apply.ApplyError            `trainmaster apply` could not apply an object
+ ├── bench.BenchError            a benchmark cannot run as asked
+ ├── cluster.ClusterError        the local control plane could not start, stop or answer
+ ├── datacache.CapacityError     a dataset does not fit the node's cache
+ ├── datacache.SourceError       a dataset's source cannot be read
+ ├── engine.EngineError          the Pulumi engine cannot run on this project
+ ├── image.ImageError            the trainmaster image could not be built
+ ├── plan.PlanError              `trainmaster plan` cannot compare two revisions
+ ├── simulate.WorkloadError      a workload or a cluster cannot be simulated
+ │    └── TraceError             a trace file, with its line
+ └── toolchain.ToolchainError    a pinned binary could not be built or found
+
+Outside the tree on purpose: kubeclient.ApiError (and the transport's HttpError), an API
+call's failure with its HTTP status, which callers handle by status (404, 409, transient)
+and wrap into one of the errors above when a person must read it; polling.WaitTimeout, a
+TimeoutError. The CLI's usage errors (exit 2) are the CLI's own.
+
+`except Exception` appears only at a process or task boundary, with a comment that says
+why (a reconcile task, a reporter that must never take training down, a reflector that
+must not stop its stream, a readiness probe); elsewhere code catches the error it means.
 """
 
 from __future__ import annotations

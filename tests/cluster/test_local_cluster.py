@@ -95,8 +95,9 @@ def test_up_installs_multus_nad_crd_and_no_whereabouts_crds_without_real_nodes(
 ) -> None:
     """The NetworkAttachmentDefinition CRD is the Network Plumbing WG's, installed by `cluster
     up` (trainmaster renders no stand-in); whereabouts' CRDs come only with real nodes."""
+    from trainmaster.api import STUB_ANNOTATION
     from trainmaster.kubeclient import ApiError, SyncKube, crd_path
-    from trainmaster.objects import NETWORK_ATTACHMENT_CRD, STUB_ANNOTATION
+    from trainmaster.objects import NETWORK_ATTACHMENT_CRD
 
     with SyncKube.connect(local_cluster.kubeconfig) as kube:
         crd = kube.get(crd_path(NETWORK_ATTACHMENT_CRD))

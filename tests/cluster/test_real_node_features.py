@@ -45,6 +45,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.diagnose import describe_namespace
+from trainmaster.api import DATASET_LABEL, UNHEALTHY_TAINT, dataset_label
 from trainmaster.drill import (
     ON_REAL_NODES,
     RealStack,
@@ -59,7 +60,6 @@ from trainmaster.drill import (
 )
 from trainmaster.kubeclient import SyncKube, api_path, generated_client, node_path, pod_path
 from trainmaster.launch import METRICS_PORT
-from trainmaster.objects import DATASET_LABEL, UNHEALTHY_TAINT, dataset_label
 from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.s3server import S3Server
 

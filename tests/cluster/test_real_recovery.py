@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainmaster.api import JOB_LABEL
 from trainmaster.drill import RealStack, run_drill, start_real_stack, wait_controllers
 from trainmaster.kubeclient import SyncKube, api_path
-from trainmaster.objects import JOB_LABEL
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 

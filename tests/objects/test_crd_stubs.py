@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from tests.helpers import stack_doc
+from trainmaster.api import STUB_ANNOTATION
 from trainmaster.objects import (
     NETWORK_ATTACHMENT_CRD,
     REQUIRED_THIRD_PARTY_CRDS,
-    STUB_ANNOTATION,
     THIRD_PARTY_CRD_NAMES,
     build_all,
     foreign_manager,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL, UNHEALTHY_TAINT, gang_name
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, UNHEALTHY_TAINT, format_time
+from trainmaster.objects import gang_name
 from trainmaster.operator import JobState
-from trainmaster.operator._model import format_time
 from trainmaster.spec import Job
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

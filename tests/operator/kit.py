@@ -19,10 +19,9 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL
 from trainmaster.kubeclient import generated_client
 from trainmaster.objects import (
-    ATTEMPT_LABEL,
-    JOB_LABEL,
     TRAININGJOB_GROUP,
     TRAININGJOB_PLURAL,
     TRAININGJOB_VERSION,
@@ -30,9 +29,9 @@ from trainmaster.objects import (
     spec_configmap_name,
 )
 from trainmaster.operator import OperatorConfig, OperatorThread, SpecRef
-from trainmaster.operator._world import OperatorWorld, now_rfc3339
 from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec, Job, load_spec, validate_data
+from trainmaster.testworld import OperatorWorld, now_rfc3339
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainmaster.objects import DATASET_LABEL, dataset_label
+from trainmaster.api import DATASET_LABEL, dataset_label
 from trainmaster.operator._datasets import (
     Warmed,
     WarmupFailure,

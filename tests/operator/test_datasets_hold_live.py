@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import LocalCluster
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
-from trainmaster.objects import dataset_label
+from trainmaster.api import dataset_label
 from trainmaster.spec import validate_data
 
 pytestmark = pytest.mark.integration

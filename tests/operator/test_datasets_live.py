@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.operator.kit import OperatorEnv, wait_for
-from trainmaster.objects import DATASET_LABEL, dataset_label
+from trainmaster.api import DATASET_LABEL, dataset_label
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ from tests.operator.builders import (
     make_state,
     running_state,
 )
+from trainmaster.api import format_time
 from trainmaster.operator import (
     Action,
     Cause,
@@ -26,7 +27,6 @@ from trainmaster.operator import (
     gang_view,
     node_health,
 )
-from trainmaster.operator._model import format_time
 
 SICK = {"node-1": NodeHealth("NotReady (NodeStatusUnknown)", fenced=False)}
 

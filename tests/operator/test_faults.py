@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
-from trainmaster.objects import UNHEALTHY_TAINT
+from trainmaster.api import UNHEALTHY_TAINT
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ import pytest
 from kubernetes import client
 
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
+from trainmaster.api import JOB_LABEL
 from trainmaster.objects import (
-    JOB_LABEL,
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
     PODGROUP_VERSION,

@@ -15,10 +15,11 @@ from tests.conftest import LocalCluster
 from tests.helpers import stack_doc
 from tests.operator.kit import OperatorEnv, wait_for
 from tests.scheduler.live import free_port, scrape_metrics
+from trainmaster.api import UNHEALTHY_TAINT
 from trainmaster.apply import apply_objects
 from trainmaster.kubeclient import ApiError, crd_path, node_path
 from trainmaster.nodeagent import NicAgent, NicAgentConfig, NicVerdict
-from trainmaster.objects import UNHEALTHY_TAINT, build_all
+from trainmaster.objects import build_all
 from trainmaster.operator import OperatorThread
 from trainmaster.operator._fence import unfence
 from trainmaster.spec import validate_data

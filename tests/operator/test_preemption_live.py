@@ -19,12 +19,8 @@ from kubernetes import client
 from tests.conftest import LocalCluster
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
 from tests.scheduler.live import SchedulerProcess, processes
-from trainmaster.objects import (
-    CHECKPOINT_ANNOTATION,
-    PODGROUP_GROUP,
-    PODGROUP_VERSION,
-    rdma_resources,
-)
+from trainmaster.api import CHECKPOINT_ANNOTATION
+from trainmaster.objects import PODGROUP_GROUP, PODGROUP_VERSION, rdma_resources
 from trainmaster.spec import validate_data
 
 pytestmark = pytest.mark.integration

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.operator.builders import at, make_pod, make_state
+from trainmaster.api import format_time
 from trainmaster.operator import NodeHealth, gang_view
 from trainmaster.operator._decide import DRAIN_GRACE_SECONDS, old_gang_wait
-from trainmaster.operator._model import format_time
 from trainmaster.operator._status import resume_patch
 
 OLD_CKPT = {"path": "/ckpt/step-220", "step": 220, "time": format_time(at(0))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.operator.builders import at, make_gang_job, make_job, make_node, make_pod, running_state
-from trainmaster.objects import UNHEALTHY_TAINT
+from trainmaster.api import UNHEALTHY_TAINT, format_time
 from trainmaster.operator import (
     FENCED_ANNOTATION,
     Action,
@@ -16,7 +16,7 @@ from trainmaster.operator import (
     gang_view,
     unfence_patch,
 )
-from trainmaster.operator._model import HISTORY_LIMIT, format_time
+from trainmaster.operator._model import HISTORY_LIMIT
 from trainmaster.operator._status import fail_patch, observe_patch, restart_patch
 
 FAULT = Fault(Cause.POD_FAILED, "pod gpt-r0-1 exited with code 137 on node-1", ("node-1",),

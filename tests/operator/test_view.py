@@ -9,9 +9,9 @@ import pytest
 
 from tests.operator.builders import T0, at, make_node, make_pod
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
+from trainmaster.api import format_time
 from trainmaster.cli import main
 from trainmaster.cli._status_view import age
-from trainmaster.operator._model import format_time
 from trainmaster.operator._view import summarize, topology_levels
 
 SPINE, LEAF = "topology.trainmaster.io/spine", "topology.trainmaster.io/leaf"

@@ -22,7 +22,7 @@ from tests.policies.builders import (
     trainer,
     with_job,
 )
-from trainmaster.objects import POD_GROUP_LABEL
+from trainmaster.api import POD_GROUP_LABEL
 from trainmaster.spec import ClusterSpec, SpecInvalidError, TopologyRule
 from trainmaster.spec._model import JobTopology
 

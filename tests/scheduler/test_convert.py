@@ -113,20 +113,3 @@ def test_pod_group_annotations() -> None:
     assert info.key == "ns/g" and info.min_member == 4
     assert info.topology == TopologyConstraint("leaf", TopologyMode.REQUIRED)
     assert pod_group_info(group_obj("h", 2)).topology is None
-
-
-def test_label_keys_match_the_object_builders() -> None:
-    from trainmaster.objects import POD_GROUP_LABEL, dataset_label, topology_label
-    from trainmaster.objects._jobs import (
-        DATASETS_ANNOTATION,
-        TOPOLOGY_DOMAIN_ANNOTATION,
-        TOPOLOGY_MODE_ANNOTATION,
-    )
-    from trainmaster.scheduler import _keys
-
-    assert _keys.POD_GROUP_LABEL == POD_GROUP_LABEL
-    assert _keys.topology_label("leaf") == topology_label("leaf")
-    assert _keys.TOPOLOGY_DOMAIN_ANNOTATION == TOPOLOGY_DOMAIN_ANNOTATION
-    assert _keys.TOPOLOGY_MODE_ANNOTATION == TOPOLOGY_MODE_ANNOTATION
-    assert _keys.DATASETS_ANNOTATION == DATASETS_ANNOTATION
-    assert dataset_label("wiki") == _keys.DATASET_LABEL_PREFIX + "wiki"

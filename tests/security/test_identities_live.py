@@ -28,10 +28,10 @@ from kubernetes.client.exceptions import ApiException
 from tests.conftest import LocalCluster
 from tests.helpers import STACKS
 from tests.security.access import Access, Action
+from trainmaster.api import FIELD_MANAGER
 from trainmaster.apply import apply_objects
 from trainmaster.kubeclient import generated_client as sync_client
 from trainmaster.objects import (
-    FIELD_MANAGER,
     NODE_EVENT_NAMESPACE,
     TRAININGJOB_GROUP,
     Grant,

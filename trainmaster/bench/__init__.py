@@ -9,14 +9,27 @@ events, memory).
 """
 
 from trainmaster.bench._contenders import CONTENDERS
+from trainmaster.bench._errors import BenchError
 from trainmaster.bench._placement import (
     PlacementResult,
     ScaleResult,
     placement_at_scale,
     placement_microbench,
 )
+from trainmaster.bench._recovery import (
+    BASELINES as RECOVERY_BASELINES,
+)
+from trainmaster.bench._recovery import (
+    SCENARIOS as RECOVERY_SCENARIOS,
+)
+from trainmaster.bench._recovery import (
+    RecoveryOptions,
+    run_recovery_bench,
+)
+from trainmaster.bench._recovery import (
+    Row as RecoveryRow,
+)
 from trainmaster.bench._run import (
-    BenchError,
     BenchOptions,
     BenchResult,
     ContenderResult,
@@ -26,16 +39,21 @@ from trainmaster.bench._workload import gang_sizes, leaves_needed, workload
 
 __all__ = [
     "CONTENDERS",
+    "RECOVERY_BASELINES",
+    "RECOVERY_SCENARIOS",
     "BenchError",
     "BenchOptions",
     "BenchResult",
     "ContenderResult",
     "PlacementResult",
+    "RecoveryOptions",
+    "RecoveryRow",
     "ScaleResult",
     "gang_sizes",
     "leaves_needed",
     "placement_at_scale",
     "placement_microbench",
+    "run_recovery_bench",
     "run_scheduler_bench",
     "workload",
 ]

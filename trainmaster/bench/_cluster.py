@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import API_VERSION, CLUSTER_KIND
+
 NODES_PER_LEAF = 20
 LEAVES_PER_SPINE = 5
 LEVELS = ("spine", "leaf")
@@ -46,8 +48,8 @@ def bench_spec(nodes: int) -> dict[str, Any]:
             })
         topology["switches"] = spines
     return {
-        "apiVersion": "trainmaster.io/v1alpha1",
-        "kind": "TrainingCluster",
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_KIND,
         "metadata": {"name": "bench"},
         "topology": topology,
         "networks": {

@@ -26,8 +26,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import BENCH_LABEL
 from trainmaster.bench._cluster import bench_cluster
 from trainmaster.bench._contenders import CONTENDERS, LIMIT, Contender, RunContext, make
+from trainmaster.bench._errors import BenchError
 from trainmaster.bench._kube import (
     count_pods,
     create_all,
@@ -38,24 +40,14 @@ from trainmaster.bench._kube import (
     wait_nodes_settled,
 )
 from trainmaster.bench._measure import BindWatcher, placement_quality
-from trainmaster.bench._workload import (
-    BENCH_LABEL,
-    GPUS_PER_POD,
-    GangSpec,
-    pod,
-    pod_group,
-    workload,
-)
-from trainmaster.cluster._sizing import cluster_sizing
-from trainmaster.errors import TrainmasterError
+from trainmaster.bench._workload import GPUS_PER_POD, GangSpec, pod, pod_group, workload
+from trainmaster.cluster import cluster_sizing
 from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
 from trainmaster.scheduler import pod_requests
 
 Report = Callable[[str], None]
 
 
-class BenchError(TrainmasterError):
-    """The benchmark's options cannot work (unknown contender, pods that cannot fit)."""
 
 _ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 

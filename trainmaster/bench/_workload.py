@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainmaster.scheduler import (
+from trainmaster.api import (
+    BENCH_LABEL,
+    GPU_RESOURCE,
     POD_GROUP_LABEL,
     TOPOLOGY_DOMAIN_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
@@ -25,7 +27,6 @@ from trainmaster.scheduler import (
 
 GPUS_PER_POD = 4
 MAX_GANG = 32
-BENCH_LABEL = "trainmaster.io/bench"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def pod(
     """One member; ``rdma`` names the RDMA resources every node has (one of each);
     ``affinity`` adds ``gang_affinity``."""
     requests = {
-        "nvidia.com/gpu": str(GPUS_PER_POD),
+        GPU_RESOURCE: str(GPUS_PER_POD),
         "cpu": "16",
         "memory": "64Gi",
         **{resource: "1" for resource in rdma},
@@ -122,7 +123,7 @@ def pod(
                 }
             ],
             "tolerations": [
-                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
             ],
         },
     }

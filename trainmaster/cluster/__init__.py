@@ -13,6 +13,8 @@ from trainmaster.cluster._control_plane import (
     up,
 )
 from trainmaster.cluster._processes import ClusterError
+from trainmaster.cluster._real_nodes import NodeLayout, layouts
+from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_clusters
 from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_status
 from trainmaster.cluster._temporary import temporary_cluster
@@ -22,14 +24,17 @@ __all__ = [
     "ClusterRecord",
     "ClusterStatus",
     "LeafCapacity",
+    "NodeLayout",
     "UpResult",
     "attach_process",
+    "cluster_sizing",
     "cluster_status",
     "default_state_dir",
     "down",
     "down_state_dir",
     "import_image",
     "known_clusters",
+    "layouts",
     "resolve_state_dir",
     "running_record",
     "temporary_cluster",

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import API_VERSION
+from trainmaster.api import KUBECONFIG_STATE_EXTENSION as STATE_EXTENSION
 from trainmaster.cluster import _network_crds, _real_nodes
 from trainmaster.cluster import _processes as procs
 from trainmaster.cluster._certs import write_pki
@@ -30,7 +32,6 @@ from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._register import register_nodes, wait_nodes_ready
 from trainmaster.cluster._sizing import ClusterSizing, cluster_sizing
 from trainmaster.cluster._state import (
-    STATE_EXTENSION,
     ClusterRecord,
     ProcessRecord,
     default_state_dir,
@@ -103,7 +104,7 @@ def _kubeconfig(
             {
                 "name": STATE_EXTENSION,
                 "extension": {
-                    "apiVersion": "trainmaster.io/v1alpha1",
+                    "apiVersion": API_VERSION,
                     "kind": "LocalCluster",
                     "path": str(state_dir),
                 },
@@ -457,7 +458,7 @@ def resolve_state_dir(kubeconfig: Path | None = None, name: str | None = None) -
         if found is None:
             raise ClusterError(
                 f"{kubeconfig} is not a kubeconfig written by `trainmaster "
-                "cluster up` (no trainmaster.io/state-dir extension)"
+                f"cluster up` (no {STATE_EXTENSION} extension)"
             )
         return found
     if name is not None:

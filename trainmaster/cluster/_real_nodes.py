@@ -27,11 +27,11 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import GPU_RESOURCE, RDMA_PREFIX, REAL_NODE_LABEL
 from trainmaster.cluster import _attachments, _fabric, _host, _whereabouts
 from trainmaster.cluster._node_images import SANDBOX_IMAGE, write_archive
 from trainmaster.cluster._processes import ClusterError, free_port, log_tail
 from trainmaster.objects import build_node
-from trainmaster.objects._labels import GPU_RESOURCE, RDMA_PREFIX
 from trainmaster.spec import ClusterSpec, ResolvedNode
 from trainmaster.toolchain import NODE_FAMILIES, RECIPES, ToolchainError, is_built, tool_path
 
@@ -39,7 +39,6 @@ Launch = Callable[[str, list[str], list[int]], tuple[Any, Path]]
 Report = Callable[[str], None]
 
 CLUSTER_DOMAIN = "cluster.local"
-REAL_NODE_LABEL = "trainmaster.io/real-node"
 # Real nodes run only pods that ask for them: an image that exists only in a registry (a GPU
 # exporter's, say) would never start there, and `pulumi up` would wait on it. Pods meant for
 # real nodes select the label and tolerate this taint.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-STATE_EXTENSION = "trainmaster.io/state-dir"
+from trainmaster.api import KUBECONFIG_STATE_EXTENSION as STATE_EXTENSION
 
 
 def home() -> Path:

@@ -7,10 +7,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainmaster.api import GPU_RESOURCE, TOPOLOGY_PREFIX
 from trainmaster.cluster import _processes as procs
 from trainmaster.cluster._state import ClusterRecord
 from trainmaster.kubeclient import SyncKube, node_path, pod_path
-from trainmaster.objects import GPU_RESOURCE, TOPOLOGY_PREFIX
 from trainmaster.spec import load_spec
 
 

@@ -19,18 +19,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from trainmaster.api import COMPLETION_INDEX_ANNOTATION, GANG_UID_LABEL, parse_time
 from trainmaster.cluster import ClusterError
 from trainmaster.drill._faults import Killed, kill_container, kill_process, stop_kubelet
 from trainmaster.drill._logs import RankLog, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube
-from trainmaster.launch._resume import decision_file
-from trainmaster.objects._jobs import GANG_UID_LABEL
+from trainmaster.launch import decision_file
 
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 Fault = Callable[[list[Any], Any, dict[str, Any]], Killed]
 SCENARIOS: dict[str, Fault] = {
     "process-kill": kill_process,
@@ -86,7 +84,7 @@ class DrillResult:
 
 
 def _index(pod: dict[str, Any]) -> int:
-    return int((pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION, "0"))
+    return int((pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION, "0"))
 
 
 def _logs(stack: RealStack, pods: list[dict[str, Any]]) -> dict[int, RankLog | None]:
@@ -219,7 +217,9 @@ def _completed_vs_decision(stack: RealStack, step: int | None, status: dict[str,
     history = status.get("restartHistory") or []
     if step is None or not history or not history[-1].get("time"):
         return ""
-    decided = datetime.fromisoformat(str(history[-1]["time"]).replace("Z", "+00:00"))
+    decided = parse_time(history[-1]["time"])
+    if decided is None:
+        return ""
     try:
         done = (stack.checkpoints / f"step-{step}" / "COMPLETE").stat().st_mtime
     except OSError:

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmaster.cluster import ClusterError, ClusterRecord, _host
-from trainmaster.cluster._real_nodes import NodeLayout
+from trainmaster.cluster import ClusterError, ClusterRecord, NodeLayout, _host
 from trainmaster.toolchain import tool_path
 
 TRAINING_SCRIPT = "train.py"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from trainmaster.cluster._real_nodes import NodeLayout
+from trainmaster.cluster import NodeLayout
 
 STEP = re.compile(r"^rank (\d+) step (\d+) loss ")
 RESUMED = re.compile(r"^rank (\d+): resumed from (\S+) at step (\d+)$")

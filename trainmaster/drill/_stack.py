@@ -22,16 +22,15 @@ from typing import Any
 import yaml
 
 from trainmaster import cluster
+from trainmaster.api import NODE_READY, REAL_NODE_LABEL
 from trainmaster.apply import apply_spec
-from trainmaster.cluster import ClusterError
-from trainmaster.cluster._real_nodes import NodeLayout, layouts
+from trainmaster.cluster import ClusterError, NodeLayout, layouts
 from trainmaster.image import Progress
 from trainmaster.kubeclient import SyncKube, pod_path, trainingjob_path
 from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import ClusterSpec, Job, load_spec
 
 Report = Callable[[str], None]
-REAL_NODE_LABEL = "trainmaster.io/real-node"
 ON_REAL_NODES: dict[str, Any] = {
     "nodeSelector": {REAL_NODE_LABEL: "true"},
     "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
@@ -181,7 +180,7 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
 def _ready(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
+        c.get("type") == NODE_READY and c.get("status") == "True"
         for c in status.get("conditions") or [])
 
 
@@ -201,7 +200,7 @@ def wait_controllers(stack: RealStack, report: Report, timeout: float = 240) -> 
 
 def job_pods(kube: SyncKube, ns: str, job: str, attempt: int | None = None
              ) -> list[dict[str, Any]]:
-    from trainmaster.objects import ATTEMPT_LABEL, JOB_LABEL
+    from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL
     selector = f"{JOB_LABEL}={job}" + (f",{ATTEMPT_LABEL}={attempt}" if attempt is not None
                                        else "")
     return kube.list(pod_path(ns), selector)

@@ -18,8 +18,7 @@ from pathlib import Path
 import yaml
 
 from trainmaster.errors import TrainmasterError
-from trainmaster.toolchain import family_dir
-from trainmaster.toolchain._recipes import PULUMI_FAMILIES
+from trainmaster.toolchain import PULUMI_FAMILIES, family_dir
 
 __all__ = [
     "DEFAULT_PASSPHRASE",

@@ -2,12 +2,13 @@
 from Debian's packages (mmdebstrap), the project's wheel and its runtime wheels in a venv,
 written as an OCI image archive that `ctr images import` loads (docs/image.md)."""
 
-from trainmaster.image._build import BuiltImage, Progress, build_image, images_dir
+from trainmaster.image._build import STEPS, BuiltImage, Progress, build_image, images_dir
 from trainmaster.image._errors import ImageError
 from trainmaster.image._inputs import DEPLOY_ONLY, Inputs, read_inputs
 
 __all__ = [
     "DEPLOY_ONLY",
+    "STEPS",
     "BuiltImage",
     "ImageError",
     "Inputs",

@@ -14,7 +14,10 @@ the demo all talk to the API server through it.
 - ``*_path`` helpers and ``*_API_VERSION`` names.
 """
 
-from ._client import FIELD_MANAGER, JSON, SKIPPED, Kube
+from trainmaster.api import API_VERSION as TRAININGJOB_API_VERSION
+from trainmaster.api import CRD_API_VERSION, FIELD_MANAGER, PODGROUP_API_VERSION
+
+from ._client import JSON, SKIPPED, Kube
 from ._conflict import retry_on_conflict
 from ._errors import CONFLICT, GONE, NOT_FOUND, TRANSIENT_STATUSES, ApiError, is_status
 from ._fastconfig import KubeConfig, KubeConfigError
@@ -26,10 +29,7 @@ from ._kubeconfig import (
     load_sync_configuration,
 )
 from ._paths import (
-    CRD_API_VERSION,
     KNOWN_PLURALS,
-    PODGROUP_API_VERSION,
-    TRAININGJOB_API_VERSION,
     api_path,
     crd_path,
     event_path,

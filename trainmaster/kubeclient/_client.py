@@ -23,14 +23,13 @@ from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 
+from trainmaster.api import FIELD_MANAGER
+
 from ._errors import ApiError
 from ._http import HttpError, HttpPool
 from ._kubeconfig import load_configuration
 from ._paths import KNOWN_PLURALS, api_path, object_path
 from ._ratelimit import TokenBucket
-
-FIELD_MANAGER = "trainmaster"
-"""Server-side apply's owner of the fields trainmaster declares (= objects.FIELD_MANAGER)."""
 
 JSON = dict[str, Any]
 

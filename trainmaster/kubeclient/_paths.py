@@ -1,9 +1,8 @@
 """API paths, one helper per resource: ``*_API_VERSION`` is always an apiVersion
 (``group/version``), a ``*_path`` function always a URL path.
 
-The two custom apiVersions are repeated here rather than imported from
-trainmaster.objects, which loads the spec model (pydantic) and would slow every scheduler
-start; a unit test keeps the copies equal.
+The apiVersions come from trainmaster.api (dependency-free, so a scheduler start loads no
+spec model).
 """
 
 from __future__ import annotations
@@ -11,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-TRAININGJOB_API_VERSION = "trainmaster.io/v1alpha1"
-PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
+from trainmaster.api import API_VERSION as TRAININGJOB_API_VERSION
+from trainmaster.api import CRD_API_VERSION, PODGROUP_API_VERSION
 
 KNOWN_PLURALS: dict[tuple[str, str], str] = {
     ("v1", "ConfigMap"): "configmaps",

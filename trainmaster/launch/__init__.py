@@ -16,6 +16,7 @@ from trainmaster.launch._progress import (
     compile_step_pattern,
 )
 from trainmaster.launch._reporter import ApiSink, Sink, checkpoint_patch, heartbeat_patch
+from trainmaster.launch._resume import decision_file, fill, render_resume_args, resume_values
 from trainmaster.launch._wrapper import HEARTBEAT_FILE_ENV, LaunchConfig, run_launch
 
 __all__ = [
@@ -35,7 +36,11 @@ __all__ = [
     "Sink",
     "checkpoint_patch",
     "compile_step_pattern",
+    "decision_file",
+    "fill",
     "heartbeat_patch",
+    "render_resume_args",
+    "resume_values",
     "run_launch",
     "step_of",
     "write_bundle",

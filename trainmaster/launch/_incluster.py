@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from trainmaster.api import API_VERSION, TRAININGJOB_PLURAL
+
 ACCOUNT = Path(os.environ.get("TRAINMASTER_SERVICE_ACCOUNT_DIR")
                or "/var/run/secrets/kubernetes.io/serviceaccount")
 """The pod's service-account mount (token, ca.crt); the variable is for tests."""
-TRAININGJOBS = "/apis/trainmaster.io/v1alpha1/namespaces/{ns}/trainingjobs/{name}/status"
+TRAININGJOBS = f"/apis/{API_VERSION}/namespaces/{{ns}}/{TRAININGJOB_PLURAL}/{{name}}/status"
 
 
 def in_cluster(account: Path = ACCOUNT) -> bool:

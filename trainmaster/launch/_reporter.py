@@ -12,23 +12,15 @@ Reporting never stops training: a failed report is logged and retried on the nex
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trainmaster.api import format_time
 from trainmaster.launch._incluster import in_cluster, patch_status
 
 if TYPE_CHECKING:
     from trainmaster.kubeclient import SyncKube
-
-
-UTC_ZONE = timezone(timedelta(0))
-"""UTC, spelled so that the launcher bundle runs on Python < 3.11 (no datetime.UTC)."""
-
-
-def rfc3339(when: datetime) -> str:
-    utc = when.astimezone(UTC_ZONE)
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Sink(Protocol):
@@ -40,18 +32,18 @@ class Sink(Protocol):
 
 
 def heartbeat_patch(when: datetime) -> dict[str, Any]:
-    return {"status": {"lastHeartbeat": rfc3339(when)}}
+    return {"status": {"lastHeartbeat": format_time(when)}}
 
 
 def checkpoint_patch(path: str, step: int, when: datetime) -> dict[str, Any]:
-    stamp = rfc3339(when)
+    stamp = format_time(when)
     # A completed checkpoint is progress too: it moves the heartbeat along with it.
     return {"status": {"lastCheckpoint": {"path": path, "step": step, "time": stamp},
                        "lastHeartbeat": stamp}}
 
 
 def resumed_patch(path: str, step: int, attempt: int, when: datetime) -> dict[str, Any]:
-    stamp = rfc3339(when)
+    stamp = format_time(when)
     return {"status": {"resumedFrom": {"path": path, "step": step, "attempt": attempt,
                                        "time": stamp}}}
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
+from trainmaster.api import UTC as UTC_ZONE
 from trainmaster.launch._checkpoints import CheckpointWatcher, Found
 from trainmaster.launch._metrics import LaunchMetrics
 from trainmaster.launch._progress import (
@@ -45,7 +46,7 @@ from trainmaster.launch._progress import (
     compile_step_pattern,
 )
 from trainmaster.launch._rails import has_rdma_devices, interface_addresses, rail_env
-from trainmaster.launch._reporter import UTC_ZONE, ApiSink, Sink
+from trainmaster.launch._reporter import ApiSink, Sink
 from trainmaster.launch._resume import plan_start, print_notes
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)

@@ -5,11 +5,8 @@ The NIC agent reads the InfiniBand/RoCE ports from sysfs and sets ``NICHealthy``
 operator fences a node on ``NICHealthy=False`` (trainmaster.operator._faults).
 """
 
-from trainmaster.nodeagent._condition import (
-    NIC_CONDITION,
-    condition_patch,
-    report_condition,
-)
+from trainmaster.api import NIC_CONDITION
+from trainmaster.nodeagent._condition import condition_patch, report_condition
 from trainmaster.nodeagent._nic import NicVerdict, judge_ports
 from trainmaster.nodeagent._run import NicAgent, NicAgentConfig
 from trainmaster.nodeagent._sysfs import Port, read_netdevs, read_ports

@@ -11,14 +11,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from trainmaster.api import NIC_CONDITION, format_seconds
 from trainmaster.kubeclient import Kube, node_path
 from trainmaster.nodeagent._nic import NicVerdict
-
-NIC_CONDITION = "NICHealthy"
-
-
-def _time(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition_patch(
@@ -33,8 +28,8 @@ def condition_patch(
         "status": status,
         "reason": verdict.reason,
         "message": verdict.message[:1024],
-        "lastHeartbeatTime": _time(now),
-        "lastTransitionTime": since or _time(now),
+        "lastHeartbeatTime": format_seconds(now),
+        "lastTransitionTime": since or format_seconds(now),
     }]}}
 
 

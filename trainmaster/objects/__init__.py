@@ -4,18 +4,14 @@ This is the one place where the spec becomes objects: the Pulumi components, `tr
 render` and the operator all call these builders. No Kubernetes client imports here.
 """
 
-from trainmaster.objects._cache import DATASET_LABEL, build_cache, dataset_label
+from trainmaster.api import GROUP as TRAININGJOB_GROUP
+from trainmaster.api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, TRAININGJOB_PLURAL
+from trainmaster.api import VERSION as TRAININGJOB_VERSION
+from trainmaster.objects._cache import build_cache
 from trainmaster.objects._crds import (
     NETWORK_ATTACHMENT_CRD,
-    PODGROUP_GROUP,
-    PODGROUP_PLURAL,
-    PODGROUP_VERSION,
     REQUIRED_THIRD_PARTY_CRDS,
-    STUB_ANNOTATION,
     THIRD_PARTY_CRD_NAMES,
-    TRAININGJOB_GROUP,
-    TRAININGJOB_PLURAL,
-    TRAININGJOB_VERSION,
     all_crds,
     build_crds,
     foreign_manager,
@@ -24,10 +20,6 @@ from trainmaster.objects._crds import (
     trainingjob_crd,
 )
 from trainmaster.objects._jobs import (
-    ATTEMPT_LABEL,
-    JOB_LABEL,
-    TOPOLOGY_DOMAIN_ANNOTATION,
-    TOPOLOGY_MODE_ANNOTATION,
     build_gang,
     build_gang_job,
     build_job_identity,
@@ -41,19 +33,6 @@ from trainmaster.objects._jobs import (
     priority_class_name,
     render_launch_script,
     trainer_account,
-)
-from trainmaster.objects._labels import (
-    CHECKPOINT_ANNOTATION,
-    FIELD_MANAGER,
-    GPU_MODEL,
-    GPU_RESOURCE,
-    KWOK_NODE_ANNOTATION,
-    POD_GROUP_LABEL,
-    QUEUE_LABEL,
-    TOPOLOGY_PREFIX,
-    UNHEALTHY_TAINT,
-    app_labels,
-    topology_label,
 )
 from trainmaster.objects._monitoring import build_monitoring
 from trainmaster.objects._networks import (
@@ -101,6 +80,7 @@ from trainmaster.objects._scheduler import (
     SCHEDULER_NAMESPACE_RULES,
     SCHEDULER_RULES,
     build_scheduler,
+    config_queues,
     scheduler_config,
 )
 from trainmaster.objects._security import (
@@ -111,15 +91,7 @@ from trainmaster.objects._security import (
 )
 
 __all__ = [
-    "ATTEMPT_LABEL",
-    "CHECKPOINT_ANNOTATION",
     "COMPONENTS",
-    "DATASET_LABEL",
-    "FIELD_MANAGER",
-    "GPU_MODEL",
-    "GPU_RESOURCE",
-    "JOB_LABEL",
-    "KWOK_NODE_ANNOTATION",
     "LEASE_RULES",
     "NETWORKS_ANNOTATION",
     "NETWORK_ATTACHMENT_CRD",
@@ -130,27 +102,19 @@ __all__ = [
     "PODGROUP_GROUP",
     "PODGROUP_PLURAL",
     "PODGROUP_VERSION",
-    "POD_GROUP_LABEL",
     "PSA_PREFIX",
-    "QUEUE_LABEL",
     "REQUIRED_THIRD_PARTY_CRDS",
     "SCHEDULER_NAMESPACE_RULES",
     "SCHEDULER_RULES",
     "SPEC_KEY",
-    "STUB_ANNOTATION",
     "THIRD_PARTY_CRD_NAMES",
-    "TOPOLOGY_DOMAIN_ANNOTATION",
-    "TOPOLOGY_MODE_ANNOTATION",
-    "TOPOLOGY_PREFIX",
     "TRAININGJOB_GROUP",
     "TRAININGJOB_PLURAL",
     "TRAININGJOB_VERSION",
-    "UNHEALTHY_TAINT",
     "Grant",
     "Workload",
     "all_crds",
     "all_objects",
-    "app_labels",
     "build_all",
     "build_cache",
     "build_crds",
@@ -171,7 +135,7 @@ __all__ = [
     "build_spec_configmap",
     "build_training_job",
     "build_training_jobs",
-    "dataset_label",
+    "config_queues",
     "foreign_manager",
     "gang_name",
     "grants",
@@ -196,7 +160,6 @@ __all__ = [
     "system_namespace",
     "third_party_crds",
     "to_yaml",
-    "topology_label",
     "trainer_account",
     "trainingjob_crd",
     "workloads",

@@ -12,18 +12,10 @@ import json
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from trainmaster.objects._labels import DOMAIN, GPU_RESOURCE, app_labels
+from trainmaster.api import DATASET_LABEL, GPU_RESOURCE, app_labels, parse_bytes
 from trainmaster.objects._rbac import service_account
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
-from trainmaster.spec import CacheSpec, ClusterSpec, Dataset, parse_quantity
-
-DATASET_LABEL = f"{DOMAIN}/dataset"
-"""Label of a warm-up Job and its pods: the dataset it copies."""
-
-
-def dataset_label(dataset: str) -> str:
-    """Node label the operator sets once the node holds the dataset: <label>=true."""
-    return f"dataset.{DOMAIN}/{dataset}"
+from trainmaster.spec import CacheSpec, ClusterSpec, Dataset
 
 
 def _source_mounts(dataset: Dataset) -> list[dict[str, Any]]:
@@ -86,9 +78,9 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
     config = {
         "medium": cache.medium,
         "path": cache.path,
-        "capacityBytes": parse_quantity(cache.capacity),
+        "capacityBytes": parse_bytes(cache.capacity),
         "datasets": {
-            d.name: {"source": d.source, "sizeBytes": parse_quantity(d.size)}
+            d.name: {"source": d.source, "sizeBytes": parse_bytes(d.size)}
             for d in cache.datasets
         },
     }

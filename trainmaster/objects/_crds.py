@@ -16,15 +16,23 @@ from __future__ import annotations
 
 from typing import Any
 
-TRAININGJOB_GROUP = "trainmaster.io"
-TRAININGJOB_VERSION = "v1alpha1"
-TRAININGJOB_PLURAL = "trainingjobs"
-PODGROUP_GROUP = "scheduling.x-k8s.io"
-PODGROUP_VERSION = "v1alpha1"
-PODGROUP_PLURAL = "podgroups"
-
-STUB_ANNOTATION = "trainmaster.io/stub-crd"
-"""On the third-party CRDs trainmaster installs: a stand-in, not the project's own CRD."""
+from trainmaster.api import (
+    APP_MANAGED_BY_LABEL,
+    APP_PART_OF_LABEL,
+    CRD_API_VERSION,
+    PODGROUP_GROUP,
+    PODGROUP_KIND,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+    STUB_ANNOTATION,
+    TRAININGJOB_KIND,
+    TRAININGJOB_PLURAL,
+    TRAININGJOB_SHORT_NAMES,
+)
+from trainmaster.api import GROUP as TRAININGJOB_GROUP
+from trainmaster.api import VERSION as TRAININGJOB_VERSION
+from trainmaster.objects._openapi import openapi_schema
+from trainmaster.spec import Job
 
 _OWN_MANAGERS = frozenset({"trainmaster", "kube-apiserver"})
 """Field managers of a CRD that trainmaster applied: ours (apply) and the API server's own
@@ -71,11 +79,11 @@ def _crd(
     if short_names:
         names["shortNames"] = short_names
     return {
-        "apiVersion": "apiextensions.k8s.io/v1",
+        "apiVersion": CRD_API_VERSION,
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": f"{plural}.{group}",
-            "labels": {"app.kubernetes.io/part-of": "trainmaster"},
+            "labels": {APP_PART_OF_LABEL: "trainmaster"},
         },
         "spec": {"group": group, "scope": scope, "names": names, "versions": [served]},
     }
@@ -92,21 +100,11 @@ def trainingjob_crd() -> dict[str, Any]:
     schema = {
         "type": "object",
         "properties": {
+            # Generated from the spec's Job model (trainmaster.objects._openapi); the
+            # operator validates the same model, with the cluster's rules on top.
             "spec": {
-                "type": "object",
+                **openapi_schema(Job),
                 "description": "One job of the cluster spec (jobs[]), as validated there.",
-                "x-kubernetes-preserve-unknown-fields": True,
-                "required": ["name", "image", "launcher", "nodes"],
-                "properties": {
-                    "name": {"type": "string"},
-                    "image": {"type": "string"},
-                    "launcher": {
-                        "type": "string",
-                        "enum": ["torchrun", "deepspeed", "megatron", "python"],
-                    },
-                    "nodes": {"type": "integer", "minimum": 1},
-                    "gpusPerPod": {"type": "integer", "minimum": 1},
-                },
             },
             "status": {
                 "type": "object",
@@ -142,11 +140,11 @@ def trainingjob_crd() -> dict[str, Any]:
     return _crd(
         TRAININGJOB_GROUP,
         TRAININGJOB_VERSION,
-        "TrainingJob",
+        TRAININGJOB_KIND,
         TRAININGJOB_PLURAL,
         "Namespaced",
         schema,
-        short_names=["tj"],
+        short_names=list(TRAININGJOB_SHORT_NAMES),
         columns=columns,
     )
 
@@ -190,7 +188,7 @@ def podgroup_crd() -> dict[str, Any]:
     return _crd(
         PODGROUP_GROUP,
         PODGROUP_VERSION,
-        "PodGroup",
+        PODGROUP_KIND,
         PODGROUP_PLURAL,
         "Namespaced",
         schema,
@@ -254,5 +252,5 @@ def foreign_manager(existing: dict[str, Any]) -> str | None:
     if others:
         return others[0]
     if (meta.get("annotations") or {}).get(STUB_ANNOTATION) != "true":
-        return (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") or "unknown"
+        return (meta.get("labels") or {}).get(APP_MANAGED_BY_LABEL) or "unknown"
     return None

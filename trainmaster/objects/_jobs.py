@@ -17,20 +17,24 @@ from typing import Any
 
 import jinja2
 
-from trainmaster.launch import BUNDLE_NAME, METRICS_PORT
-from trainmaster.objects._crds import (
-    PODGROUP_GROUP,
-    PODGROUP_VERSION,
-    TRAININGJOB_GROUP,
-    TRAININGJOB_VERSION,
-)
-from trainmaster.objects._labels import (
-    DOMAIN,
+from trainmaster.api import (
+    API_VERSION,
+    ATTEMPT_LABEL,
+    DATASETS_ANNOTATION,
+    GANG_UID_LABEL,
     GPU_RESOURCE,
+    GROUP,
+    JOB_LABEL,
     POD_GROUP_LABEL,
+    PODGROUP_API_VERSION,
     QUEUE_LABEL,
+    TOPOLOGY_DOMAIN_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
     app_labels,
+    format_bytes,
+    parse_bytes,
 )
+from trainmaster.launch import BUNDLE_NAME, METRICS_PORT
 from trainmaster.objects._launch_args import (
     hyper_parameter_args,
     resume_args_env,
@@ -44,15 +48,8 @@ from trainmaster.objects._networks import (
     rdma_resources,
 )
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
-from trainmaster.spec import ClusterSpec, Job, format_bytes, job_domain_rule, parse_quantity
+from trainmaster.spec import ClusterSpec, Job, job_gang
 
-JOB_LABEL = f"{DOMAIN}/job"
-ATTEMPT_LABEL = f"{DOMAIN}/attempt"
-TOPOLOGY_DOMAIN_ANNOTATION = f"{DOMAIN}/topology-domain"
-TOPOLOGY_MODE_ANNOTATION = f"{DOMAIN}/topology-mode"
-DATASETS_ANNOTATION = f"{DOMAIN}/datasets"
-"""On gang pods: the datasets the job reads, comma separated; trainmaster-scheduler's
-DatasetLocality score prefers nodes labelled as holding them."""
 MASTER_PORT = 29500
 LAUNCHER_DIR = "/opt/trainmaster-launch"
 """Where the init container puts the launcher bundle (an emptyDir shared with the trainer)."""
@@ -78,7 +75,7 @@ def gang_name(job: str, attempt: int) -> str:
 def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
     """The TrainingJob resource the operator reconciles: the spec's job, verbatim."""
     return {
-        "apiVersion": f"{TRAININGJOB_GROUP}/{TRAININGJOB_VERSION}",
+        "apiVersion": API_VERSION,
         "kind": "TrainingJob",
         "metadata": {
             "name": job.name,
@@ -113,7 +110,7 @@ def _pod_share(spec: ClusterSpec, job: Job) -> tuple[int, int]:
     share = job.gpus_per_pod / node.gpus
     cpu = job.cpu_per_pod or max(1, int(node.cpu * share * 0.9))
     memory = (
-        parse_quantity(job.memory_per_pod)
+        parse_bytes(job.memory_per_pod)
         if job.memory_per_pod
         else int(node.memory_bytes * share * 0.9) // 2**30 * 2**30
     )
@@ -239,7 +236,7 @@ def build_job_identity(
             "metadata": _meta(spec, job, name, "trainer", owner),
             "rules": [
                 {
-                    "apiGroups": [TRAININGJOB_GROUP],
+                    "apiGroups": [GROUP],
                     "resources": ["trainingjobs/status"],
                     "resourceNames": [job.name],
                     "verbs": ["get", "patch"],
@@ -281,27 +278,25 @@ def build_launch_config(
 def build_pod_group(
     spec: ClusterSpec, job: Job, attempt: int, owner: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    rule = job_domain_rule(spec, job)
+    shape = job_gang(spec, job)
     gang = gang_name(job.name, attempt)
     meta = _meta(spec, job, gang, "gang", owner,
-                 {ATTEMPT_LABEL: str(attempt), QUEUE_LABEL: job.queue})
+                 {ATTEMPT_LABEL: str(attempt), QUEUE_LABEL: shape.queue})
     meta["annotations"] = {
-        TOPOLOGY_DOMAIN_ANNOTATION: rule.domain,
-        TOPOLOGY_MODE_ANNOTATION: rule.mode,
+        TOPOLOGY_DOMAIN_ANNOTATION: shape.domain,
+        TOPOLOGY_MODE_ANNOTATION: shape.mode,
     }
     return {
-        "apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}",
+        "apiVersion": PODGROUP_API_VERSION,
         "kind": "PodGroup",
         "metadata": meta,
         "spec": {
-            "minMember": job.nodes,
-            "minResources": {GPU_RESOURCE: str(job.nodes * job.gpus_per_pod)},
+            "minMember": shape.pods,
+            "minResources": {GPU_RESOURCE: str(shape.gpus)},
             "scheduleTimeoutSeconds": spec.scheduler.gang_timeout_seconds,
         },
     }
 
-
-GANG_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 
 def _container_env(

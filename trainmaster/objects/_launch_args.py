@@ -13,8 +13,8 @@ import shlex
 from dataclasses import dataclass
 
 # Rendering lives with the launcher, which renders again for a checkpoint it finds.
-from trainmaster.launch._resume import fill, render_resume_args
-from trainmaster.launch._resume import resume_values as resume_values
+from trainmaster.launch import fill, render_resume_args
+from trainmaster.launch import resume_values as resume_values
 from trainmaster.spec import Job
 
 

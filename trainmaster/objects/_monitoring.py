@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainmaster.objects._labels import app_labels
+from trainmaster.api import app_labels
 from trainmaster.objects._netpol import allow_metrics
 from trainmaster.objects._nodeagent import build_nic_agent
 from trainmaster.spec import ClusterSpec

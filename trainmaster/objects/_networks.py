@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainmaster.objects._labels import RDMA_PREFIX, app_labels
+from trainmaster.api import RDMA_PREFIX, app_labels
 from trainmaster.spec import ClusterSpec
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"

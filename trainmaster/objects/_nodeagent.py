@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.objects._labels import app_labels
+from trainmaster.api import app_labels
 from trainmaster.objects._networks import rail_devices
 from trainmaster.objects._rbac import identity
 from trainmaster.objects._security import restricted_container, restricted_pod

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.objects._labels import (
-    GPU_MODEL,
+from trainmaster.api import (
+    GPU_MODEL_LABEL,
     GPU_RESOURCE,
+    HOSTNAME_LABEL,
     KWOK_NODE_ANNOTATION,
     topology_label,
 )
@@ -16,11 +17,11 @@ from trainmaster.spec import ClusterSpec, ResolvedNode
 
 def node_labels(spec: ClusterSpec, node: ResolvedNode) -> dict[str, str]:
     labels = {
-        "kubernetes.io/hostname": node.name,
+        HOSTNAME_LABEL: node.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         "type": "kwok",
-        GPU_MODEL: node.gpu_model,
+        GPU_MODEL_LABEL: node.gpu_model,
         # What the NVIDIA GPU operator labels real GPU nodes with; node agents select on it.
         "nvidia.com/gpu.present": "true" if node.gpus else "false",
     }

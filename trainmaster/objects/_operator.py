@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.objects._labels import app_labels
+from trainmaster.api import GROUP, app_labels
 from trainmaster.objects._rbac import identity
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
 from trainmaster.objects._security import (
@@ -22,12 +22,12 @@ _ALL = ["get", "list", "watch", "create", "patch", "update", "delete"]
 
 OPERATOR_RULES: list[dict[str, Any]] = [
     {
-        "apiGroups": ["trainmaster.io"],
+        "apiGroups": [GROUP],
         "resources": ["trainingjobs"],
         "verbs": ["get", "list", "watch", "patch", "update"],
     },
     {
-        "apiGroups": ["trainmaster.io"],
+        "apiGroups": [GROUP],
         "resources": ["trainingjobs/status"],
         "verbs": ["get", "patch", "update"],
     },

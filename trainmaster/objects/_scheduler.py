@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import app_labels
 from trainmaster.objects._jobs import priority_class_name
-from trainmaster.objects._labels import app_labels
 from trainmaster.objects._rbac import identity, role, role_binding
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
 from trainmaster.objects._security import (

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.objects._labels import app_labels
+from trainmaster.api import app_labels
 from trainmaster.objects._netpol import deny_all_ingress
 from trainmaster.spec import ClusterSpec
 

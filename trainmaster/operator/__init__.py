@@ -5,20 +5,11 @@ gangs back from their latest checkpoint: pod failures, sick nodes (fenced) and h
 See docs/operator.md for the launcher contract and what happens when.
 """
 
+from trainmaster.api import FAILED, FENCED_ANNOTATION, PENDING, RESTARTING, RUNNING, SUCCEEDED
 from trainmaster.operator._decide import backoff_seconds, decide
 from trainmaster.operator._faults import HealthRules, find_fault, gang_view, node_health
-from trainmaster.operator._fence import (
-    FENCED_ANNOTATION,
-    fence_patch,
-    fenced_record,
-    unfence_patch,
-)
+from trainmaster.operator._fence import fence_patch, fenced_record, unfence, unfence_patch
 from trainmaster.operator._model import (
-    FAILED,
-    PENDING,
-    RESTARTING,
-    RUNNING,
-    SUCCEEDED,
     Action,
     Cause,
     Decision,
@@ -60,5 +51,6 @@ __all__ = [
     "node_health",
     "operate",
     "run_operator",
+    "unfence",
     "unfence_patch",
 ]

@@ -11,11 +11,28 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from trainmaster.api import (
+    EVENT_FAILED,
+    EVENT_FENCED,
+    EVENT_INVALID_SPEC,
+    EVENT_PREEMPTED,
+    EVENT_RESTARTING,
+    EVENT_RESUMED_NEWER,
+    EVENT_SPEC_CHANGED,
+    EVENT_SUCCEEDED,
+    EVENT_TOPOLOGY_UNKNOWN,
+    EVENT_WAITING_FOR_DATASETS,
+    FAILED,
+    SUCCEEDED,
+    UNHEALTHY_TAINT,
+    WARMUP_FAILED,
+    topology_label,
+)
 from trainmaster.kubeclient import Kube
 from trainmaster.objects import gang_name
 from trainmaster.operator import _events as events
 from trainmaster.operator._datasets import WarmupFailure
-from trainmaster.operator._model import FAILED, SUCCEEDED, Cause, JobState
+from trainmaster.operator._model import Cause, JobState
 from trainmaster.spec import Job
 
 
@@ -51,12 +68,12 @@ class Announcer:
         what = f"{entry.get('cause')}: {entry.get('message')}{blamed}"
         gang = gang_name(job.name, state.attempt)
         if entry.get("cause") == str(Cause.SPEC_CHANGED):
-            await self._once(body, "Normal", "SpecChanged",
+            await self._once(body, "Normal", EVENT_SPEC_CHANGED,
                              f"{what}: new gang {gang}, resuming from {resume}", now,
                              f"r{state.attempt}.specchanged")
             return
         if entry.get("cause") == str(Cause.PREEMPTED):
-            await self._once(body, "Normal", "Preempted",
+            await self._once(body, "Normal", EVENT_PREEMPTED,
                              f"{what}: new gang {gang}, resuming from {resume} (not counted "
                              "against maxRestarts)", now, f"r{state.attempt}.preempted")
             return
@@ -65,7 +82,7 @@ class Announcer:
         when = f" in {wait:.0f}s" if wait else ""
         message = (f"restart {entry.get('restart')}/{job.restart_policy.max_restarts}: "
                    f"{what}; new gang {gang}{when}, resuming from {resume}")
-        await self._once(body, "Warning", "Restarting", message, now,
+        await self._once(body, "Warning", EVENT_RESTARTING, message, now,
                          f"r{state.attempt}.restarting")
 
     async def resumed(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
@@ -79,7 +96,7 @@ class Announcer:
         if not path or path == state.resume_from:
             return
         chosen = state.resume_from or "the start (no checkpoint reported)"
-        await self._once(body, "Normal", "ResumedNewer",
+        await self._once(body, "Normal", EVENT_RESUMED_NEWER,
                          f"gang {gang_name(state.name, state.attempt)} resumed from {path} "
                          f"(step {entry.get('step')}), found complete in the checkpoint "
                          f"directory at start-up: newer than {chosen}, the newest reported "
@@ -87,31 +104,31 @@ class Announcer:
 
     async def end(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
         if state.phase == SUCCEEDED:
-            await self._once(body, "Normal", "Succeeded",
+            await self._once(body, "Normal", EVENT_SUCCEEDED,
                              f"every pod of {gang_name(state.name, state.attempt)} succeeded", now,
                              f"r{state.attempt}.succeeded")
             return
         cond = state.condition(FAILED)
         if state.phase == FAILED and cond is not None:
-            await self._once(body, "Warning", "Failed",
+            await self._once(body, "Warning", EVENT_FAILED,
                              f"{cond.get('reason')}: {cond.get('message')}", now,
                              f"r{state.attempt}.failed")
 
     async def waiting_for_datasets(self, body: dict[str, Any], state: JobState, reason: str,
                                    now: datetime) -> None:
-        await self._once(body, "Normal", "WaitingForDatasets",
+        await self._once(body, "Normal", EVENT_WAITING_FOR_DATASETS,
                          f"held until its datasets are warm: {reason}", now,
                          f"g{state.generation}.waitingfordatasets")
 
     async def warmup_failed(self, body: dict[str, Any], failure: WarmupFailure,
                             now: datetime) -> None:
         """One Warning per failed run of a warm-up pod that this job waits for."""
-        await self._once(body, "Warning", "WarmupFailed", failure.describe(), now,
+        await self._once(body, "Warning", WARMUP_FAILED, failure.describe(), now,
                          f"warmupfailed.{failure.pod}.{failure.attempt}")
 
     async def invalid_spec(self, body: dict[str, Any], state: JobState, message: str,
                            now: datetime) -> None:
-        await self._once(body, "Warning", "InvalidSpec", message, now,
+        await self._once(body, "Warning", EVENT_INVALID_SPEC, message, now,
                          f"g{state.generation}.invalidspec")
 
 
@@ -119,8 +136,8 @@ async def fenced(kube: Kube, node: str, problem: str, now: datetime) -> None:
     """A fence, on the Node. Best effort: the node's trainmaster.io/fenced annotation and
     the restart Event (which names the node) carry the same facts."""
     ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "uid": node}}
-    await events.post(kube, ref, "Warning", "Fenced",
-                      f"{problem}: cordoned and tainted trainmaster.io/unhealthy:NoSchedule "
+    await events.post(kube, ref, "Warning", EVENT_FENCED,
+                      f"{problem}: cordoned and tainted {UNHEALTHY_TAINT}:NoSchedule "
                       "by trainmaster; gangs on it are restarted elsewhere", now)
 
 
@@ -128,8 +145,8 @@ async def topology_unknown(kube: Kube, node: str, levels: tuple[str, ...], now: 
     """A GPU node whose place in the switch tree is unknown: the scheduler cannot keep a
     gang's traffic under one switch on it."""
     ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "uid": node}}
-    labels = ", ".join(f"topology.trainmaster.io/{lv}" for lv in levels)
-    await events.post(kube, ref, "Warning", "TopologyUnknown",
+    labels = ", ".join(topology_label(lv) for lv in levels)
+    await events.post(kube, ref, "Warning", EVENT_TOPOLOGY_UNKNOWN,
                       f"no {labels}: the spec's switch tree does not name this node and no "
                       "topology.nodeLabels label is set on it; name it in topology.switches, "
                       "map a level to a label it has, or label it yourself", now)

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from trainmaster.api import DATASET_LABEL, dataset_label
 from trainmaster.kubeclient import Kube, node_path
-from trainmaster.objects import DATASET_LABEL, dataset_label
 from trainmaster.spec import ClusterSpec, Job
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -6,14 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from trainmaster.api import FAILED, INVALID_SPEC, MAX_RESTARTS, NON_RETRYABLE, SUCCEEDED
 from trainmaster.operator._faults import find_fault, progress_time
 from trainmaster.operator._model import (
     BACKOFF_CAP_SECONDS,
-    FAILED,
-    INVALID_SPEC,
-    MAX_RESTARTS,
-    NON_RETRYABLE,
-    SUCCEEDED,
     Action,
     Cause,
     Decision,

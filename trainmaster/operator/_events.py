@@ -8,8 +8,8 @@ import socket
 from datetime import datetime
 from typing import Any
 
+from trainmaster.api import REPORTING_COMPONENT_PREFIX, format_seconds
 from trainmaster.kubeclient import CONFLICT, Kube, event_path, is_status
-from trainmaster.operator._model import format_seconds
 
 COMPONENT = "trainmaster-operator"
 NODE_EVENT_NAMESPACE = "default"
@@ -54,7 +54,7 @@ def build_event(
         # The API limits an Event message to 1 KiB.
         "message": message[:1024],
         "source": {"component": COMPONENT},
-        "reportingComponent": f"trainmaster.io/{COMPONENT}",
+        "reportingComponent": f"{REPORTING_COMPONENT_PREFIX}{COMPONENT}",
         "reportingInstance": socket.gethostname()[:128],
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,

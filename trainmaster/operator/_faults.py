@@ -8,7 +8,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from trainmaster.objects import ATTEMPT_LABEL, UNHEALTHY_TAINT, gang_name
+from trainmaster.api import (
+    ATTEMPT_LABEL,
+    COMPLETION_INDEX_ANNOTATION,
+    DISRUPTION_TARGET,
+    GPU_CONDITION,
+    JOB_COMPLETE,
+    JOB_FAILED,
+    NIC_CONDITION,
+    NODE_READY,
+    POD_SCHEDULED,
+    PREEMPTION_BY_SCHEDULER,
+    UNHEALTHY_TAINT,
+)
+from trainmaster.objects import gang_name
 from trainmaster.operator._model import (
     Cause,
     Fault,
@@ -19,7 +32,6 @@ from trainmaster.operator._model import (
 )
 from trainmaster.spec import Job
 
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 MAIN_CONTAINER = "trainer"
 
 
@@ -31,7 +43,7 @@ class HealthRules:
     (what a GPU health agent such as a node-problem-detector plugin would set).
     """
 
-    bad: tuple[tuple[str, str], ...] = (("GPUHealthy", "False"), ("NICHealthy", "False"))
+    bad: tuple[tuple[str, str], ...] = ((GPU_CONDITION, "False"), (NIC_CONDITION, "False"))
 
     @classmethod
     def parse(cls, items: Iterable[str]) -> HealthRules:
@@ -53,7 +65,7 @@ def node_health(node: Mapping[str, Any], rules: HealthRules) -> NodeHealth:
     bad = dict(rules.bad)
     for cond in (node.get("status") or {}).get("conditions") or []:
         kind, status = cond.get("type"), cond.get("status")
-        if kind == "Ready" and status != "True":
+        if kind == NODE_READY and status != "True":
             problems.append(f"NotReady ({cond.get('reason') or status})")
         elif kind in bad and status == bad[kind]:
             why = cond.get("reason") or cond.get("message") or ""
@@ -74,10 +86,6 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-PREEMPTION_REASON = "PreemptionByScheduler"
-"""The DisruptionTarget reason trainmaster-scheduler (like kube-scheduler) sets on a victim."""
-
-
 def pod_view(pod: Mapping[str, Any]) -> PodView:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -95,15 +103,16 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
             break
     unschedulable = preempted_by = None
     for cond in status.get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+        if cond.get("type") == POD_SCHEDULED and cond.get("status") == "False":
             unschedulable = cond.get("message") or cond.get("reason") or "not scheduled"
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True" \
-                and cond.get("reason") == PREEMPTION_REASON:
+        if cond.get("type") == DISRUPTION_TARGET and cond.get("status") == "True" \
+                and cond.get("reason") == PREEMPTION_BY_SCHEDULER:
             preempted_by = cond.get("message") or "the scheduler"
     return PodView(
         name=meta.get("name", ""),
         attempt=_int_or_none(labels.get(ATTEMPT_LABEL)),
-        index=_int_or_none(annotations.get(COMPLETION_INDEX, labels.get(COMPLETION_INDEX))),
+        index=_int_or_none(annotations.get(COMPLETION_INDEX_ANNOTATION,
+                                           labels.get(COMPLETION_INDEX_ANNOTATION))),
         node=(pod.get("spec") or {}).get("nodeName") or None,
         phase=status.get("phase") or "Pending",
         deleting=bool(meta.get("deletionTimestamp")),
@@ -137,10 +146,10 @@ def gang_view(
             stale_jobs.append(meta.get("name", ""))
             continue
         job_exists, job_uid = True, meta.get("uid")
-        failed = _condition(job, "Failed")
+        failed = _condition(job, JOB_FAILED)
         if failed is not None:
             job_failed = failed.get("message") or failed.get("reason") or "the Job failed"
-        job_complete = _condition(job, "Complete") is not None
+        job_complete = _condition(job, JOB_COMPLETE) is not None
     current: list[PodView] = []
     stale: list[PodView] = []
     preempted_by = None

@@ -13,13 +13,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainmaster.api import FENCED_ANNOTATION, UNHEALTHY_TAINT, format_time
 from trainmaster.kubeclient import Kube, node_path, retry_on_conflict
-from trainmaster.objects import UNHEALTHY_TAINT
 from trainmaster.operator._faults import taint_value
-from trainmaster.operator._model import format_time
-
-FENCED_ANNOTATION = "trainmaster.io/fenced"
-"""JSON {reason, time, cordoned}: why and when; cordoned = whether we cordoned it."""
 
 
 def fence_patch(node: dict[str, Any], problem: str, now: datetime) -> dict[str, Any] | None:

@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from trainmaster.kubeclient import Kube, is_status, job_path, pod_path, podgroup_path
-from trainmaster.objects import CHECKPOINT_ANNOTATION, JOB_LABEL, build_gang, gang_name
+from trainmaster.api import CHECKPOINT_ANNOTATION, JOB_LABEL, format_time
+from trainmaster.kubeclient import ApiError, Kube, job_path, pod_path, podgroup_path
+from trainmaster.objects import build_gang, gang_name
 from trainmaster.operator._faults import gang_view
-from trainmaster.operator._model import GangView, NodeHealth, format_time
+from trainmaster.operator._model import GangView, NodeHealth
 from trainmaster.spec import ClusterSpec, Job
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,8 @@ class GangObjects:
                             result)
         try:
             await self.kube.apply(gang_job)
-        except Exception as exc:
-            if not is_status(exc, 422):
+        except ApiError as exc:
+            if exc.status != 422:
                 raise
             # A Job's pod template is immutable: a changed cluster spec reaches the gang at
             # its next attempt, not by rewriting this one. Said once per gang, not per event.
@@ -84,8 +85,8 @@ class GangObjects:
         try:
             await self.kube.patch(podgroup_path(namespace, name), {"metadata": {
                 "annotations": {CHECKPOINT_ANNOTATION: format_time(when)}}})
-        except Exception as exc:
-            if not is_status(exc, 404):  # no PodGroup (CRD missing): nothing to mark
+        except ApiError as exc:
+            if exc.status != 404:  # no PodGroup (CRD missing): nothing to mark
                 raise
         self._marked[key] = when
 
@@ -120,6 +121,6 @@ class GangObjects:
         try:
             await self.kube.patch(job_path(namespace, gang_name(job.name, attempt)),
                                   {"spec": {"suspend": True}})
-        except Exception as exc:
-            if not is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status != 404:
                 raise

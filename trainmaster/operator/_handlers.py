@@ -22,9 +22,8 @@ from typing import Any
 
 import kopf
 
+from trainmaster.api import DATASET_LABEL, JOB_LABEL
 from trainmaster.objects import (
-    DATASET_LABEL,
-    JOB_LABEL,
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
     PODGROUP_VERSION,

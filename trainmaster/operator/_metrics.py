@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from trainmaster.api import GPU_RESOURCE, NODE_READY, UNHEALTHY_TAINT
 from trainmaster.metrics_server import MetricsServer
-from trainmaster.objects import GPU_RESOURCE
 from trainmaster.operator._model import NodeHealth
 
 """The operator's /metrics port in its pod (the scheduler's is 10259)."""
@@ -30,7 +30,7 @@ def _gpus(node: Mapping[str, Any]) -> float:
 
 def _ready(node: Mapping[str, Any]) -> bool:
     for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
+        if cond.get("type") == NODE_READY:
             return bool(cond.get("status") == "True")
     return False
 
@@ -49,7 +49,7 @@ class OperatorMetrics:
             registry=r,
         )  # fmt: skip
         self.node_fenced = Gauge(
-            f"{ns}_node_fenced", "1 while the node carries the trainmaster.io/unhealthy taint.",
+            f"{ns}_node_fenced", f"1 while the node carries the {UNHEALTHY_TAINT} taint.",
             ["node"], registry=r,
         )  # fmt: skip
         self.node_gpus = Gauge(

@@ -22,17 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-PENDING = "Pending"
-RUNNING = "Running"
-RESTARTING = "Restarting"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-TERMINAL = frozenset({SUCCEEDED, FAILED})
-
-# Reasons of the Failed condition.
-NON_RETRYABLE = "NonRetryableExitCode"
-MAX_RESTARTS = "MaxRestartsExceeded"
-INVALID_SPEC = "InvalidSpec"
+from trainmaster.api import COND_FAILED, parse_time
 
 BACKOFF_CAP_SECONDS = 600
 """restartPolicy.backoffSeconds doubles per restart up to this (the spec's documented cap)."""
@@ -62,25 +52,6 @@ class Key(NamedTuple):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def format_time(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def format_seconds(when: datetime) -> str:
-    """RFC 3339 with whole seconds: what v1 Event timestamps accept."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -182,7 +153,7 @@ class JobState:
 
     @property
     def failure_reason(self) -> str | None:
-        cond = self.condition(FAILED)
+        cond = self.condition(COND_FAILED)
         return str(cond.get("reason")) if cond and cond.get("status") == "True" else None
 
 

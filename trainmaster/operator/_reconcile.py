@@ -16,23 +16,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from trainmaster.kubeclient import Kube, is_status, trainingjob_path
+from trainmaster.api import RESTARTING, parse_time
+from trainmaster.kubeclient import ApiError, Kube, trainingjob_path
 from trainmaster.operator._announce import Announcer, fenced
 from trainmaster.operator._datasets import WarmupFailures, datasets_waiting, holds
 from trainmaster.operator._decide import decide, old_gang_wait
 from trainmaster.operator._fence import fence
 from trainmaster.operator._gang import GangObjects
-from trainmaster.operator._model import (
-    RESTARTING,
-    Action,
-    Cause,
-    Decision,
-    GangView,
-    JobState,
-    Key,
-    parse_time,
-    utcnow,
-)
+from trainmaster.operator._model import Action, Cause, Decision, GangView, JobState, Key, utcnow
 from trainmaster.operator._nodes import NodeBook
 from trainmaster.operator._specs import InvalidJob, SpecSource, in_namespace
 from trainmaster.operator._status import (
@@ -79,8 +70,8 @@ class Reconciler:
     async def __call__(self, key: Key, apply: bool) -> float | None:
         try:
             body = await self.kube.get(trainingjob_path(key.namespace, key.name))
-        except Exception as exc:
-            if is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status == 404:
                 raise Gone() from None
             raise
         if (body.get("metadata") or {}).get("deletionTimestamp"):
@@ -248,8 +239,8 @@ class Reconciler:
         problem = health.problem if health and health.problem else "unhealthy"
         try:
             changed = await fence(self.kube, node, problem, now)
-        except Exception as exc:
-            if is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status == 404:
                 return  # the node is gone: nothing will land there anyway
             raise
         if changed:
@@ -266,8 +257,8 @@ class Reconciler:
         url = trainingjob_path(state.namespace, state.name, "status")
         try:
             result = await self.kube.patch(url, patch)
-        except Exception as exc:
-            if is_status(exc, 409):
+        except ApiError as exc:
+            if exc.status == 409:
                 raise Retry("the TrainingJob changed while deciding; deciding again", 0) from None
             raise
         return JobState.from_body(result)

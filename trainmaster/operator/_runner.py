@@ -16,11 +16,9 @@ import threading
 
 import kopf
 
+from trainmaster.api import KOPF_ANNOTATION_PREFIX
 from trainmaster.operator._handlers import build_registry
 from trainmaster.operator._runtime import OperatorConfig
-
-DOMAIN = "trainmaster.io"
-
 
 _PATTERN_CHARS = frozenset("*?[]!,")
 """What makes a kopf namespace argument a pattern rather than one namespace's name."""
@@ -42,9 +40,10 @@ def kopf_settings(in_thread: bool = False, scan: bool = True) -> kopf.OperatorSe
     # We post our own Events (restarts, fencing); kopf's per-handler chatter would bury them.
     settings.posting.enabled = False
     # Keep kopf's bookkeeping in our annotations, out of the status that people read.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=DOMAIN)
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+        prefix=KOPF_ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=DOMAIN, key="last-handled-configuration"
+        prefix=KOPF_ANNOTATION_PREFIX, key="last-handled-configuration"
     )
     # Reconnect watches well before an idle load balancer would cut them.
     settings.watching.server_timeout = 300

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmaster.kubeclient import TRAININGJOB_API_VERSION, Kube, is_status, node_path
-from trainmaster.objects import JOB_LABEL
+from trainmaster.api import JOB_LABEL
+from trainmaster.kubeclient import TRAININGJOB_API_VERSION, ApiError, Kube, node_path
 from trainmaster.operator._announce import fenced, topology_unknown
 from trainmaster.operator._datasets import WarmupFailures, label_warmed_node
 from trainmaster.operator._faults import HealthRules, node_health
@@ -166,8 +166,8 @@ class Runtime:
                 await topology_unknown(self.kube, name, verdict.unknown, utcnow())
             elif not verdict.unknown:
                 self._topology_reported.discard(name)
-        except Exception as exc:
-            if not is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status != 404:
                 log.warning("could not label the topology of node %s: %s", name, exc)
 
     async def on_warmup_pod(self, body: dict[str, Any], event_type: str | None = None
@@ -183,8 +183,8 @@ class Runtime:
             return
         try:
             done = await label_warmed_node(self.kube, body)
-        except Exception as exc:
-            if not is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status != 404:
                 log.warning("could not label the node of warm-up pod %s: %s",
                             (body.get("metadata") or {}).get("name"), exc)
             return
@@ -198,6 +198,6 @@ class Runtime:
                 log.warning("fenced node %s: %s", name, problem)
                 self.metrics.fences.inc()
                 await fenced(self.kube, name, problem, now)
-        except Exception as exc:
-            if not is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status != 404:
                 log.warning("could not fence node %s (%s): %s", name, problem, exc)

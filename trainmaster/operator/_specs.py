@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmaster.kubeclient import Kube, api_path, is_status
+from trainmaster.kubeclient import ApiError, Kube, api_path
 from trainmaster.objects import SPEC_KEY
 from trainmaster.operator._supervisor import Retry
 from trainmaster.spec import (
@@ -68,8 +68,8 @@ class SpecSource:
         url = api_path("v1", "configmaps", self._ref.namespace, self._ref.configmap)
         try:
             cm = await self._kube.get(url)
-        except Exception as exc:
-            if is_status(exc, 404):
+        except ApiError as exc:
+            if exc.status == 404:
                 raise Retry(f"cluster spec {self._ref.describe()} not found", 10) from None
             raise
         version = str(cm["metadata"].get("resourceVersion"))

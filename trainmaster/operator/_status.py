@@ -10,32 +10,34 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from trainmaster.objects import gang_name
-from trainmaster.operator._model import (
+from trainmaster.api import (
+    COND_DATASETS_READY,
+    COND_FAILED,
+    COND_RUNNING,
+    COND_SPEC_VALID,
+    COND_SUCCEEDED,
     FAILED,
-    HISTORY_LIMIT,
     INVALID_SPEC,
     MAX_RESTARTS,
     PENDING,
+    REASON_COMPLETED,
+    REASON_GANG_CREATED,
+    REASON_GANG_PENDING,
+    REASON_GANG_RUNNING,
+    REASON_VALID,
+    REASON_WAITING_FOR_WARMUP,
+    REASON_WARM,
     RESTARTING,
     RUNNING,
     SUCCEEDED,
-    Decision,
-    Fault,
-    GangView,
-    JobState,
+    WARMUP_FAILED,
+    WARMUP_TIMEOUT,
     format_time,
     parse_time,
 )
+from trainmaster.objects import gang_name
+from trainmaster.operator._model import HISTORY_LIMIT, Decision, Fault, GangView, JobState
 from trainmaster.spec import Job
-
-COND_RUNNING = "Running"
-COND_FAILED = "Failed"
-COND_SUCCEEDED = "Succeeded"
-COND_SPEC_VALID = "SpecValid"
-COND_DATASETS_READY = "DatasetsReady"
-WARMUP_FAILED = "WarmupFailed"
-WARMUP_TIMEOUT = "WarmupTimeout"
 
 
 def set_condition(
@@ -78,10 +80,10 @@ def _fault_record(fault: Fault, attempt: int, now: datetime) -> dict[str, Any]:
 
 def start_patch(state: JobState, now: datetime, datasets: bool = False) -> dict[str, Any]:
     """Attempt 0, written before gang r0 is created."""
-    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, REASON_VALID, "", now)
     if datasets or state.condition(COND_DATASETS_READY) is not None:
-        conds = set_condition(conds, COND_DATASETS_READY, True, "Warm", "", now)
-    conds = set_condition(conds, COND_RUNNING, False, "GangCreated", "", now)
+        conds = set_condition(conds, COND_DATASETS_READY, True, REASON_WARM, "", now)
+    conds = set_condition(conds, COND_RUNNING, False, REASON_GANG_CREATED, "", now)
     conds = [c for c in conds if c["type"] != COND_FAILED]
     return {
         "phase": PENDING,
@@ -98,13 +100,13 @@ def hold_patch(state: JobState, reason: str, now: datetime, failure: str | None 
     reason, and the last warm-up failure of its datasets if there is one (`WarmupFailed`);
     only the fields that changed. No attempt is recorded, so the next look decides to start
     again and checks again."""
-    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, REASON_VALID, "", now)
     if failure:
         conds = set_condition(conds, COND_DATASETS_READY, False, WARMUP_FAILED,
                               f"{reason}; {failure}", now)
     else:
-        conds = set_condition(conds, COND_DATASETS_READY, False, "WaitingForWarmup", reason,
-                              now)
+        conds = set_condition(conds, COND_DATASETS_READY, False, REASON_WAITING_FOR_WARMUP,
+                              reason, now)
     wanted = {"phase": PENDING, "pendingReason": reason, "conditions": conds}
     return {k: v for k, v in wanted.items() if state.status.get(k) != v}
 
@@ -204,9 +206,9 @@ def invalid_spec_patch(state: JobState, message: str, now: datetime) -> dict[str
 
 
 def succeed_patch(state: JobState, now: datetime) -> dict[str, Any]:
-    conds = set_condition(state.conditions, COND_SUCCEEDED, True, "Completed",
+    conds = set_condition(state.conditions, COND_SUCCEEDED, True, REASON_COMPLETED,
                           "every pod of the gang succeeded", now)
-    conds = set_condition(conds, COND_RUNNING, False, "Completed", "", now)
+    conds = set_condition(conds, COND_RUNNING, False, REASON_COMPLETED, "", now)
     return {"phase": SUCCEEDED, "pendingReason": None, "completionTime": format_time(now),
             "conditions": conds}
 
@@ -232,10 +234,10 @@ def observe_patch(state: JobState, job: Job, gang: GangView, now: datetime) -> d
     running = gang.count("Running") >= job.nodes
     phase = RUNNING if running else RESTARTING if state.phase == RESTARTING else PENDING
     reason = pending_reason(job, gang)
-    conds = set_condition(state.conditions, COND_SPEC_VALID, True, "Valid", "", now)
+    conds = set_condition(state.conditions, COND_SPEC_VALID, True, REASON_VALID, "", now)
     conds = set_condition(
         conds, COND_RUNNING, running,
-        "GangRunning" if running else "GangPending",
+        REASON_GANG_RUNNING if running else REASON_GANG_PENDING,
         f"{job.nodes} pods Running" if running else (reason or ""), now,
     )
     wanted: dict[str, Any] = {

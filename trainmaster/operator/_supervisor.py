@@ -73,6 +73,10 @@ class _Worker:
                 log.log(level, "%s/%s: %s; retrying in %.0fs", *self.key, exc, exc.delay)
                 delay, self.apply = exc.delay, True
             except Exception:
+                # The boundary of one job's reconcile task: whatever goes wrong for one
+                # TrainingJob (an API outage, a bug its spec triggers) is logged with its
+                # traceback and retried with backoff, and must not end the task that
+                # serves the job nor reach the other jobs' tasks.
                 failures += 1
                 delay, self.apply = min(30.0, 0.5 * 2**failures), True
                 log.exception("%s/%s: reconcile failed; retrying in %.1fs", *self.key, delay)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainmaster.objects import GPU_RESOURCE, topology_label
+from trainmaster.api import GPU_RESOURCE, topology_label
 from trainmaster.spec import ClusterSpec, Switch
 
 

@@ -16,6 +16,16 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import (
+    GPU_RESOURCE,
+    NODE_READY,
+    PENDING,
+    QUEUE_LABEL,
+    RESTARTING,
+    TOPOLOGY_PREFIX,
+    UNHEALTHY_TAINT,
+    parse_time,
+)
 from trainmaster.kubeclient import (
     ApiError,
     Kube,
@@ -24,9 +34,8 @@ from trainmaster.kubeclient import (
     pod_path,
     trainingjob_path,
 )
-from trainmaster.objects import GPU_RESOURCE, QUEUE_LABEL, TOPOLOGY_PREFIX, UNHEALTHY_TAINT
 from trainmaster.operator._fence import fenced_record, unfence
-from trainmaster.operator._model import PENDING, RESTARTING, parse_time, utcnow
+from trainmaster.operator._model import utcnow
 
 
 @dataclass
@@ -133,7 +142,7 @@ def _usable(node: dict[str, Any]) -> bool:
     if any(t.get("key") == UNHEALTHY_TAINT for t in spec.get("taints") or []):
         return False
     conds = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    return any(c.get("type") == NODE_READY and c.get("status") == "True" for c in conds)
 
 
 def queue_rows(pods: list[dict[str, Any]], queues: list[dict[str, Any]]) -> list[QueueRow]:

@@ -4,6 +4,8 @@ scheduler's own queue and placement core, compared with classic placement polici
 See docs/simulate.md for the model, its limits and the trace format.
 """
 
+from trainmaster.simulate._report import write_report
+
 from ._cluster import SimCluster, bench_cluster, spec_cluster
 from ._convert import CONVERTERS, convert_trace
 from ._engine import Simulation
@@ -40,4 +42,5 @@ __all__ = [
     "spec_cluster",
     "spec_queues",
     "synthetic_jobs",
+    "write_report",
 ]

@@ -61,8 +61,7 @@ def bench_cluster(nodes: int) -> SimCluster:
 
 def spec_cluster(path: Path) -> SimCluster:
     """The nodes of a TrainingCluster spec (validated as ``trainmaster validate`` does)."""
-    from trainmaster.spec import load_spec
-    from trainmaster.spec._model import resolve_nodes
+    from trainmaster.spec import load_spec, resolve_nodes
 
     spec = load_spec(path)
     resolved = resolve_nodes(spec.topology)

@@ -82,7 +82,8 @@ class _Run:
 
 
 def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterState) -> TopologyConstraint:
-    topology = job.topology or config.topology_for(job.pods)
+    gang = job.gang(config.policy)
+    topology = TopologyConstraint(gang.domain, TopologyMode(gang.mode))
     try:
         snapshot.rank(topology.level)
     except ValueError:

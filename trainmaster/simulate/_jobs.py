@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from trainmaster.api import GangShape, SizeRule, gang_shape
 from trainmaster.errors import TrainmasterError
 from trainmaster.scheduler import TopologyConstraint
 
@@ -32,6 +34,11 @@ class Job:
     @property
     def gpus(self) -> int:
         return self.pods * self.gpus_per_pod
+
+    def gang(self, policy: Iterable[SizeRule]) -> GangShape:
+        """What it asks the scheduler for: the mapping the operator's PodGroups use too."""
+        own = (self.topology.level, self.topology.mode.value) if self.topology else None
+        return gang_shape(self.pods, self.gpus_per_pod, self.queue, self.priority, own, policy)
 
     def where(self) -> str:
         return f"job {self.id!r}" + (f" (line {self.line})" if self.line else "")

@@ -78,7 +78,7 @@ def _from_scheduler_section(queues: Sequence[Queue], preemption: bool,
                             source: str) -> QueueConfig:
     """Spec queues -> the scheduler's config entries -> ``QueueSpec``: the same two steps
     (``config_queues``, ``queue_specs``) that the deployed scheduler's queues take."""
-    from trainmaster.objects._scheduler import config_queues
+    from trainmaster.objects import config_queues
 
     specs = tuple(queue_specs(config_queues(queues)))
     priorities = {q.name: q.priority for q in queues}
@@ -99,11 +99,15 @@ def file_queues(path: Path) -> QueueConfig:
     ``scheduler`` section; every problem names the field and exits 1."""
     from pydantic import ValidationError
 
-    from trainmaster.spec import SpecInvalidError, SpecIssue, SpecReadError
-    from trainmaster.spec._load import format_path
-    from trainmaster.spec._model import SchedulerSpec
-    from trainmaster.spec._semantic import queue_issues
-    from trainmaster.spec._yaml import parse_document
+    from trainmaster.spec import (
+        SchedulerSpec,
+        SpecInvalidError,
+        SpecIssue,
+        SpecReadError,
+        format_path,
+        parse_document,
+        queue_issues,
+    )
 
     source = str(path)
     try:

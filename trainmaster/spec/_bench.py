@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import API_VERSION, CLUSTER_KIND
 from trainmaster.spec._load import load_spec_text, validate_data, validate_job
 from trainmaster.spec._model import ClusterSpec
 
@@ -47,8 +48,8 @@ def large_spec_text(
         for s, i in enumerate(range(0, len(leaves), leaves_per_spine))
     ]
     doc = {
-        "apiVersion": "trainmaster.io/v1alpha1",
-        "kind": "TrainingCluster",
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_KIND,
         "metadata": {"name": "large"},
         "topology": {"levels": ["spine", "leaf"], "switches": spines},
         "networks": {

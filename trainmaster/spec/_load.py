@@ -17,12 +17,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticError
 
+from trainmaster.api import SPEC_SCHEMA_ID
 from trainmaster.spec import _semantic
 from trainmaster.spec._errors import SpecInvalidError, SpecIssue, SpecReadError
 from trainmaster.spec._model import ClusterSpec, Job
 from trainmaster.spec._yaml import NOT_FAST, LineMap, fast_parse, parse_document
 
-SCHEMA_ID = "https://trainmaster.io/schemas/cluster.schema.json"
 _PATTERN_HINTS = {
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "use lowercase letters, digits and '-', starting and "
     "ending with a letter or digit (a DNS label)",
@@ -34,7 +34,8 @@ _PATTERN_HINTS = {
 def json_schema() -> dict[str, Any]:
     """The spec's JSON Schema (2020-12), generated from the model."""
     schema = ClusterSpec.model_json_schema(by_alias=True)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SPEC_SCHEMA_ID,
+            **schema}
 
 
 @lru_cache(maxsize=1)

@@ -17,9 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from trainmaster import __version__
-from trainmaster.spec._quantity import QUANTITY_PATTERN, parse_quantity
-
-API_VERSION = "trainmaster.io/v1alpha1"
+from trainmaster.api import BYTES_PATTERN, SpecApiVersion, parse_bytes
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
 LabelKey = Annotated[
@@ -28,7 +26,7 @@ LabelKey = Annotated[
           max_length=317),
 ]
 JobName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
-Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, examples=["512Gi", "15Ti"])]
+Quantity = Annotated[str, Field(pattern=BYTES_PATTERN, examples=["512Gi", "15Ti"])]
 Cidr = Annotated[
     str,
     Field(pattern=r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$", examples=["10.10.0.0/16"]),
@@ -574,7 +572,7 @@ class Metadata(_Model):
 class ClusterSpec(_Model):
     """A training cluster and its work, as checked into git."""
 
-    api_version: Literal["trainmaster.io/v1alpha1"]
+    api_version: SpecApiVersion
     """Always `trainmaster.io/v1alpha1`."""
     kind: Literal["TrainingCluster"]
     """Always `TrainingCluster`."""
@@ -647,11 +645,11 @@ class ResolvedNode:
 
     @property
     def memory_bytes(self) -> int:
-        return parse_quantity(self.memory)
+        return parse_bytes(self.memory)
 
     @property
     def local_disk_bytes(self) -> int:
-        return parse_quantity(self.local_disk)
+        return parse_bytes(self.local_disk)
 
 
 # --- the switch tree expanded into a flat, ordered node list ---------------------------------

@@ -11,10 +11,10 @@ import re
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 
+from trainmaster.api import format_bytes, parse_bytes
 from trainmaster.spec._capacity import DomainCapacity
 from trainmaster.spec._errors import SpecIssue
 from trainmaster.spec._model import DATASET_SCHEMES, ClusterSpec, Job, Queue, Switch, Topology
-from trainmaster.spec._quantity import format_bytes, parse_quantity
 from trainmaster.spec._rules import job_domain_rule
 
 MAX_NODES = 100_000
@@ -249,7 +249,7 @@ def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 f"cache.datasets[{i}].volume",
                 f"a volume holds a file:///path source, not {dataset.source!r}: "
                 "make the source the path the volume is mounted at, or drop the volume")
-    capacity = parse_quantity(cache.capacity)
+    capacity = parse_bytes(cache.capacity)
     smallest = min(spec.nodes, key=lambda n: n.local_disk_bytes, default=None)
     if smallest is not None and capacity > smallest.local_disk_bytes:
         yield SpecIssue(
@@ -328,7 +328,7 @@ def _job_fits(
         )
     if job.memory_per_pod is not None:
         biggest = max(n.memory_bytes for n in eligible)
-        if parse_quantity(job.memory_per_pod) > biggest:
+        if parse_bytes(job.memory_per_pod) > biggest:
             yield SpecIssue(
                 f"{path}.memoryPerPod",
                 f"{job.memory_per_pod} is more than the {format_bytes(biggest)} memory per node",

@@ -15,6 +15,7 @@ from trainmaster.toolchain._recipes import (
     K8S_VERSION,
     MONITORING_FAMILIES,
     NODE_FAMILIES,
+    PULUMI_FAMILIES,
     RECIPES,
     Recipe,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "K8S_VERSION",
     "MONITORING_FAMILIES",
     "NODE_FAMILIES",
+    "PULUMI_FAMILIES",
     "RECIPES",
     "BuildResult",
     "Recipe",

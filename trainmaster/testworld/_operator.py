@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import CRD_ESTABLISHED, GPU_CONDITION
 from trainmaster.kubeclient import (
     ApiError,
     SyncKube,
@@ -36,7 +37,7 @@ from trainmaster.objects import (
     spec_configmap_name,
     spec_text,
 )
-from trainmaster.operator._fence import unfence
+from trainmaster.operator import unfence
 from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec
 
@@ -51,7 +52,7 @@ def now_rfc3339() -> str:
 
 def _established(crd: dict[str, Any]) -> bool:
     conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    return any(c.get("type") == CRD_ESTABLISHED and c.get("status") == "True" for c in conditions)
 
 
 def ensure_cluster_objects(kube: SyncKube, spec: ClusterSpec, timeout: float = 60) -> None:
@@ -169,7 +170,7 @@ class OperatorWorld:
         """What a GPU health agent reports: condition GPUHealthy."""
         self.touched_nodes.add(node)
         self.kube.patch(node_path(node, "status"), {"status": {"conditions": [{
-            "type": "GPUHealthy", "status": status, "reason": reason, "message": message,
+            "type": GPU_CONDITION, "status": status, "reason": reason, "message": message,
             "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}]}},
             "strategic")
 
@@ -182,7 +183,7 @@ class OperatorWorld:
                                 f"{KWOK_NOT_READY}/jitter-delay": None}}}, "strategic")
             conditions = (self.kube.get(node_path(node)).get("status") or {}).get(
                 "conditions") or []
-            if any(c.get("type") == "GPUHealthy" for c in conditions):
+            if any(c.get("type") == GPU_CONDITION for c in conditions):
                 self.set_gpu_condition(node, "True", "Healthy", "")
             self.kube.run(unfence(self.kube.kube, node))
 

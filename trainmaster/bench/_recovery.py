@@ -34,15 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, RECOVERY_BASELINE_LABEL
+from trainmaster.bench._errors import BenchError
+from trainmaster.bench._recovery_world import World, local_cluster
 from trainmaster.kubeclient import job_path, pod_path, trainingjob_path
-from trainmaster.objects import (
-    ATTEMPT_LABEL,
-    JOB_LABEL,
-    build_gang_job,
-    build_training_job,
-    gang_name,
-)
-from trainmaster.operator._bench._world import World, local_cluster
+from trainmaster.objects import build_gang_job, build_training_job, gang_name
 from trainmaster.polling import wait_until
 from trainmaster.spec import Job
 
@@ -51,12 +47,10 @@ SCENARIOS = ("pod-failure", "node-not-ready", "missing-heartbeat")
 BASELINES = ("pod-failure", "node-not-ready")
 JOB = "bench"
 BASELINE_JOB = "baseline"
-BASELINE_LABEL = "trainmaster.io/recovery-baseline"
+BASELINE_LABEL = RECOVERY_BASELINE_LABEL
 POLL = 0.1
 
 
-class BenchError(Exception):
-    pass
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The recovery benchmark's world: a local control plane (its own unless given one) and
-the operator world the tests use too (``trainmaster.operator._world``): a namespace with
+the operator world the tests use too (``trainmaster.testworld``): a namespace with
 the cluster-spec ConfigMap and a checkpoint volume, and the operator as a separate
 process, as it runs in production. Everything is undone on exit, failures included.
 """
@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainmaster.operator._world import OperatorWorld
+from trainmaster.api import API_VERSION, CLUSTER_KIND
 from trainmaster.spec import ClusterSpec, validate_data
+from trainmaster.testworld import OperatorWorld
 
 Report = Callable[[str], None]
 
@@ -23,8 +24,8 @@ def bench_spec_doc(nodes: int) -> dict[str, Any]:
     """Bench-stack nodes (8 GPUs, 8 rails), leaves of 8, placed by the stock kube-scheduler."""
     leaves = max(1, -(-nodes // 8))
     return {
-        "apiVersion": "trainmaster.io/v1alpha1",
-        "kind": "TrainingCluster",
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_KIND,
         "metadata": {"name": "recovery"},
         "topology": {
             "levels": ["spine", "leaf"],

@@ -1,0 +1,80 @@
+"""TrainingJob phases, condition types and reasons, and the reasons of the Events
+trainmaster posts. Written by the operator, read by `trainmaster status`, tests and people
+(`kubectl get tj`, `kubectl describe`)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- status.phase --------------------------------------------------------------------
+
+PENDING: Final = "Pending"
+RUNNING: Final = "Running"
+RESTARTING: Final = "Restarting"
+SUCCEEDED: Final = "Succeeded"
+FAILED: Final = "Failed"
+TERMINAL: Final = frozenset({SUCCEEDED, FAILED})
+
+# --- status.conditions[].type --------------------------------------------------------
+
+COND_RUNNING: Final = "Running"
+COND_FAILED: Final = "Failed"
+COND_SUCCEEDED: Final = "Succeeded"
+COND_SPEC_VALID: Final = "SpecValid"
+COND_DATASETS_READY: Final = "DatasetsReady"
+
+# --- status.conditions[].reason ------------------------------------------------------
+
+REASON_VALID: Final = "Valid"
+"""SpecValid=True."""
+REASON_WARM: Final = "Warm"
+"""DatasetsReady=True."""
+REASON_WAITING_FOR_WARMUP: Final = "WaitingForWarmup"
+"""DatasetsReady=False."""
+WARMUP_FAILED: Final = "WarmupFailed"
+"""DatasetsReady=False: a warm-up pod of a dataset the job waits for failed (also an Event
+reason, carrying the pod's message)."""
+WARMUP_TIMEOUT: Final = "WarmupTimeout"
+"""Failed: the datasets were not warm within cache.warmupTimeoutMinutes."""
+REASON_GANG_CREATED: Final = "GangCreated"
+REASON_GANG_RUNNING: Final = "GangRunning"
+REASON_GANG_PENDING: Final = "GangPending"
+REASON_COMPLETED: Final = "Completed"
+NON_RETRYABLE: Final = "NonRetryableExitCode"
+"""Failed: a pod exited with a code restartPolicy.retryableExitCodes does not list."""
+MAX_RESTARTS: Final = "MaxRestartsExceeded"
+"""Failed: restartPolicy.maxRestarts used up."""
+INVALID_SPEC: Final = "InvalidSpec"
+"""Failed and SpecValid=False: the spec does not validate (also an Event reason)."""
+# Running=False after a restart carries the restart's cause (operator `Cause`) as reason.
+
+# --- Event reasons -------------------------------------------------------------------
+
+EVENT_RESTARTING: Final = "Restarting"
+EVENT_SPEC_CHANGED: Final = "SpecChanged"
+EVENT_PREEMPTED: Final = "Preempted"
+EVENT_RESUMED_NEWER: Final = "ResumedNewer"
+EVENT_SUCCEEDED: Final = "Succeeded"
+EVENT_FAILED: Final = "Failed"
+EVENT_WAITING_FOR_DATASETS: Final = "WaitingForDatasets"
+EVENT_INVALID_SPEC: Final = INVALID_SPEC
+EVENT_FENCED: Final = "Fenced"
+"""On a Node the operator cordoned and tainted."""
+EVENT_TOPOLOGY_UNKNOWN: Final = "TopologyUnknown"
+"""On a GPU Node whose place in the switch tree is unknown."""
+
+# --- conditions of other kinds trainmaster reads or writes ---------------------------
+
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+"""Pod condition set on a preemption victim before it is evicted."""
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
+"""DisruptionTarget's reason when trainmaster-scheduler (like kube-scheduler) preempts."""
+POD_SCHEDULED: Final = "PodScheduled"
+NODE_READY: Final = "Ready"
+NIC_CONDITION: Final = "NICHealthy"
+"""Node condition the NIC agent sets; the operator fences on NICHealthy=False."""
+GPU_CONDITION: Final = "GPUHealthy"
+"""Node condition a GPU health agent sets; the operator fences on GPUHealthy=False."""
+CRD_ESTABLISHED: Final = "Established"
+JOB_COMPLETE: Final = "Complete"
+JOB_FAILED: Final = "Failed"

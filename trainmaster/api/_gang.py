@@ -1,0 +1,65 @@
+"""A job as a gang: the one mapping from what a job asks (pods, GPUs, queue, priority, its
+own topology constraint) to what the scheduler is asked for. The operator writes it as a
+PodGroup and its pods (trainmaster.objects.build_gang), the simulator submits it directly,
+and the scheduler applies the same policy to a PodGroup that names no topology.
+
+Plain values in, plain values out, so every side can use it without the others' types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+CLUSTER_DOMAIN: Final = "cluster"
+"""The domain that holds every node: no constraint on placement."""
+PREFERRED: Final = "preferred"
+REQUIRED: Final = "required"
+
+
+class SizeRule(Protocol):
+    """One rule of a topology policy (the spec's `scheduler.topologyPolicy[]`)."""
+
+    @property
+    def max_nodes(self) -> int | None: ...
+    @property
+    def domain(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class GangShape:
+    """What the scheduler is asked to place for one attempt of a job."""
+
+    pods: int
+    """Members, one per node: the PodGroup's minMember."""
+    gpus_per_pod: int
+    queue: str
+    priority: int | None
+    """None: the queue's priority."""
+    domain: str
+    """The topology domain the gang must (mode `required`) or should fit in."""
+    mode: str
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+
+def rule_for_size(policy: Iterable[SizeRule], pods: int) -> tuple[str, str]:
+    """(domain, mode) of the first rule whose maxNodes covers `pods` (one pod per node),
+    else anywhere in the cluster, preferred."""
+    for rule in policy:
+        if rule.max_nodes is None or pods <= rule.max_nodes:
+            return rule.domain, rule.mode
+    return CLUSTER_DOMAIN, PREFERRED
+
+
+def gang_shape(pods: int, gpus_per_pod: int, queue: str, priority: int | None,
+               own: tuple[str, str] | None, policy: Iterable[SizeRule]) -> GangShape:
+    """The gang of a job: its own (domain, mode) when it names one, else the policy's rule
+    for its size."""
+    domain, mode = own if own is not None else rule_for_size(policy, pods)
+    return GangShape(pods, gpus_per_pod, queue, priority, domain, mode)
