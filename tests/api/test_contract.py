@@ -108,7 +108,7 @@ def _gang(queue: str) -> list[dict[str, object]]:
 
 
 def test_the_queue_label_is_written_on_the_gang_and_read_by_the_scheduler() -> None:
-    from trainmaster.scheduler import pod_group_info, pod_info
+    from trainmaster.scheduler.runtime.convert import pod_group_info, pod_info
 
     objects = {o["kind"]: o for o in _gang("team-a")}
     group, job = objects["PodGroup"], objects["Job"]
@@ -123,7 +123,7 @@ def test_the_queue_label_is_written_on_the_gang_and_read_by_the_scheduler() -> N
 
 
 def test_the_checkpoint_annotation_as_the_operator_writes_it_is_read_by_the_scheduler() -> None:
-    from trainmaster.scheduler import pod_group_info
+    from trainmaster.scheduler.runtime.convert import pod_group_info
 
     when = datetime(2026, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
     assert api.CHECKPOINT_ANNOTATION == "trainmaster.io/last-checkpoint-time"

@@ -13,7 +13,7 @@ from trainmaster.cluster._control_plane import (
     up,
 )
 from trainmaster.cluster._processes import ClusterError
-from trainmaster.cluster._real_nodes import NodeLayout, layouts
+from trainmaster.cluster._real_nodes import NodeLayout, dns_ip, layouts
 from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_clusters
 from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_status
@@ -30,6 +30,7 @@ __all__ = [
     "cluster_sizing",
     "cluster_status",
     "default_state_dir",
+    "dns_ip",
     "down",
     "down_state_dir",
     "import_image",

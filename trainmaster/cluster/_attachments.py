@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.cluster import _fabric
-from trainmaster.objects._networks import build_network_attachments
+from trainmaster.objects import build_network_attachments
 from trainmaster.spec import ClusterSpec
 
 POD_NETWORK_FILE = "10-trainmaster.conflist"

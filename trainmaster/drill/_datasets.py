@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from trainmaster.cluster import ClusterError, ClusterRecord
-from trainmaster.cluster._real_nodes import dns_ip
+from trainmaster.cluster import ClusterError, ClusterRecord, dns_ip
 from trainmaster.kubeclient import SyncKube
 from trainmaster.s3server import S3Server, start_for_cluster
 from trainmaster.spec import ClusterSpec, Dataset

@@ -37,6 +37,7 @@ from trainmaster.objects._jobs import (
 from trainmaster.objects._monitoring import build_monitoring
 from trainmaster.objects._networks import (
     NETWORKS_ANNOTATION,
+    build_network_attachments,
     build_networks,
     nccl_env,
     pod_network_annotation,
@@ -125,6 +126,7 @@ __all__ = [
     "build_launch_config",
     "build_monitoring",
     "build_namespaces",
+    "build_network_attachments",
     "build_networks",
     "build_node",
     "build_nodes",
