@@ -7,13 +7,14 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import app
+from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
 
 
 @app.command()
 def apply(
     spec: Annotated[Path, typer.Argument(help="Cluster spec file.")],
-    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Apply every object of a spec with server-side apply (field manager `trainmaster`)."""
     from rich.console import Console

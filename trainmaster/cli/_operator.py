@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import app
-from trainmaster.errors import TrainmasterError
+from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.errors import UsageError
 
 operator_app = typer.Typer(
     help="The operator that runs TrainingJobs as gangs and restores them after faults.",
@@ -18,17 +18,7 @@ operator_app = typer.Typer(
 )
 app.add_typer(operator_app, name="operator")
 
-KubeconfigOpt = Annotated[
-    Path | None,
-    typer.Option("--kubeconfig", help="Kubeconfig (default: $KUBECONFIG, else in-cluster in "
-                 "a pod, else the only local cluster's, else ~/.kube/config)."),
-]
 
-
-class UsageError(TrainmasterError):
-    """A command line that cannot work."""
-
-    exit_code = 2
 
 
 @operator_app.command("run")
@@ -54,6 +44,7 @@ def operator_run(
         Path | None, typer.Option("--spec", help="Cluster spec file, instead of a ConfigMap.")
     ] = None,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     unhealthy_condition: Annotated[
         list[str] | None,
         typer.Option("--unhealthy-condition", help="Node condition TYPE=STATUS that means "
@@ -101,6 +92,7 @@ def operator_run(
 def operator_unfence(
     nodes: Annotated[list[str], typer.Argument(help="Nodes to return to service.")],
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Lift trainmaster's fence (taint, and the cordon if it set one) from repaired nodes."""
     from trainmaster.operator._view import unfence_nodes
@@ -109,12 +101,14 @@ def operator_unfence(
         typer.echo(f"{node}: {'unfenced' if changed else 'was not fenced'}", err=True)
 
 
-@app.command(
-    "launch",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command("launch")
 def launch(
-    ctx: typer.Context,
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="-- COMMAND...", show_default=False,
+                       help="The training command, after -- (options before -- are "
+                       "launch's own: a mistyped one is an error, never the command)."),
+    ] = None,
     checkpoint_dir: Annotated[
         Path | None,
         typer.Option("--checkpoint-dir", help="Directory to watch (default: "
@@ -145,14 +139,13 @@ def launch(
                                  "(default: $TRAINMASTER_METRICS_ADDRESS, else 127.0.0.1).")
     ] = None,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Run a training command (after --) and report its progress (training steps) and
     checkpoints to its TrainingJob. Exits with the command's exit code."""
     from trainmaster.launch import LaunchConfig, compile_step_pattern, run_launch
 
-    command = list(ctx.args)
-    if command and command[0] == "--":
-        command = command[1:]
+    command = list(command or ())
     if not command:
         raise UsageError("give the command to run after --, e.g. "
                          "trainmaster launch -- python train.py")
@@ -189,6 +182,7 @@ def launch_bundle(
 @app.command("status")
 def status(
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Only jobs of this namespace.")
     ] = None,

@@ -12,13 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from trainmaster.cli._app import app
-from trainmaster.errors import TrainmasterError
+from trainmaster.errors import UsageError
 
-
-class SimulateUsageError(TrainmasterError):
-    """Options that do not go together or name nothing known (exit 2)."""
-
-    exit_code = 2
 
 
 simulate_app = typer.Typer(
@@ -89,18 +84,18 @@ def simulate_cmd(
     )
 
     if (spec is None) == (nodes is None):
-        raise SimulateUsageError("give exactly one of --spec FILE or --nodes N")
+        raise UsageError("give exactly one of --spec FILE or --nodes N")
     if spec is not None and queues_file is not None:
-        raise SimulateUsageError("--queues goes with --nodes; with --spec the queues are the "
+        raise UsageError("--queues goes with --nodes; with --spec the queues are the "
                                  "spec's scheduler.queues")
     if (trace is None) == (not synthetic):
-        raise SimulateUsageError("give exactly one of --trace FILE.csv or --synthetic")
+        raise UsageError("give exactly one of --trace FILE.csv or --synthetic")
     try:
         names = policy_names(policy)
         faults = FaultModel(node_mtbf_hours, repair_minutes, checkpoint_minutes,
                             restart_seconds, seed)
     except ValueError as err:
-        raise SimulateUsageError(str(err)) from None
+        raise UsageError(str(err)) from None
     started = time.perf_counter()
     cluster = spec_cluster(spec) if spec is not None else bench_cluster(nodes or 0)
     queues = (spec_queues(spec) if spec is not None
@@ -164,7 +159,7 @@ def convert_cmd(
     from trainmaster.simulate import CONVERTERS, convert_trace
 
     if source_format not in CONVERTERS:
-        raise SimulateUsageError(f"--from must be one of {', '.join(CONVERTERS)}")
+        raise UsageError(f"--from must be one of {', '.join(CONVERTERS)}")
     done = convert_trace(source_format, source, target)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(done.skipped.items())) or "none"
     _err.print(f"wrote {done.written} jobs to {target}; skipped: {skipped}", highlight=False)

@@ -16,6 +16,7 @@ from rich.progress import (
 )
 
 from trainmaster.cli._app import tools_app
+from trainmaster.errors import UsageError
 from trainmaster.toolchain import RECIPES, build, family_dir, is_built
 
 _err = Console(stderr=True)
@@ -52,13 +53,24 @@ def build_cmd(
     families: Annotated[list[str] | None, typer.Argument(help="Families (default: all).")] = None,
 ) -> None:
     """Build the pinned binaries into the cache (reused when already built)."""
-    build_with_progress(families or list(RECIPES))
+    build_with_progress(_known(families or list(RECIPES)))
+
+
+def _known(families: list[str]) -> list[str]:
+    unknown = [f for f in families if f not in RECIPES]
+    if unknown:
+        raise UsageError(f"unknown tool famil{'y' if len(unknown) == 1 else 'ies'} "
+                         f"{', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    return families
 
 
 @tools_app.command("path")
-def path_cmd(family: str) -> None:
+def path_cmd(
+    family: Annotated[str, typer.Argument(metavar="FAMILY", help="A tool family (see "
+                                          "`trainmaster tools build --help`).")],
+) -> None:
     """Print the cache folder of a tool family."""
-    print(family_dir(family))
+    print(family_dir(_known([family])[0]))
 
 
 @tools_app.command("env")

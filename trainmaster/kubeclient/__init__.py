@@ -24,6 +24,7 @@ from ._kubeconfig import (
     generated_client,
     load_configuration,
     load_sync_configuration,
+    select_context,
 )
 from ._paths import (
     CRD_API_VERSION,
@@ -46,6 +47,7 @@ from ._reflector import ADDED, DELETED, MODIFIED, Reflector
 from ._sync import SyncKube
 
 __all__ = [
+    "select_context",
     "ADDED",
     "CONFLICT",
     "CRD_API_VERSION",
