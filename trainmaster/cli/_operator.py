@@ -80,6 +80,12 @@ def operator_run(
     except ValueError as exc:
         raise UsageError(f"--unhealthy-condition {exc}") from None
     ref = SpecRef(namespace=cm_namespace, configmap=spec_configmap, file=spec)
+    # Later outages are retried for as long as the operator runs; a server that does not
+    # answer at start is a wrong kubeconfig far more often, so say so now (exit 1).
+    from trainmaster.kubeclient import SyncKube
+
+    with SyncKube.connect(kubeconfig) as kube:
+        kube.get("/version")
     run_operator(
         OperatorConfig(spec=ref, namespaces=namespaces, clusterwide=clusterwide,
                        kubeconfig=kubeconfig, health=rules, liveness=liveness,

@@ -39,7 +39,7 @@ def simulate_cmd(
     spec: Annotated[Path | None, typer.Option(
         "--spec", help="Cluster from this spec file.")] = None,
     nodes: Annotated[int | None, typer.Option(
-        help="Cluster of N nodes (8 GPUs, 20 per leaf, 5 leaves per spine).")] = None,
+        min=1, help="Cluster of N nodes (8 GPUs, 20 per leaf, 5 leaves per spine).")] = None,
     queues_file: Annotated[Path | None, typer.Option(
         "--queues", help="With --nodes: queues as in a spec's scheduler section "
         "(queues: [...], preemption: true|false). Default: one unlimited queue; with "
@@ -49,7 +49,7 @@ def simulate_cmd(
         "[,queue,priority,topology].")] = None,
     synthetic: Annotated[bool, typer.Option(
         "--synthetic", help="Generate the workload (see docs/simulate.md).")] = False,
-    jobs: Annotated[int, typer.Option(help="Synthetic jobs.")] = 1000,
+    jobs: Annotated[int, typer.Option(min=1, help="Synthetic jobs.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed for the synthetic jobs and failures.")] = 1,
     load: Annotated[float, typer.Option(
         help="Synthetic offered load: GPU-seconds asked per GPU-second of the cluster.")] = 0.9,
@@ -96,6 +96,11 @@ def simulate_cmd(
                             restart_seconds, seed)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    for named in (trace, queues_file, spec):
+        if named is not None:
+            # A file that cannot be read is exit 2 whichever option names it (OSError at
+            # the CLI's boundary), before minutes of loading.
+            named.open("rb").close()
     started = time.perf_counter()
     cluster = spec_cluster(spec) if spec is not None else bench_cluster(nodes or 0)
     queues = (spec_queues(spec) if spec is not None
