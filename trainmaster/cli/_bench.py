@@ -62,7 +62,7 @@ def scheduler_cmd(
         from trainmaster.cli._tools import build_with_progress
         from trainmaster.toolchain import CLUSTER_FAMILIES
 
-        build_with_progress(list(CLUSTER_FAMILIES))
+        build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
     result = run_scheduler_bench(options, report=lambda line: _err.print(line, highlight=False))
     if as_json:
         print(json.dumps(result.to_json()))

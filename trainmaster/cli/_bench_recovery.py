@@ -71,7 +71,7 @@ def recovery_cmd(
             from trainmaster.cli._tools import build_with_progress
             from trainmaster.toolchain import CLUSTER_FAMILIES
 
-            build_with_progress(list(CLUSTER_FAMILIES))
+            build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
         rows = run(options, report=lambda line: _err.print(line, highlight=False))
     except BenchError as exc:
         raise RecoveryBenchError(str(exc)) from None
@@ -116,7 +116,7 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
             ensure_scenario(name)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenario") from None
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES])
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="this benchmark's real nodes")
 
     def report(line: str) -> None:
         _err.print(line, highlight=False)

@@ -94,7 +94,7 @@ def cluster_cmd(
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.toolchain import CLUSTER_FAMILIES
 
-    build_with_progress(list(CLUSTER_FAMILIES))
+    build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tm-bench-cluster-") as home:
         os.environ["TRAINMASTER_HOME"] = home

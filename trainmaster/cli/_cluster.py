@@ -62,7 +62,8 @@ def up_cmd(
     from trainmaster import cluster  # heavy (Kubernetes clients): only when used
 
     if build:
-        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []))
+        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []),
+                            why="`trainmaster cluster up`")
     with _err.status("starting the local cluster") as status:
         result = cluster.up(
             spec,
