@@ -34,8 +34,8 @@ def cache_warm(
     """Fill this node's cache with a dataset from its source: progress on stderr, a
     completion marker, LRU eviction over capacity; the datasets held go to the pod's
     termination message, from which the operator labels the node."""
-    from trainmaster.errors import UsageError
     from trainmaster.datacache import warm
+    from trainmaster.errors import UsageError
     from trainmaster.spec import parse_quantity
 
     try:

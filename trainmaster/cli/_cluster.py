@@ -119,7 +119,9 @@ def status_cmd(
     name: NameOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Processes, node readiness and GPU capacity per leaf of a local cluster."""
+    """The local control plane itself: its processes, node readiness and GPU capacity per
+    leaf. For the workload (jobs, queues, pending gangs) on any cluster: `trainmaster
+    status`."""
     from trainmaster import cluster
 
     status = cluster.cluster_status(cluster.resolve_state_dir(kubeconfig, name))

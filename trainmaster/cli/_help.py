@@ -11,7 +11,6 @@ from typing import Any
 
 import typer.core
 
-
 _WORDS = {"int": "INTEGER", "float": "NUMBER", "str": "TEXT", "path": "PATH", "file": "FILE",
           "directory": "DIR", "bool": "BOOLEAN"}
 

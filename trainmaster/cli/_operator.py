@@ -1,9 +1,7 @@
-"""`trainmaster operator run|unfence`, `trainmaster launch -- CMD`, `trainmaster status`."""
+"""`trainmaster operator run|unfence`, `trainmaster launch -- CMD`, `launch-bundle`."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -101,7 +99,7 @@ def operator_unfence(
     context: ContextOpt = None,
 ) -> None:
     """Lift trainmaster's fence (taint, and the cordon if it set one) from repaired nodes."""
-    from trainmaster.operator._view import unfence_nodes
+    from trainmaster.operator import unfence_nodes
 
     for node, changed in unfence_nodes(kubeconfig, nodes).items():
         typer.echo(f"{node}: {'unfenced' if changed else 'was not fenced'}", err=True)
@@ -183,25 +181,3 @@ def launch_bundle(
     from trainmaster.launch import write_bundle
 
     typer.echo(f"wrote {write_bundle(directory)}", err=True)
-
-
-@app.command("status")
-def status(
-    kubeconfig: KubeconfigOpt = None,
-    context: ContextOpt = None,
-    namespace: Annotated[
-        str | None, typer.Option("--namespace", "-n", help="Only jobs of this namespace.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
-) -> None:
-    """GPUs used/free per switch, jobs (phase, restarts, checkpoint, age), fenced nodes and
-    pending gangs with their reason."""
-    from trainmaster.cli._status_view import render_view
-    from trainmaster.operator._view import collect_view
-
-    view = collect_view(kubeconfig, namespace)
-    if as_json:
-        json.dump(view.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return
-    render_view(view)

@@ -8,13 +8,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from trainmaster.cli._app import app
 from trainmaster.errors import UsageError
-
-
 
 simulate_app = typer.Typer(
     help="Discrete-event simulation of a GPU workload under trainmaster's placement and "
@@ -23,8 +19,6 @@ simulate_app = typer.Typer(
 )
 app.add_typer(simulate_app, name="simulate")
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
 
 
 def _fmt(value: float | int | None, digits: int = 0) -> str:
@@ -69,6 +63,11 @@ def simulate_cmd(
     """Simulate a workload on a cluster under each placement policy; compare them."""
     if ctx.invoked_subcommand is not None:
         return
+    from rich.table import Table
+
+    from trainmaster.cli._console import stderr_console, stdout_console
+
+    _out, _err = stdout_console(), stderr_console()
     from trainmaster.simulate import (
         FaultModel,
         QueueConfig,
@@ -140,7 +139,9 @@ def simulate_cmd(
         _out.print(_queue_table(result.to_json()["results"]))
 
 
-def _queue_table(results: list[dict[str, Any]]) -> Table:
+def _queue_table(results: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
     table = Table(title="per queue")
     for head in ("policy", "queue", "nominal\nquota", "jobs", "GPU\nallocation",
                  "wait p50\n(s)", "wait p95\n(s)", "pre-\nempted"):
@@ -165,6 +166,9 @@ def convert_cmd(
 
     if source_format not in CONVERTERS:
         raise UsageError(f"--from must be one of {', '.join(CONVERTERS)}")
+    from trainmaster.cli._console import stderr_console
+
+    _err = stderr_console()
     done = convert_trace(source_format, source, target)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(done.skipped.items())) or "none"
     _err.print(f"wrote {done.written} jobs to {target}; skipped: {skipped}", highlight=False)

@@ -47,7 +47,6 @@ from ._reflector import ADDED, DELETED, MODIFIED, Reflector
 from ._sync import SyncKube
 
 __all__ = [
-    "select_context",
     "ADDED",
     "CONFLICT",
     "CRD_API_VERSION",
@@ -86,5 +85,6 @@ __all__ = [
     "pod_path",
     "podgroup_path",
     "retry_on_conflict",
+    "select_context",
     "trainingjob_path",
 ]

@@ -11,6 +11,7 @@ from trainmaster.operator._fence import (
     FENCED_ANNOTATION,
     fence_patch,
     fenced_record,
+    unfence_nodes,
     unfence_patch,
 )
 from trainmaster.operator._model import (
@@ -60,5 +61,6 @@ __all__ = [
     "node_health",
     "operate",
     "run_operator",
+    "unfence_nodes",
     "unfence_patch",
 ]
