@@ -95,11 +95,16 @@ def simulate_cmd(
                             restart_seconds, seed)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    from trainmaster.spec import SpecReadError
+
     for named in (trace, queues_file, spec):
-        if named is not None:
-            # A file that cannot be read is exit 2 whichever option names it (OSError at
-            # the CLI's boundary), before minutes of loading.
+        if named is None:
+            continue
+        try:  # a file that cannot be read is exit 2 whichever option names it
             named.open("rb").close()
+        except OSError as exc:
+            raise SpecReadError(str(named), f"cannot read the file: {exc.strerror or exc}"
+                                ) from None
     started = time.perf_counter()
     cluster = spec_cluster(spec) if spec is not None else bench_cluster(nodes or 0)
     queues = (spec_queues(spec) if spec is not None
