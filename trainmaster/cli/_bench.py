@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from trainmaster.cli._app import app
+from trainmaster.cli._console import lazy_console
 
 if TYPE_CHECKING:
     from trainmaster.bench import BenchResult
@@ -18,8 +20,8 @@ if TYPE_CHECKING:
 bench_app = typer.Typer(help="Benchmarks on a real local control plane.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = lazy_console()
+_err = lazy_console(stderr=True, soft_wrap=True)
 
 
 @bench_app.command("scheduler")
@@ -78,6 +80,7 @@ def results_table(result: BenchResult, seed: int, repeat: int) -> Table:
     """The table `bench scheduler` prints: one row per contender."""
     rounds = f", median [min-max] of {repeat} rounds" if repeat > 1 else ""
     load = "/".join(f"{x:.2f}" for x in result.load_average)
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"{result.pods} pods on {result.nodes} nodes (seed {seed}{rounds}; "
                   f"clock from process start; load average {load})")
     for column in ("scheduler", "seconds", "first bind s", "pods/s",
@@ -129,12 +132,14 @@ def placement_cmd(
         print(json.dumps(scale.to_json()))
         return
     simple = placement_microbench(nodes=nodes, gang=gang, runs=runs)
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"one {gang}-pod gang on {nodes} nodes")
     for column in ("first decision ms", "warm median ms", "warm max ms", "runs", "placed at"):
         table.add_column(column, justify="right")
     table.add_row(f"{simple.cold_ms:.2f}", f"{simple.warm_median_ms:.2f}",
                   f"{simple.warm_max_ms:.2f}", str(simple.runs), simple.level)
     _out.print(table)
+    from rich.table import Table  # rich: only when printing
     real = Table(title=f"realistic nodes: {nodes} nodes, {scale.pods} pods, one {gang}-pod "
                  f"gang (median, min-max, ms)")
     for column in ("cold decision", "warm decision", "node event", "node events",

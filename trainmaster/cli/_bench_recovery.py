@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from trainmaster.cli._bench import bench_app
+from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = lazy_console()
+_err = lazy_console(stderr=True, soft_wrap=True)
 
 
 class RecoveryBenchError(TrainmasterError):
@@ -78,6 +77,7 @@ def recovery_cmd(
     if as_json:
         print(json.dumps([r.to_json() for r in rows]))
         return
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"recovery of a {gang}-pod TrainingJob (backoff 0, hang timeout "
                         f"{hang_timeout}s)")
     for column in ("scenario", "detect s", "recover s", "resumed from", "ok"):
@@ -149,6 +149,7 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
     if as_json:
         print(json.dumps(rows))
         return
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"recovery of the real job {stack.job.name} on real nodes")
     for column in rows[0] if rows else []:
         table.add_column(column, justify="left" if column == "scenario" else "right")

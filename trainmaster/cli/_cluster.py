@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from trainmaster.cli._app import cluster_app
+from trainmaster.cli._console import lazy_console
 from trainmaster.cli._tools import build_with_progress
 from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = lazy_console()
+_err = lazy_console(stderr=True, soft_wrap=True)
 
 KubeconfigOpt = Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig path.")]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Cluster name (metadata.name).")]
@@ -128,12 +127,14 @@ def status_cmd(
     if as_json:
         print(json.dumps(asdict(status), indent=2))
         return
+    from rich.table import Table  # rich: only when printing
     procs = Table(title=f"cluster {status.name}: processes")
     procs.add_column("process")
     procs.add_column("state")
     for proc, alive in status.processes.items():
         procs.add_row(proc, "[green]running[/]" if alive else "[red]stopped[/]")
     _out.print(procs)
+    from rich.table import Table  # rich: only when printing
     leaves = Table(title=f"{status.ready}/{status.nodes} nodes Ready; GPUs per leaf")
     for col in ("leaf", "nodes", "ready", "GPUs", "used", "free"):
         leaves.add_column(col, justify="left" if col == "leaf" else "right")

@@ -12,10 +12,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticError
 
 from trainmaster.spec import _semantic
@@ -23,6 +21,11 @@ from trainmaster.spec._errors import SpecInvalidError, SpecIssue, SpecReadError
 from trainmaster.spec._model import ClusterSpec, Job
 from trainmaster.spec._quantity import QUANTITY_PATTERN
 from trainmaster.spec._yaml import NOT_FAST, LineMap, fast_parse, parse_document
+
+if TYPE_CHECKING:
+    # jsonschema (~0.4 s to import) explains a spec that fails; a valid one never needs it.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 SCHEMA_ID = "https://trainmaster.io/schemas/cluster.schema.json"
 _PATTERN_HINTS = {
@@ -41,12 +44,16 @@ def json_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(json_schema())
 
 
 @lru_cache(maxsize=1)
 def _job_validator() -> Draft202012Validator:
     """The schema of one job (the spec's `jobs[]` item), with the definitions it refers to."""
+    from jsonschema import Draft202012Validator
+
     defs = json_schema()["$defs"]
     return Draft202012Validator({"$defs": defs, **defs["Job"]})
 
@@ -68,6 +75,8 @@ def _branch_error(error: ValidationError) -> ValidationError:
     """The error of a union (`X | None`, a choice of shapes) that says what is wrong: not
     "is not of type null" from the branch the value never meant, but the deepest error of
     the branches its type matches (for `topology: {mode: require}`, the enum of `mode`)."""
+    from jsonschema.exceptions import best_match
+
     while error.validator in ("anyOf", "oneOf") and error.context:
         meant = [e for e in error.context
                  if not (e.validator == "type" and not e.relative_path)]
