@@ -38,7 +38,7 @@ def down_kubeconfig(path: Path) -> tuple[Path, str]:
     path.write_text(
         "apiVersion: v1\nkind: Config\n"
         f"clusters: [{{name: c, cluster: {{server: '{server}',"
-        " insecure-skip-tls-verify: true}}}}]\n"
+        " insecure-skip-tls-verify: true}}]\n"
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: down, context: {cluster: c, user: u}}]\n"
         "current-context: down\n"
