@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.errors import TrainmasterError
-from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
+from trainmaster.kubeclient import (
+    KNOWN_PLURALS,
+    ApiError,
+    Kube,
+    SyncKube,
+    crd_path,
+    namespace_path,
+)
 from trainmaster.objects import (
     THIRD_PARTY_CRD_NAMES,
     all_objects,
@@ -131,7 +138,22 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
     new_kinds = {(f"{o['spec']['group']}/{v['name']}", o["spec"]["names"]["kind"])
                  for o in objs if o["kind"] == "CustomResourceDefinition"
                  for v in o["spec"].get("versions") or []}
+    # Likewise namespaces this apply creates: nothing can be checked inside them yet.
+    absent: set[str] = set()
+    if dry_run:
+        for o in objs:
+            if o["kind"] == "Namespace":
+                try:
+                    await kube.get(namespace_path(o["metadata"]["name"]))
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
+                    absent.add(o["metadata"]["name"])
     for obj in objs:
+        if dry_run and obj["metadata"].get("namespace") in absent:
+            report(f"not checked {obj['kind']}/{obj['metadata']['name']}: its namespace "
+                   "is created by this apply")
+            continue
         if dry_run:
             key = (obj["apiVersion"], obj["kind"])
             if key in new_kinds and key not in KNOWN_PLURALS:

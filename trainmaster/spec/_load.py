@@ -81,7 +81,8 @@ def _branch_error(error: ValidationError) -> ValidationError:
         meant = [e for e in error.context
                  if not (e.validator == "type" and not e.relative_path)]
         if not meant:
-            return best_match(error.context)
+            fallback: ValidationError = best_match(error.context)
+            return fallback
         deepest = max(len(e.absolute_path) for e in meant)
         error = best_match([e for e in meant if len(e.absolute_path) == deepest])
     return error
