@@ -222,3 +222,39 @@ def invoke(argv: list[str] | None = None) -> int:
             return report_api_error(exc)
         raise
     return rc if isinstance(rc, int) else 0
+
+
+def kubeconfig_for_context(kubeconfig: Path | None, context: str | None) -> Path | None:
+    """For commands that hand a kubeconfig file to other processes (benchmarks start
+    schedulers): a private copy whose current-context is `context`, relative file paths
+    made absolute, removed at exit. Without a context: the kubeconfig as given."""
+    if context is None:
+        return kubeconfig
+    import atexit
+    import os
+    import tempfile
+
+    import yaml
+
+    from trainmaster.kubeclient import KubeConfigError, choose_kubeconfig
+
+    source = choose_kubeconfig(kubeconfig)
+    if source is None:
+        raise UsageError("--context needs a kubeconfig file (in a pod there is none)")
+    doc = yaml.safe_load(source.read_text())
+    if not isinstance(doc, dict) or context not in {
+            c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)}:
+        raise KubeConfigError(f"{source}: context {context!r} is not defined in contexts")
+    doc["current-context"] = context
+    for section, keys in (("clusters", ("certificate-authority",)),
+                          ("users", ("client-certificate", "client-key", "tokenFile"))):
+        for entry in doc.get(section) or []:
+            body = entry.get(section[:-1]) or {}
+            for key in keys:
+                if isinstance(body.get(key), str):
+                    body[key] = str((source.parent / body[key]).resolve())
+    fd, name = tempfile.mkstemp(prefix="trainmaster-kubeconfig-", suffix=".yaml")
+    with os.fdopen(fd, "w") as out:  # mkstemp: mode 0600, as kubeconfigs should be
+        yaml.safe_dump(doc, out)
+    atexit.register(lambda: Path(name).unlink(missing_ok=True))
+    return Path(name)

@@ -11,7 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.table import Table
 
-from trainmaster.cli._app import app
+from trainmaster.cli._app import ContextOpt, app, kubeconfig_for_context
 from trainmaster.cli._console import lazy_console
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def scheduler_cmd(
         typer.Option("--kubeconfig", help="Use this cluster instead of starting one; no "
                      "other scheduler may run there."),
     ] = None,
+    context: ContextOpt = None,
     bind_concurrency: Annotated[
         int, typer.Option(help="Binds in flight, for trainmaster and bind-ceiling alike.")
     ] = 64,
@@ -56,6 +57,8 @@ def scheduler_cmd(
     """Bind P pending pods on N nodes with each scheduler alone; time and judge them."""
     from trainmaster.bench import BenchOptions, run_scheduler_bench
 
+    # The schedulers under test are processes given a kubeconfig file: --context is a copy.
+    kubeconfig = kubeconfig_for_context(kubeconfig, context)
     options = BenchOptions(nodes=nodes, pods=pods, seed=seed, only=tuple(only or ()),
                            kubeconfig=kubeconfig, bind_concurrency=bind_concurrency,
                            timeout=timeout, repeat=repeat)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from trainmaster.cli._app import ContextOpt, kubeconfig_for_context
 from trainmaster.cli._bench import bench_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
@@ -27,6 +28,7 @@ def recovery_cmd(
         typer.Option("--kubeconfig", help="Use this cluster (kwok nodes of 8 GPUs, the stock "
                      "kube-scheduler running) instead of starting one."),
     ] = None,
+    context: ContextOpt = None,
     gang: Annotated[int, typer.Option(help="Pods (nodes) of the TrainingJob.")] = 16,
     repeat: Annotated[int, typer.Option(help="Runs of each scenario.")] = 3,
     scenario: Annotated[
@@ -61,6 +63,7 @@ def recovery_cmd(
     from trainmaster.operator._bench import SCENARIOS, BenchError, RecoveryOptions
     from trainmaster.operator._bench import run_recovery_bench as run
 
+    kubeconfig = kubeconfig_for_context(kubeconfig, context)  # a file other processes read
     options = RecoveryOptions(kubeconfig=kubeconfig, gang=gang, repeat=repeat,
                               scenarios=tuple(scenario or SCENARIOS), baseline=baseline,
                               hang_timeout=hang_timeout, timeout=timeout)

@@ -2,7 +2,7 @@
 
 typer 0.29 prints each parameter's Python annotation instead (`<bool>` on flags,
 `<list[Path]>`, `<int>`), which means nothing at a shell prompt. Its help has no hook for
-this, so the one method that makes the label is replaced here, at import of the CLI.
+this, so the few methods that make the labels are replaced here, at import of the CLI.
 """
 
 from __future__ import annotations
@@ -33,6 +33,25 @@ def _argument_label(self: Any, ctx: Any) -> str | None:
     return None
 
 
+def _argument_usage(self: Any) -> str:
+    """`FILE...`, `[SPEC]...`: an argument as typed on the usage line (typer: `{files}`)."""
+    if self.metavar is not None:
+        return str(self.metavar)
+    name = str(self.name).upper()
+    if not self.required:
+        name = f"[{name}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+def _argument_name(self: Any) -> str:
+    if self.metavar is not None:
+        return str(self.metavar)
+    return str(self.name).upper() + ("..." if self.nargs != 1 else "")
+
+
 def install() -> None:
-    typer.core.TyperOption.display_type_rich = _option_label  # type: ignore[method-assign]
-    typer.core.TyperArgument.display_type_rich = _argument_label  # type: ignore[method-assign]
+    core: Any = typer.core
+    core.TyperOption.display_type_rich = _option_label
+    core.TyperArgument.display_type_rich = _argument_label
+    core.TyperArgument._usage_display_name = _argument_usage
+    core.TyperArgument._rich_display_name = _argument_name
