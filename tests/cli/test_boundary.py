@@ -144,3 +144,26 @@ def test_launch_passes_options_after_the_separator_to_the_command() -> None:
     proc = run("launch", "--step-pattern", "", "--", "sh", "-c", 'echo "$@"', "sh", "--lr", "3")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "--lr 3"
+
+
+def test_cluster_status_of_a_local_cluster_whose_server_is_down(tmp_path: Path) -> None:
+    # A recorded local cluster whose processes are gone (a reboot, a kill): `cluster
+    # status` says each is stopped instead of calling the dead API server.
+    import json
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    state = tmp_path / "home" / "clusters" / "dev"
+    state.mkdir(parents=True)
+    kubeconfig, _ = down_kubeconfig(state / "kubeconfig")
+    (state / "cluster.json").write_text(json.dumps({
+        "name": "dev", "state_dir": str(state), "kubeconfig": str(kubeconfig),
+        "spec": str(Path(SPEC).resolve()), "apiserver_port": 1, "etcd_port": 2, "nodes": 8,
+        "processes": [{"name": n, "pid": gone.pid, "log": str(state / f"{n}.log")}
+                      for n in ("etcd", "kube-apiserver")]}))
+    proc = run("cluster", "status", "--name", "dev",
+               env={"TRAINMASTER_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "kube-apiserver" in proc.stdout and "stopped" in proc.stdout
