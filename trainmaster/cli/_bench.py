@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 from trainmaster.cli._app import ContextOpt, app, kubeconfig_for_context
 from trainmaster.cli._console import lazy_console
+from trainmaster.errors import UsageError
 
 if TYPE_CHECKING:
     from trainmaster.bench import BenchResult
@@ -124,11 +125,9 @@ def placement_cmd(
     for name, value in (("--nodes", nodes), ("--gang", gang), ("--runs", runs),
                         ("--cold-runs", cold_runs), ("--events", events)):
         if value < 1:
-            _err.print(f"{name} must be at least 1, got {value}")
-            raise typer.Exit(2)
+            raise UsageError(f"{name} must be at least 1, got {value}")
     if pods_per_node < 0:
-        _err.print(f"--pods-per-node must be 0 or more, got {pods_per_node}")
-        raise typer.Exit(2)
+        raise UsageError(f"--pods-per-node must be 0 or more, got {pods_per_node}")
     scale = placement_at_scale(nodes=nodes, gang=gang, runs=runs, cold_runs=cold_runs,
                                events=events, pods_per_node=pods_per_node)
     if as_json:
