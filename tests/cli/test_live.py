@@ -69,3 +69,19 @@ def test_cluster_status_and_status_tables_survive_a_pipe(local_cluster: LocalClu
     proc = run("status", "--kubeconfig", str(local_cluster.kubeconfig))
     assert proc.returncode == 0, proc.stderr
     assert "GPUs by switch" in proc.stdout and "…" not in proc.stdout
+
+
+def test_cluster_up_prints_plain_progress_lines_in_a_log(tmp_path: Path) -> None:
+    # stderr is a pipe here, as in CI: one line per step instead of a silent spinner.
+    env = {"TRAINMASTER_HOME": str(tmp_path / "home")}
+    spec = write_spec(tmp_path / "small.yaml", {**stack_doc(), "jobs": []})
+    up = run("cluster", "up", "--spec", str(spec), "--no-build", "--no-kube-scheduler",
+             env=env, timeout=600)
+    try:
+        assert up.returncode == 0, up.stderr
+        steps = [line for line in up.stderr.splitlines() if line.startswith("cluster up: ")]
+        assert len(steps) >= 3, up.stderr
+        assert "is up in" in up.stderr
+    finally:
+        down = run("cluster", "down", "--name", "dev", env=env, timeout=300)
+        assert down.returncode == 0, down.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -63,16 +64,16 @@ def up_cmd(
     if build:
         build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []),
                             why="`trainmaster cluster up`")
-    with _err.status("starting the local cluster") as status:
-        result = cluster.up(
-            spec,
-            kubeconfig=kubeconfig,
-            state_dir=state_dir,
-            apiserver_port=apiserver_port,
-            kube_scheduler=kube_scheduler,
-            real_nodes=real_nodes,
-            report=lambda step: status.update(step),
-        )
+    def start(report: Callable[[str], None]) -> cluster.UpResult:
+        return cluster.up(spec, kubeconfig=kubeconfig, state_dir=state_dir,
+                          apiserver_port=apiserver_port, kube_scheduler=kube_scheduler,
+                          real_nodes=real_nodes, report=report)
+
+    if _err.is_terminal:
+        with _err.status("starting the local cluster") as status:
+            result = start(status.update)
+    else:  # a log: one plain line per step, as `tools build` prints
+        result = start(lambda step: _err.print(f"cluster up: {step}", highlight=False))
     rec = result.record
     if result.already_running:
         _err.print(f"cluster [bold]{rec.name}[/] is already running; nothing started.")
