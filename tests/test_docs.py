@@ -51,7 +51,7 @@ def _command(line: str) -> list[str] | None:
         words = shlex.split(line)
     except ValueError:
         return None
-    while words and words[0] in ("/usr/bin/time", "-v", "sudo"):
+    while words and words[0] in ("/usr/bin/time", "time", "-v", "sudo"):
         words = words[1:]
     if not words or Path(words[0]).name not in PROGRAMS:
         return None
