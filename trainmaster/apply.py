@@ -13,7 +13,14 @@ from typing import Any
 
 from trainmaster.api import CRD_ESTABLISHED
 from trainmaster.errors import TrainmasterError
-from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
+from trainmaster.kubeclient import (
+    KNOWN_PLURALS,
+    ApiError,
+    Kube,
+    SyncKube,
+    crd_path,
+    namespace_path,
+)
 from trainmaster.objects import (
     REQUIRED_THIRD_PARTY_CRDS,
     THIRD_PARTY_CRD_NAMES,
@@ -56,7 +63,7 @@ _OPERATOR_OF = {
 """API groups of the third-party kinds trainmaster renders, and the project that serves them."""
 
 
-async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
+async def _apply_one(kube: Kube, obj: dict[str, Any], dry_run: bool = False) -> None:
     kind = (obj["apiVersion"], obj["kind"])
     try:
         if kind not in KNOWN_PLURALS:
@@ -73,7 +80,7 @@ async def _apply_one(kube: Kube, obj: dict[str, Any]) -> None:
                     "stand-in CRD"
         raise ApplyError(f"the API server does not serve {kind[0]} {kind[1]}: {hint}") from None
     try:
-        await kube.apply(obj)
+        await kube.apply(obj, dry_run=dry_run)
     except ApiError as exc:
         raise ApplyError(
             f"applying {object_key(obj)} failed: {exc.status} {exc.reason}: {exc.body}"
@@ -133,14 +140,52 @@ def missing_operators_message(missing: list[str]) -> str:
 
 
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
-                     report: Callable[[str], None]) -> list[str]:
+                     report: Callable[[str], None], dry_run: bool = False) -> list[str]:
+    # One request first: a server that does not answer is the client's ApiError (status
+    # 0), which the CLI reports naming the server, not an ApplyError about some object.
+    await kube.get("/version")
     missing = await missing_operators(kube, objs)
     if missing:  # before anything is applied: never half a stack
         raise ApplyError(missing_operators_message(missing))
     applied = []
     crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
     done_crds = False
+    # Kinds this apply brings with its own CRDs: in a dry run the server cannot know them
+    # yet (nothing is stored), so those objects are reported, not sent.
+    new_kinds = {(f"{o['spec']['group']}/{v['name']}", o["spec"]["names"]["kind"])
+                 for o in objs if o["kind"] == "CustomResourceDefinition"
+                 for v in o["spec"].get("versions") or []}
+    # Likewise namespaces this apply creates: nothing can be checked inside them yet.
+    absent: set[str] = set()
+    if dry_run:
+        for o in objs:
+            if o["kind"] == "Namespace":
+                try:
+                    await kube.get(namespace_path(o["metadata"]["name"]))
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
+                    absent.add(o["metadata"]["name"])
     for obj in objs:
+        if dry_run and obj["metadata"].get("namespace") in absent:
+            report(f"not checked {obj['kind']}/{obj['metadata']['name']}: its namespace "
+                   "is created by this apply")
+            continue
+        if dry_run:
+            key = (obj["apiVersion"], obj["kind"])
+            if key in new_kinds and key not in KNOWN_PLURALS:
+                try:
+                    await kube.resource(*key)
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
+                    report(f"not checked {obj['kind']}/{obj['metadata']['name']}: its "
+                           "CRD is created by this apply")
+                    continue
+            await _apply_one(kube, obj, dry_run=True)
+            applied.append(object_key(obj))
+            report(f"checked {obj['kind']}/{obj['metadata']['name']}")
+            continue
         if crds and not done_crds and obj["kind"] != "CustomResourceDefinition":
             report("waiting for CRDs to be established")
             await _wait_established(kube, crds, 60)
@@ -162,10 +207,13 @@ def apply_objects(
     kubeconfig: Path | None,
     objs: list[dict[str, Any]],
     report: Callable[[str], None] = lambda _: None,
+    dry_run: bool = False,
 ) -> list[str]:
-    """Apply each object (server-side, the trainmaster field manager); return their keys."""
+    """Apply each object (server-side, the trainmaster field manager); return their keys.
+    ``dry_run``: the server checks each object and stores nothing (kubectl's
+    ``--dry-run=server``); objects of kinds whose CRD is new are reported, not checked."""
     with SyncKube.connect(kubeconfig) as kube:
-        return kube.run(_apply_all(kube.kube, objs, report))
+        return kube.run(_apply_all(kube.kube, objs, report, dry_run))
 
 
 def foreign_crds(kubeconfig: Path | None) -> dict[str, str]:
@@ -191,6 +239,7 @@ def missing_operators_of(kubeconfig: Path | None, objs: list[dict[str, Any]]) ->
 
 
 def apply_spec(
-    kubeconfig: Path | None, spec: ClusterSpec, report: Callable[[str], None] = lambda _: None
+    kubeconfig: Path | None, spec: ClusterSpec, report: Callable[[str], None] = lambda _: None,
+    dry_run: bool = False,
 ) -> list[str]:
-    return apply_objects(kubeconfig, all_objects(spec), report)
+    return apply_objects(kubeconfig, all_objects(spec), report, dry_run)

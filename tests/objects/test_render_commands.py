@@ -80,8 +80,9 @@ def _resolve(words: list[str]) -> str | None:
 
 
 def _render(stack: Path, out: Path) -> list[dict[str, Any]]:
-    proc = subprocess.run([sys.executable, "-m", "trainmaster", "render", str(stack), "-o",
-                           str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "trainmaster", "render", str(stack),
+                           "--output-dir", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     docs: list[dict[str, Any]] = []
     for path in sorted(out.rglob("*.yaml")):

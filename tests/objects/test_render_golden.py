@@ -28,7 +28,7 @@ def test_render_matches_golden(stack: str, tmp_path: Path) -> None:
             "trainmaster",
             "render",
             str(STACKS / stack / "cluster.yaml"),
-            "-o",
+            "--output-dir",
             str(out),
         ],
         capture_output=True,
@@ -73,7 +73,8 @@ def test_invalid_spec_renders_nothing(tmp_path: Path) -> None:
         (STACKS / "dev" / "cluster.yaml").read_text().replace("fabric: infiniband", "fabric: roce")
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "trainmaster", "render", str(bad), "-o", str(tmp_path / "out")],
+        [sys.executable, "-m", "trainmaster", "render", str(bad), "--output-dir",
+         str(tmp_path / "out")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -219,18 +219,25 @@ def test_reordering_jobs_is_not_a_change(repo: Path) -> None:
     assert "No changes." in render_markdown(build_plan("HEAD", cwd=repo))
 
 
-def test_invalid_head_spec_is_shown_not_fatal(
+def test_invalid_head_spec_is_shown_resolves_nothing_and_exits_1(
     repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = head_dev()
+    doc = head_dev()  # committed by the fixture, with findings (an image at :latest)
     doc["jobs"][0]["queue"] = "nope"
     write(repo, "stacks/dev/cluster.yaml", doc)
     commit(repo, "broken")
     monkeypatch.chdir(repo)
-    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD", "stacks/dev/cluster.yaml"]) == 0
+    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD", "stacks/dev/cluster.yaml",
+                 "--json"]) == 1
+    captured = capsys.readouterr()
+    (stack,) = json.loads(captured.out)["stacks"]
+    assert stack["findings"]["resolved"] == []  # a broken file resolves nothing
+    assert "the spec at the head is invalid" in captured.err
+    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD", "stacks/dev/cluster.yaml"]) == 1
     out = capsys.readouterr().out
     assert ":x: **The spec at head does not load**" in out
     assert "jobs[0].queue: 'nope' is not a queue" in out
+    assert "resolved" not in out
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,8 @@ def _resolve(args: list[str]) -> tuple[list[str], Any]:
         command, path = sub, [*path, name]
     if (getattr(command, "context_settings", None) or {}).get("ignore_unknown_options"):
         return path, command  # a pass-through (`trainmaster pulumi`): the options are Pulumi's
-    options = {opt for param in command.params for opt in param.opts}
+    # Every command takes -h/--help (the root's help_option_names, handed down by click).
+    options = {opt for param in command.params for opt in param.opts} | {"-h", "--help"}
     for arg in rest:
         if arg.startswith("--"):
             assert arg.split("=")[0] in options, f"`trainmaster {' '.join(path)}` has no {arg}"

@@ -44,7 +44,8 @@ def test_advisory_is_printed_but_does_not_fail(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = stack_doc()
-    doc["scheduler"]["queues"][1]["gpuQuota"] = 8
+    doc["scheduler"]["queues"][1]["gpuQuota"] = 16
+    doc["jobs"][1]["queue"] = "research"  # 16 + 4 GPUs asked of a quota of 16: they wait
     assert main(["policy", "check", str(write_spec(tmp_path / "tight.yaml", doc))]) == 0
     out = capsys.readouterr().out
     assert "0 mandatory, 1 advisory" in out

@@ -156,7 +156,8 @@ def test_violating_spec_is_stopped_by_mandatory_policies() -> None:
     doc = stack_doc()
     doc["jobs"][0]["image"] = "nvcr.io/nvidia/pytorch:latest"
     doc["jobs"][1].pop("checkpoint")
-    doc["scheduler"]["queues"][1]["gpuQuota"] = 8
+    doc["scheduler"]["queues"][1]["gpuQuota"] = 16
+    doc["jobs"][1]["queue"] = "research"  # 16 + 4 GPUs asked of a quota of 16: they wait
     resources = registered(spec_from(doc))
     found = analyze(resources)
     by_policy = {(v.policy, v.urn): v for v in found}

@@ -415,12 +415,22 @@ def test_job_rules_name_the_job() -> None:
     assert "checkpoint: {volume: <pvc>, path: /checkpoints/bert-finetune}" in finding.message
 
 
-def test_quota_advisory_says_when_a_job_can_never_start() -> None:
+def test_quota_advisory_says_when_jobs_wait_for_each_other() -> None:
     doc = dev_doc()
-    doc["scheduler"]["queues"][1]["gpuQuota"] = 8
+    doc["scheduler"]["queues"][1]["gpuQuota"] = 16
+    doc["jobs"][1]["queue"] = "research"  # 16 + 4 GPUs asked of a quota of 16
     [finding] = get_rule("queue-quota")(spec_from(doc), [])
     assert finding.severity == "advisory"
-    assert "gpt-small can never start" in finding.message
+    assert "they will wait for each other" in finding.message
+
+
+def test_a_job_its_queue_can_never_hold_is_refused_before_any_policy() -> None:
+    # Not an advisory any more: validation refuses it, in the simulator's words.
+    doc = dev_doc()
+    doc["scheduler"]["queues"][1]["gpuQuota"] = 8
+    with pytest.raises(SpecInvalidError, match="the job needs 16 GPUs, queue 'research' "
+                       "can never hold more than 8"):
+        spec_from(doc)
 
 
 def test_one_bad_image_is_reported_once() -> None:

@@ -49,7 +49,7 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "bad-quantity",
         _set("topology.node.memory", "lots"),
         "topology.node.memory",
-        "does not match",
+        "is not a quantity: use a number with an optional suffix",
     ),
     ("wrong-api-version", _set("apiVersion", "v1"), "apiVersion", "must be"),
     (
@@ -86,8 +86,8 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "duplicate-job",
         _set("jobs.1.name", "gpt-small"),
-        "jobs",
-        "'gpt-small' is used more than once",
+        "jobs[1].name",
+        "'gpt-small' is used more than once (first by jobs[0])",
     ),
     (
         "duplicate-queue",

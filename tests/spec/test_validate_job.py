@@ -14,7 +14,8 @@ from tests.spec.test_rules import CASES, Mutation
 from trainmaster.spec import SpecInvalidError, validate_data, validate_job
 
 # The rules about one job (not about several jobs together, nor about the cluster).
-JOB_CASES = [c for c in CASES if c[2].startswith("jobs[")]
+JOB_CASES = [c for c in CASES if c[2].startswith("jobs[")
+             and c[0] != "duplicate-job"]  # reported at jobs[i].name, but about two jobs
 
 
 def _cluster_and_job(mutate: Mutation) -> tuple[dict[str, Any], int]:

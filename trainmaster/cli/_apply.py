@@ -7,22 +7,46 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import app
+from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.errors import UsageError
+
+DRY_RUN = ("none", "server")
 
 
 @app.command()
 def apply(
-    spec: Annotated[Path, typer.Argument(help="Cluster spec file.")],
-    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
+    spec: Annotated[Path, typer.Argument(metavar="SPEC",
+                                         help="Cluster spec file ('-': standard input).")],
+    dry_run: Annotated[
+        str,
+        typer.Option("--dry-run", metavar="[none|server]",
+                     help="server: the API server checks and admits every object and "
+                     "stores nothing (as kubectl apply --dry-run=server)."),
+    ] = "none",
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Apply every object of a spec with server-side apply (field manager `trainmaster`)."""
+    if dry_run == "client":
+        raise UsageError("--dry-run=client: `trainmaster render SPEC` prints the objects "
+                         "without a server")
+    if dry_run not in DRY_RUN:
+        raise UsageError(f"--dry-run must be one of {', '.join(DRY_RUN)}, not {dry_run!r}")
     from rich.console import Console
 
     from trainmaster.apply import apply_spec
-    from trainmaster.spec import load_spec
+    from trainmaster.cli._input import read_spec
 
-    err = Console(stderr=True)
-    cluster = load_spec(spec)
-    with err.status("applying") as status:
-        applied = apply_spec(kubeconfig, cluster, lambda step: status.update(step))
-    err.print(f"applied {len(applied)} objects of {cluster.metadata.name}")
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    cluster = read_spec(spec)
+    server = dry_run == "server"
+    if err.is_terminal:
+        with err.status("checking" if server else "applying") as status:
+            applied = apply_spec(kubeconfig, cluster, lambda step: status.update(step), server)
+    else:  # a log: one plain line per object
+        applied = apply_spec(kubeconfig, cluster, err.print, server)
+    if server:
+        err.print(f"server dry run: {len(applied)} objects of {cluster.metadata.name} "
+                  "would be applied; nothing was stored")
+    else:
+        err.print(f"applied {len(applied)} objects of {cluster.metadata.name}")

@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from trainmaster.cli._app import app
+if TYPE_CHECKING:
+    from rich.table import Table
+
+from trainmaster.cli._app import ContextOpt, app, kubeconfig_for_context
+from trainmaster.cli._console import lazy_console
+from trainmaster.errors import UsageError
 
 if TYPE_CHECKING:
     from trainmaster.bench import BenchResult
@@ -18,8 +21,8 @@ if TYPE_CHECKING:
 bench_app = typer.Typer(help="Benchmarks on a real local control plane.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = lazy_console()
+_err = lazy_console(stderr=True, soft_wrap=True)
 
 
 @bench_app.command("scheduler")
@@ -40,6 +43,7 @@ def scheduler_cmd(
         typer.Option("--kubeconfig", help="Use this cluster instead of starting one; no "
                      "other scheduler may run there."),
     ] = None,
+    context: ContextOpt = None,
     bind_concurrency: Annotated[
         int, typer.Option(help="Binds in flight, for trainmaster and bind-ceiling alike.")
     ] = 64,
@@ -54,6 +58,8 @@ def scheduler_cmd(
     """Bind P pending pods on N nodes with each scheduler alone; time and judge them."""
     from trainmaster.bench import BenchOptions, run_scheduler_bench
 
+    # The schedulers under test are processes given a kubeconfig file: --context is a copy.
+    kubeconfig = kubeconfig_for_context(kubeconfig, context)
     options = BenchOptions(nodes=nodes, pods=pods, seed=seed, only=tuple(only or ()),
                            kubeconfig=kubeconfig, bind_concurrency=bind_concurrency,
                            timeout=timeout, repeat=repeat)
@@ -62,7 +68,7 @@ def scheduler_cmd(
         from trainmaster.cli._tools import build_with_progress
         from trainmaster.toolchain import CLUSTER_FAMILIES
 
-        build_with_progress(list(CLUSTER_FAMILIES))
+        build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
     result = run_scheduler_bench(options, report=lambda line: _err.print(line, highlight=False))
     if as_json:
         print(json.dumps(result.to_json()))
@@ -78,6 +84,7 @@ def results_table(result: BenchResult, seed: int, repeat: int) -> Table:
     """The table `bench scheduler` prints: one row per contender."""
     rounds = f", median [min-max] of {repeat} rounds" if repeat > 1 else ""
     load = "/".join(f"{x:.2f}" for x in result.load_average)
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"{result.pods} pods on {result.nodes} nodes (seed {seed}{rounds}; "
                   f"clock from process start; load average {load})")
     for column in ("scheduler", "seconds", "first bind s", "pods/s",
@@ -118,23 +125,23 @@ def placement_cmd(
     for name, value in (("--nodes", nodes), ("--gang", gang), ("--runs", runs),
                         ("--cold-runs", cold_runs), ("--events", events)):
         if value < 1:
-            _err.print(f"{name} must be at least 1, got {value}")
-            raise typer.Exit(2)
+            raise UsageError(f"{name} must be at least 1, got {value}")
     if pods_per_node < 0:
-        _err.print(f"--pods-per-node must be 0 or more, got {pods_per_node}")
-        raise typer.Exit(2)
+        raise UsageError(f"--pods-per-node must be 0 or more, got {pods_per_node}")
     scale = placement_at_scale(nodes=nodes, gang=gang, runs=runs, cold_runs=cold_runs,
                                events=events, pods_per_node=pods_per_node)
     if as_json:
         print(json.dumps(scale.to_json()))
         return
     simple = placement_microbench(nodes=nodes, gang=gang, runs=runs)
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"one {gang}-pod gang on {nodes} nodes")
     for column in ("first decision ms", "warm median ms", "warm max ms", "runs", "placed at"):
         table.add_column(column, justify="right")
     table.add_row(f"{simple.cold_ms:.2f}", f"{simple.warm_median_ms:.2f}",
                   f"{simple.warm_max_ms:.2f}", str(simple.runs), simple.level)
     _out.print(table)
+    from rich.table import Table  # rich: only when printing
     real = Table(title=f"realistic nodes: {nodes} nodes, {scale.pods} pods, one {gang}-pod "
                  f"gang (median, min-max, ms)")
     for column in ("cold decision", "warm decision", "node event", "node events",

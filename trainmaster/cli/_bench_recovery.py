@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from trainmaster.cli._app import ContextOpt, kubeconfig_for_context
 from trainmaster.cli._bench import bench_app
+from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = lazy_console()
+_err = lazy_console(stderr=True, soft_wrap=True)
 
 
 class RecoveryBenchError(TrainmasterError):
@@ -28,6 +28,7 @@ def recovery_cmd(
         typer.Option("--kubeconfig", help="Use this cluster (kwok nodes of 8 GPUs, the stock "
                      "kube-scheduler running) instead of starting one."),
     ] = None,
+    context: ContextOpt = None,
     gang: Annotated[int, typer.Option(help="Pods (nodes) of the TrainingJob.")] = 16,
     repeat: Annotated[int, typer.Option(help="Runs of each scenario.")] = 3,
     scenario: Annotated[
@@ -62,6 +63,7 @@ def recovery_cmd(
     from trainmaster.operator._bench import SCENARIOS, BenchError, RecoveryOptions
     from trainmaster.operator._bench import run_recovery_bench as run
 
+    kubeconfig = kubeconfig_for_context(kubeconfig, context)  # a file other processes read
     options = RecoveryOptions(kubeconfig=kubeconfig, gang=gang, repeat=repeat,
                               scenarios=tuple(scenario or SCENARIOS), baseline=baseline,
                               hang_timeout=hang_timeout, timeout=timeout)
@@ -71,13 +73,14 @@ def recovery_cmd(
             from trainmaster.cli._tools import build_with_progress
             from trainmaster.toolchain import CLUSTER_FAMILIES
 
-            build_with_progress(list(CLUSTER_FAMILIES))
+            build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
         rows = run(options, report=lambda line: _err.print(line, highlight=False))
     except BenchError as exc:
         raise RecoveryBenchError(str(exc)) from None
     if as_json:
         print(json.dumps([r.to_json() for r in rows]))
         return
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"recovery of a {gang}-pod TrainingJob (backoff 0, hang timeout "
                         f"{hang_timeout}s)")
     for column in ("scenario", "detect s", "recover s", "resumed from", "ok"):
@@ -116,7 +119,7 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
             ensure_scenario(name)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenario") from None
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES])
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="this benchmark's real nodes")
 
     def report(line: str) -> None:
         _err.print(line, highlight=False)
@@ -149,6 +152,7 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
     if as_json:
         print(json.dumps(rows))
         return
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"recovery of the real job {stack.job.name} on real nodes")
     for column in rows[0] if rows else []:
         table.add_column(column, justify="left" if column == "scenario" else "right")

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from trainmaster.cli._bench import bench_app
+from trainmaster.cli._console import lazy_console
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = lazy_console()
+_err = lazy_console(stderr=True, soft_wrap=True)
 
 
 @bench_app.command("spec")
@@ -34,6 +33,7 @@ def spec_cmd(
     if as_json:
         print(json.dumps(asdict(result)))
         return
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"validate a {nodes}-node spec ({result.bytes / 1e6:.2f} MB YAML)")
     for col in ("nodes", "jobs", "runs", "median s", "best s", "median CPU s"):
         table.add_column(col, justify="right")
@@ -70,6 +70,7 @@ def job_cmd(
         print(json.dumps({"spec": str(spec) if spec else "generated", **asdict(result)}))
         return
     where = str(spec) if spec is not None else f"a generated {result.nodes}-node spec"
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"validate one job against {where}")
     for col in ("nodes", "runs", "how", "median ms", "best ms"):
         table.add_column(col, justify="right")
@@ -94,7 +95,7 @@ def cluster_cmd(
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.toolchain import CLUSTER_FAMILIES
 
-    build_with_progress(list(CLUSTER_FAMILIES))
+    build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tm-bench-cluster-") as home:
         os.environ["TRAINMASTER_HOME"] = home
@@ -115,6 +116,7 @@ def cluster_cmd(
         print(json.dumps({"spec": str(spec), "runs": results}))
         return
     steps = list(results[0]["steps"])
+    from rich.table import Table  # rich: only when printing
     table = Table(title=f"cluster up: {results[0]['nodes']} nodes from {spec}")
     table.add_column("run", justify="right")
     table.add_column("total s", justify="right")

@@ -38,9 +38,8 @@ def cache_warm(
     completion marker, LRU eviction over capacity; the datasets held go to the pod's
     termination message, from which the operator labels the node. A failure's message
     goes there too, so the operator can show it on the jobs that wait for the dataset."""
-    from trainmaster.cli._operator import UsageError
     from trainmaster.datacache import failure_message, warm
-    from trainmaster.errors import TrainmasterError
+    from trainmaster.errors import TrainmasterError, UsageError
     from trainmaster.spec import parse_quantity
 
     try:

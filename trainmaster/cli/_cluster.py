@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from trainmaster.cli._app import cluster_app
+from trainmaster.cli._console import lazy_console
 from trainmaster.cli._tools import build_with_progress
 from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = lazy_console()
+_err = lazy_console(stderr=True, soft_wrap=True)
 
 KubeconfigOpt = Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig path.")]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Cluster name (metadata.name).")]
@@ -62,17 +62,18 @@ def up_cmd(
     from trainmaster import cluster  # heavy (Kubernetes clients): only when used
 
     if build:
-        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []))
-    with _err.status("starting the local cluster") as status:
-        result = cluster.up(
-            spec,
-            kubeconfig=kubeconfig,
-            state_dir=state_dir,
-            apiserver_port=apiserver_port,
-            kube_scheduler=kube_scheduler,
-            real_nodes=real_nodes,
-            report=lambda step: status.update(step),
-        )
+        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []),
+                            why="`trainmaster cluster up`")
+    def start(report: Callable[[str], None]) -> cluster.UpResult:
+        return cluster.up(spec, kubeconfig=kubeconfig, state_dir=state_dir,
+                          apiserver_port=apiserver_port, kube_scheduler=kube_scheduler,
+                          real_nodes=real_nodes, report=report)
+
+    if _err.is_terminal:
+        with _err.status("starting the local cluster") as status:
+            result = start(status.update)
+    else:  # a log: one plain line per step, as `tools build` prints
+        result = start(lambda step: _err.print(f"cluster up: {step}", highlight=False))
     rec = result.record
     if result.already_running:
         _err.print(f"cluster [bold]{rec.name}[/] is already running; nothing started.")
@@ -118,19 +119,23 @@ def status_cmd(
     name: NameOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Processes, node readiness and GPU capacity per leaf of a local cluster."""
+    """The local control plane itself: its processes, node readiness and GPU capacity per
+    leaf. For the workload (jobs, queues, pending gangs) on any cluster: `trainmaster
+    status`."""
     from trainmaster import cluster
 
     status = cluster.cluster_status(cluster.resolve_state_dir(kubeconfig, name))
     if as_json:
         print(json.dumps(asdict(status), indent=2))
         return
+    from rich.table import Table  # rich: only when printing
     procs = Table(title=f"cluster {status.name}: processes")
     procs.add_column("process")
     procs.add_column("state")
     for proc, alive in status.processes.items():
         procs.add_row(proc, "[green]running[/]" if alive else "[red]stopped[/]")
     _out.print(procs)
+    from rich.table import Table  # rich: only when printing
     leaves = Table(title=f"{status.ready}/{status.nodes} nodes Ready; GPUs per leaf")
     for col in ("leaf", "nodes", "ready", "GPUs", "used", "free"):
         leaves.add_column(col, justify="left" if col == "leaf" else "right")

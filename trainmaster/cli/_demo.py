@@ -36,7 +36,7 @@ def demo(
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
     started = time.monotonic()
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES])
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="`trainmaster demo`")
     try:
         if err.is_terminal:
             with err.status("starting") as status:

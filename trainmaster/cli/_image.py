@@ -5,50 +5,58 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from trainmaster.cli._app import app
-from trainmaster.image import BuiltImage, Progress, build_image
-from trainmaster.image._build import STEPS
-from trainmaster.spec import ImageSpec
+from trainmaster.cli._console import lazy_console
+
+if TYPE_CHECKING:
+    from trainmaster.image import BuiltImage, Progress
 
 image_app = typer.Typer(
     help="The trainmaster image (scheduler, operator, launcher), built without Docker.",
     no_args_is_help=True,
 )
 app.add_typer(image_app, name="image")
-_err = Console(stderr=True, highlight=False)
+_err = lazy_console(stderr=True, highlight=False)
 
 
-class _ConsoleProgress(Progress):
-    """Steps as numbered lines with their start time; tool output as a one-line status."""
+def _console_progress(verbose: bool) -> Progress:
+    """The image build's progress on stderr (made here: the image package is imported
+    only when an image is built)."""
+    from trainmaster.image import Progress
+    from trainmaster.image._build import STEPS
 
-    def __init__(self, verbose: bool) -> None:
-        self.verbose = verbose
-        self.start = time.monotonic()
-        self.last_percent = -1
+    class _ConsoleProgress(Progress):
+        """Steps as numbered lines with their start time; tool output as a one-line status."""
 
-    def _elapsed(self) -> str:
-        return f"{time.monotonic() - self.start:6.1f}s"
+        def __init__(self, verbose: bool) -> None:
+            self.verbose = verbose
+            self.start = time.monotonic()
+            self.last_percent = -1
 
-    def step(self, index: int, name: str, detail: str) -> None:
-        _err.print(f"[dim]{self._elapsed()}[/dim] [bold][{index}/{len(STEPS)}] {name}[/bold]: "
-                   f"{detail}")
+        def _elapsed(self) -> str:
+            return f"{time.monotonic() - self.start:6.1f}s"
 
-    def line(self, text: str) -> None:
-        # mmdebstrap and pip say a lot; show the steps they announce, all of it with -v.
-        if self.verbose or text.startswith(("I: ", "E: ", "W: ")) or "wheels," in text:
-            _err.print(f"[dim]{self._elapsed()}      {text[:150]}[/dim]")
+        def step(self, index: int, name: str, detail: str) -> None:
+            _err.print(f"[dim]{self._elapsed()}[/dim] [bold][{index}/{len(STEPS)}] {name}[/bold]: "
+                       f"{detail}")
 
-    def bytes(self, done: int, total: int) -> None:
-        percent = done * 100 // max(total, 1)
-        if percent // 10 != self.last_percent // 10:
-            self.last_percent = percent
-            _err.print(f"[dim]{self._elapsed()}      layer {percent}% "
-                       f"({done / 1e6:.0f}/{total / 1e6:.0f} MB)[/dim]")
+        def line(self, text: str) -> None:
+            # mmdebstrap and pip say a lot; show the steps they announce, all of it with -v.
+            if self.verbose or text.startswith(("I: ", "E: ", "W: ")) or "wheels," in text:
+                _err.print(f"[dim]{self._elapsed()}      {text[:150]}[/dim]")
+
+        def bytes(self, done: int, total: int) -> None:
+            percent = done * 100 // max(total, 1)
+            if percent // 10 != self.last_percent // 10:
+                self.last_percent = percent
+                _err.print(f"[dim]{self._elapsed()}      layer {percent}% "
+                           f"({done / 1e6:.0f}/{total / 1e6:.0f} MB)[/dim]")
+
+    return _ConsoleProgress(verbose)
 
 
 def _summary(built: BuiltImage) -> str:
@@ -77,8 +85,11 @@ def build_cmd(
                                           help="Show every line of the tools.")] = False,
 ) -> None:
     """Build the image as an OCI archive (cached by the digest of its inputs)."""
+    from trainmaster.image import build_image
+    from trainmaster.spec import ImageSpec  # the spec model: ~1 s, only when building
+
     reference = tag or ImageSpec().reference
-    built = build_image(source, reference, _ConsoleProgress(verbose), force=force, output=output)
+    built = build_image(source, reference, _console_progress(verbose), force=force, output=output)
     if as_json:
         typer.echo(json.dumps(built.as_json(), indent=2))
     else:

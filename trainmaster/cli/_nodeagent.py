@@ -10,18 +10,13 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import app
-from trainmaster.errors import TrainmasterError
+from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.errors import UsageError
 
 agent_app = typer.Typer(help="Agents that run on every GPU node (a DaemonSet).",
                         no_args_is_help=True)
 app.add_typer(agent_app, name="node-agent")
 
-
-class AgentUsageError(TrainmasterError):
-    """A command line that cannot work."""
-
-    exit_code = 2
 
 
 @agent_app.command("nic")
@@ -39,8 +34,8 @@ def nic(
                         ] = 30.0,
     once: Annotated[bool, typer.Option("--once", help="Look and report once, then exit.")
                     ] = False,
-    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig "
-                          "(default: in-cluster in a pod, else $KUBECONFIG).")] = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Read /sys/class/infiniband/*/ports/* (or the --netdevs) and set the node condition
     NICHealthy."""
@@ -48,12 +43,12 @@ def nic(
     from trainmaster.nodeagent import NicAgent, NicAgentConfig
 
     if not node:
-        raise AgentUsageError("--node (or $NODE_NAME) is required: the node to report on")
+        raise UsageError("--node (or $NODE_NAME) is required: the node to report on")
     if interval <= 0:
-        raise AgentUsageError("--interval must be > 0 seconds")
+        raise UsageError("--interval must be > 0 seconds")
     if devices and netdevs:
-        raise AgentUsageError("--devices and --netdevs exclude each other: RDMA ports, or "
-                              "plain interfaces")
+        raise UsageError("--devices and --netdevs exclude each other: RDMA ports, or "
+                         "plain interfaces")
     config = NicAgentConfig(node=node, sysfs=sysfs, interval=interval, kubeconfig=kubeconfig,
                             devices=tuple(d for d in devices.split(",") if d),
                             netdevs=tuple(d for d in netdevs.split(",") if d))

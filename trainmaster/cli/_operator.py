@@ -1,16 +1,14 @@
-"""`trainmaster operator run|unfence`, `trainmaster launch -- CMD`, `trainmaster status`."""
+"""`trainmaster operator run|unfence`, `trainmaster launch -- CMD`, `launch-bundle`."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import app
-from trainmaster.errors import TrainmasterError
+from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.errors import UsageError
 
 operator_app = typer.Typer(
     help="The operator that runs TrainingJobs as gangs and restores them after faults.",
@@ -18,17 +16,7 @@ operator_app = typer.Typer(
 )
 app.add_typer(operator_app, name="operator")
 
-KubeconfigOpt = Annotated[
-    Path | None,
-    typer.Option("--kubeconfig", help="Kubeconfig (default: $KUBECONFIG, else in-cluster in "
-                 "a pod, else the only local cluster's, else ~/.kube/config)."),
-]
 
-
-class UsageError(TrainmasterError):
-    """A command line that cannot work."""
-
-    exit_code = 2
 
 
 @operator_app.command("run")
@@ -54,6 +42,7 @@ def operator_run(
         Path | None, typer.Option("--spec", help="Cluster spec file, instead of a ConfigMap.")
     ] = None,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     unhealthy_condition: Annotated[
         list[str] | None,
         typer.Option("--unhealthy-condition", help="Node condition TYPE=STATUS that means "
@@ -89,6 +78,12 @@ def operator_run(
     except ValueError as exc:
         raise UsageError(f"--unhealthy-condition {exc}") from None
     ref = SpecRef(namespace=cm_namespace, configmap=spec_configmap, file=spec)
+    # Later outages are retried for as long as the operator runs; a server that does not
+    # answer at start is a wrong kubeconfig far more often, so say so now (exit 1).
+    from trainmaster.kubeclient import SyncKube
+
+    with SyncKube.connect(kubeconfig) as kube:
+        kube.get("/version")
     run_operator(
         OperatorConfig(spec=ref, namespaces=namespaces, clusterwide=clusterwide,
                        kubeconfig=kubeconfig, health=rules, liveness=liveness,
@@ -101,20 +96,23 @@ def operator_run(
 def operator_unfence(
     nodes: Annotated[list[str], typer.Argument(help="Nodes to return to service.")],
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Lift trainmaster's fence (taint, and the cordon if it set one) from repaired nodes."""
-    from trainmaster.operator._view import unfence_nodes
+    from trainmaster.operator import unfence_nodes
 
     for node, changed in unfence_nodes(kubeconfig, nodes).items():
         typer.echo(f"{node}: {'unfenced' if changed else 'was not fenced'}", err=True)
 
 
-@app.command(
-    "launch",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command("launch")
 def launch(
-    ctx: typer.Context,
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="-- COMMAND...", show_default=False,
+                       help="The training command, after -- (options before -- are "
+                       "launch's own: a mistyped one is an error, never the command)."),
+    ] = None,
     checkpoint_dir: Annotated[
         Path | None,
         typer.Option("--checkpoint-dir", help="Directory to watch (default: "
@@ -145,14 +143,13 @@ def launch(
                                  "(default: $TRAINMASTER_METRICS_ADDRESS, else 127.0.0.1).")
     ] = None,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Run a training command (after --) and report its progress (training steps) and
     checkpoints to its TrainingJob. Exits with the command's exit code."""
     from trainmaster.launch import LaunchConfig, compile_step_pattern, run_launch
 
-    command = list(ctx.args)
-    if command and command[0] == "--":
-        command = command[1:]
+    command = list(command or ())
     if not command:
         raise UsageError("give the command to run after --, e.g. "
                          "trainmaster launch -- python train.py")
@@ -184,24 +181,3 @@ def launch_bundle(
     from trainmaster.launch import write_bundle
 
     typer.echo(f"wrote {write_bundle(directory)}", err=True)
-
-
-@app.command("status")
-def status(
-    kubeconfig: KubeconfigOpt = None,
-    namespace: Annotated[
-        str | None, typer.Option("--namespace", "-n", help="Only jobs of this namespace.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
-) -> None:
-    """GPUs used/free per switch, jobs (phase, restarts, checkpoint, age), fenced nodes and
-    pending gangs with their reason."""
-    from trainmaster.cli._status_view import render_view
-    from trainmaster.operator._view import collect_view
-
-    view = collect_view(kubeconfig, namespace)
-    if as_json:
-        json.dump(view.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return
-    render_view(view)

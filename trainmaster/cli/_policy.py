@@ -111,16 +111,9 @@ def rights(
         workloads,
         workloads_markdown,
     )
-    from trainmaster.spec import SpecInvalidError, SpecReadError, load_spec
+    from trainmaster.spec import load_spec
 
-    try:
-        spec = load_spec(file)
-    except SpecReadError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
-    except SpecInvalidError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
+    spec = load_spec(file)  # unreadable: exit 2, invalid: 1 (the CLI's one boundary)
     objects = spec_objects(spec)
     if as_json:
         print(

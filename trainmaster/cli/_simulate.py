@@ -8,18 +8,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from trainmaster.cli._app import app
-from trainmaster.errors import TrainmasterError
-
-
-class SimulateUsageError(TrainmasterError):
-    """Options that do not go together or name nothing known (exit 2)."""
-
-    exit_code = 2
-
+from trainmaster.errors import UsageError
 
 simulate_app = typer.Typer(
     help="Discrete-event simulation of a GPU workload under trainmaster's placement and "
@@ -28,8 +19,6 @@ simulate_app = typer.Typer(
 )
 app.add_typer(simulate_app, name="simulate")
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
 
 
 def _fmt(value: float | int | None, digits: int = 0) -> str:
@@ -44,7 +33,7 @@ def simulate_cmd(
     spec: Annotated[Path | None, typer.Option(
         "--spec", help="Cluster from this spec file.")] = None,
     nodes: Annotated[int | None, typer.Option(
-        help="Cluster of N nodes (8 GPUs, 20 per leaf, 5 leaves per spine).")] = None,
+        min=1, help="Cluster of N nodes (8 GPUs, 20 per leaf, 5 leaves per spine).")] = None,
     queues_file: Annotated[Path | None, typer.Option(
         "--queues", help="With --nodes: queues as in a spec's scheduler section "
         "(queues: [...], preemption: true|false). Default: one unlimited queue; with "
@@ -54,7 +43,7 @@ def simulate_cmd(
         "[,queue,priority,topology].")] = None,
     synthetic: Annotated[bool, typer.Option(
         "--synthetic", help="Generate the workload (see docs/simulate.md).")] = False,
-    jobs: Annotated[int, typer.Option(help="Synthetic jobs.")] = 1000,
+    jobs: Annotated[int, typer.Option(min=1, help="Synthetic jobs.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed for the synthetic jobs and failures.")] = 1,
     load: Annotated[float, typer.Option(
         help="Synthetic offered load: GPU-seconds asked per GPU-second of the cluster.")] = 0.9,
@@ -74,6 +63,11 @@ def simulate_cmd(
     """Simulate a workload on a cluster under each placement policy; compare them."""
     if ctx.invoked_subcommand is not None:
         return
+    from rich.table import Table
+
+    from trainmaster.cli._console import stderr_console, stdout_console
+
+    _out, _err = stdout_console(), stderr_console()
     from trainmaster.simulate import (
         FaultModel,
         QueueConfig,
@@ -89,18 +83,28 @@ def simulate_cmd(
     )
 
     if (spec is None) == (nodes is None):
-        raise SimulateUsageError("give exactly one of --spec FILE or --nodes N")
+        raise UsageError("give exactly one of --spec FILE or --nodes N")
     if spec is not None and queues_file is not None:
-        raise SimulateUsageError("--queues goes with --nodes; with --spec the queues are the "
+        raise UsageError("--queues goes with --nodes; with --spec the queues are the "
                                  "spec's scheduler.queues")
     if (trace is None) == (not synthetic):
-        raise SimulateUsageError("give exactly one of --trace FILE.csv or --synthetic")
+        raise UsageError("give exactly one of --trace FILE.csv or --synthetic")
     try:
         names = policy_names(policy)
         faults = FaultModel(node_mtbf_hours, repair_minutes, checkpoint_minutes,
                             restart_seconds, seed)
     except ValueError as err:
-        raise SimulateUsageError(str(err)) from None
+        raise UsageError(str(err)) from None
+    from trainmaster.spec import SpecReadError
+
+    for named in (trace, queues_file, spec):
+        if named is None:
+            continue
+        try:  # a file that cannot be read is exit 2 whichever option names it
+            named.open("rb").close()
+        except OSError as exc:
+            raise SpecReadError(str(named), f"cannot read the file: {exc.strerror or exc}"
+                                ) from None
     started = time.perf_counter()
     cluster = spec_cluster(spec) if spec is not None else bench_cluster(nodes or 0)
     queues = (spec_queues(spec) if spec is not None
@@ -140,7 +144,9 @@ def simulate_cmd(
         _out.print(_queue_table(result.to_json()["results"]))
 
 
-def _queue_table(results: list[dict[str, Any]]) -> Table:
+def _queue_table(results: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
     table = Table(title="per queue")
     for head in ("policy", "queue", "nominal\nquota", "jobs", "GPU\nallocation",
                  "wait p50\n(s)", "wait p95\n(s)", "pre-\nempted"):
@@ -164,7 +170,10 @@ def convert_cmd(
     from trainmaster.simulate import CONVERTERS, convert_trace
 
     if source_format not in CONVERTERS:
-        raise SimulateUsageError(f"--from must be one of {', '.join(CONVERTERS)}")
+        raise UsageError(f"--from must be one of {', '.join(CONVERTERS)}")
+    from trainmaster.cli._console import stderr_console
+
+    _err = stderr_console()
     done = convert_trace(source_format, source, target)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(done.skipped.items())) or "none"
     _err.print(f"wrote {done.written} jobs to {target}; skipped: {skipped}", highlight=False)

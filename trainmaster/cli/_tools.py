@@ -1,35 +1,72 @@
-"""`trainmaster tools build|path|env`."""
+"""`trainmaster tools build|path|env`, and how every command announces and shows a build."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from trainmaster.cli._app import tools_app
-from trainmaster.toolchain import RECIPES, build, family_dir, is_built
+from trainmaster.errors import UsageError
+from trainmaster.toolchain import RECIPES, build, cache_root, family_dir, is_built
 
-_err = Console(stderr=True)
+# Rough build minutes per family on a 2-core machine with an empty Go cache (README:
+# ~15 min for the control plane and kwok, as much again for the Pulumi toolchain). Only to
+# tell a person what they are waiting for; the real times are printed as builds finish.
+ROUGH_MINUTES = {
+    "k8s": 9, "etcd": 2, "kwok": 4, "kubelet": 4, "containerd": 3, "cni-plugins": 2,
+    "coredns": 3, "pulumi": 8, "pulumi-kubernetes": 8, "pulumi-language-python": 2,
+    "promtool": 3,
+}
 
 
-def build_with_progress(families: list[str]) -> None:
-    """Build (or reuse) families, showing a progress bar per family on stderr."""
+def missing_tools(families: Iterable[str]) -> list[str]:
+    return [family for family in families if not is_built(family)]
+
+
+def rough_minutes(families: Iterable[str]) -> int:
+    return max(1, sum(ROUGH_MINUTES.get(family, 3) for family in families))
+
+
+def announce(missing: list[str], why: str | None) -> None:
+    """Before a build: what, why and roughly how long, on stderr."""
+    typer.echo(
+        f"building {', '.join(missing)} from pinned Go modules into {cache_root()}"
+        + (f", needed by {why}" if why else "")
+        + f": roughly {rough_minutes(missing)} minutes on 2 cores, once (later runs reuse "
+        "the build)", err=True)
+
+
+def build_with_progress(families: list[str], why: str | None = None) -> None:
+    """Build (or reuse) families on stderr: announced first, then a progress bar per family
+    on a terminal, or a plain line per family and every 10% of its packages otherwise."""
+    from rich.console import Console
+
+    missing = missing_tools(families)
+    if missing:
+        announce(missing, why)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not err.is_terminal:
+        _build_with_lines(families, err)
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("packages"),
         TimeElapsedColumn(),
-        console=_err,
+        console=err,
         transient=False,
     ) as progress:
         tasks: dict[str, TaskID] = {}
@@ -47,18 +84,51 @@ def build_with_progress(families: list[str]) -> None:
             progress.console.print(f"{result.family}: {state} -> {result.directory}")
 
 
+def _build_with_lines(families: list[str], err: object) -> None:
+    """Progress for a log: no cursor tricks, one line at a time."""
+    from rich.console import Console
+
+    assert isinstance(err, Console)
+    started = time.monotonic()
+    shown: dict[str, int] = {}
+
+    def report(family: str, done: int, total: int) -> None:
+        tenth = 10 * done // total if total else 0
+        if shown.get(family) == tenth:
+            return
+        shown[family] = tenth
+        err.print(f"go build {family} {RECIPES[family].version}: {done}/{total} packages "
+                  f"({time.monotonic() - started:.0f}s)")
+
+    for result in build(families, report):
+        state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
+        err.print(f"{result.family}: {state} -> {result.directory}")
+
+
+def _known(families: list[str]) -> list[str]:
+    unknown = [f for f in families if f not in RECIPES]
+    if unknown:
+        raise UsageError(f"unknown tool famil{'y' if len(unknown) == 1 else 'ies'} "
+                         f"{', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    return families
+
+
 @tools_app.command("build")
 def build_cmd(
-    families: Annotated[list[str] | None, typer.Argument(help="Families (default: all).")] = None,
+    families: Annotated[list[str] | None, typer.Argument(
+        metavar="[FAMILY]...", help=f"Families (default: all): {', '.join(RECIPES)}.")] = None,
 ) -> None:
     """Build the pinned binaries into the cache (reused when already built)."""
-    build_with_progress(families or list(RECIPES))
+    build_with_progress(_known(families or list(RECIPES)), why="`trainmaster tools build`")
 
 
 @tools_app.command("path")
-def path_cmd(family: str) -> None:
+def path_cmd(
+    family: Annotated[str, typer.Argument(metavar="FAMILY", help="A tool family (see "
+                                          "`trainmaster tools build --help`).")],
+) -> None:
     """Print the cache folder of a tool family."""
-    print(family_dir(family))
+    print(family_dir(_known([family])[0]))
 
 
 @tools_app.command("env")
@@ -67,14 +137,15 @@ def env_cmd() -> None:
 
     They put the built Pulumi CLI, Kubernetes provider and Python language host first on
     PATH, activate the project's virtualenv and set the same local backend, passphrase and
-    kubeconfig as `trainmaster pulumi`, so both share stacks. Missing tools are built first.
+    kubeconfig as `trainmaster pulumi`, so both share stacks. Missing tools are built first
+    (announced on stderr: roughly 20 minutes on 2 cores, once).
     """
     import os
 
     from trainmaster.engine._env import SHELL_FAMILIES, find_project, shell_env, shell_exports
 
     project_dir = find_project()
-    missing = [family for family in SHELL_FAMILIES if not is_built(family)]
+    missing = missing_tools(SHELL_FAMILIES)
     if missing:  # progress on stderr: stdout is for eval
-        build_with_progress(missing)
+        build_with_progress(missing, why="`trainmaster tools env` (plain `pulumi` in a shell)")
     print(shell_exports(shell_env(project_dir), os.environ), end="")

@@ -10,22 +10,26 @@ from typing import Annotated
 import typer
 
 from trainmaster.cli._app import app
-from trainmaster.spec import SpecInvalidError, SpecReadError, json_schema, load_spec
 
 
 @app.command()
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Spec files (YAML or JSON).")],
+    files: Annotated[list[Path], typer.Argument(
+        metavar="FILE...", help="Spec files (YAML or JSON); '-' reads standard input.")],
     as_json: Annotated[
         bool, typer.Option("--json", help="Print machine-readable results.")
     ] = False,
 ) -> None:
     """Check spec files: exit 0 if all are valid, 1 if any is invalid, 2 if one can't be read."""
+    from trainmaster.cli._input import read_spec, spec_source
+    from trainmaster.spec import SpecInvalidError, SpecReadError
+
     results = []
     code = 0
-    for path in files:
+    for given in files:
+        path = spec_source(given)
         try:
-            spec = load_spec(path)
+            spec = read_spec(given)
         except SpecReadError as exc:
             code = 2
             results.append(
@@ -79,4 +83,6 @@ def schema(
 
         print(reference_markdown(), end="")
         return
+    from trainmaster.spec import json_schema
+
     print(json.dumps(json_schema(), indent=2, sort_keys=False))

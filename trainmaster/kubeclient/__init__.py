@@ -27,6 +27,7 @@ from ._kubeconfig import (
     generated_client,
     load_configuration,
     load_sync_configuration,
+    select_context,
 )
 from ._paths import (
     KNOWN_PLURALS,
@@ -84,5 +85,6 @@ __all__ = [
     "pod_path",
     "podgroup_path",
     "retry_on_conflict",
+    "select_context",
     "trainingjob_path",
 ]

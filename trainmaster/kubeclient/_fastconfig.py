@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from trainmaster.errors import TrainmasterError
+
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 _HANDLED_USER_KEYS = {
@@ -33,8 +35,11 @@ _HANDLED_CLUSTER_KEYS = {
 }
 
 
-class KubeConfigError(Exception):
-    """A kubeconfig (or the in-cluster service account) that cannot be used."""
+class KubeConfigError(TrainmasterError):
+    """A kubeconfig (or the in-cluster service account) that cannot be used: exit 2 in
+    the CLI, like any file the user named that cannot be read."""
+
+    exit_code = 2
 
 
 class Unsupported(Exception):
@@ -133,8 +138,13 @@ def load_kubeconfig(path: Path, context: str | None = None) -> KubeConfig:
         raise KubeConfigError(f"kubeconfig {path} does not exist")
     try:
         doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise KubeConfigError(f"cannot read kubeconfig {path}: {err}") from err
+    except OSError as err:
+        raise KubeConfigError(f"cannot read kubeconfig {path}: {err.strerror or err}") from err
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "not YAML"
+        raise KubeConfigError(f"kubeconfig {path} is not valid YAML{where}: {problem}") from err
     if not isinstance(doc, dict):
         raise KubeConfigError(f"kubeconfig {path} is not a YAML mapping")
     name = context or doc.get("current-context")

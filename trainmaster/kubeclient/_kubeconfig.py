@@ -23,6 +23,16 @@ log = logging.getLogger(__name__)
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
+_context: str | None = None
+"""The kubeconfig context a command line chose (``--context``); None: the file's
+current-context. Process-wide like ``$KUBECONFIG``: a CLI process talks to one cluster."""
+
+
+def select_context(name: str | None) -> None:
+    """Use this context of the chosen kubeconfig instead of its current-context."""
+    global _context
+    _context = name
+
 
 def choose_kubeconfig(explicit: Path | None = None) -> Path | None:
     """The kubeconfig file the rule picks; None means the in-cluster service account."""
@@ -48,7 +58,7 @@ async def load_configuration(explicit: Path | None = None) -> Any:
     the attributes ``Kube`` reads. Failures raise ``KubeConfigError``."""
     path = choose_kubeconfig(explicit)
     try:
-        return load_incluster() if path is None else load_kubeconfig(path)
+        return load_incluster() if path is None else load_kubeconfig(path, _context)
     except Unsupported as why:
         log.debug("kubeconfig %s: %s; loading it with kubernetes_asyncio", path, why)
     import kubernetes_asyncio
@@ -59,7 +69,7 @@ async def load_configuration(explicit: Path | None = None) -> Any:
             kubernetes_asyncio.config.load_incluster_config(client_configuration=cfg)
         else:
             await kubernetes_asyncio.config.load_kube_config(
-                config_file=str(path), client_configuration=cfg
+                config_file=str(path), context=_context, client_configuration=cfg
             )
     except kubernetes_asyncio.config.ConfigException as err:
         raise KubeConfigError(str(err)) from err
@@ -77,7 +87,8 @@ def load_sync_configuration(explicit: Path | None = None) -> kubernetes.client.C
     if path is None:
         kubernetes.config.load_incluster_config(client_configuration=cfg)
     else:
-        kubernetes.config.load_kube_config(config_file=str(path), client_configuration=cfg)
+        kubernetes.config.load_kube_config(config_file=str(path), context=_context,
+                                           client_configuration=cfg)
     return cfg
 
 

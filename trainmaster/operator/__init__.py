@@ -8,7 +8,13 @@ See docs/operator.md for the launcher contract and what happens when.
 from trainmaster.api import FAILED, FENCED_ANNOTATION, PENDING, RESTARTING, RUNNING, SUCCEEDED
 from trainmaster.operator._decide import backoff_seconds, decide
 from trainmaster.operator._faults import HealthRules, find_fault, gang_view, node_health
-from trainmaster.operator._fence import fence_patch, fenced_record, unfence, unfence_patch
+from trainmaster.operator._fence import (
+    fence_patch,
+    fenced_record,
+    unfence,
+    unfence_nodes,
+    unfence_patch,
+)
 from trainmaster.operator._model import (
     Action,
     Cause,
@@ -52,5 +58,6 @@ __all__ = [
     "operate",
     "run_operator",
     "unfence",
+    "unfence_nodes",
     "unfence_patch",
 ]

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from trainmaster.api import FENCED_ANNOTATION, UNHEALTHY_TAINT, format_time
-from trainmaster.kubeclient import Kube, node_path, retry_on_conflict
+from trainmaster.kubeclient import Kube, SyncKube, node_path, retry_on_conflict
 from trainmaster.operator._faults import taint_value
 
 
@@ -100,3 +101,10 @@ async def fence(kube: Kube, name: str, problem: str, now: datetime) -> bool:
 async def unfence(kube: Kube, name: str) -> bool:
     """Lift trainmaster's fence; True if the node was fenced."""
     return await patch_node(kube, name, unfence_patch)
+
+
+def unfence_nodes(kubeconfig: Path | None, names: list[str]) -> dict[str, bool]:
+    """Lift the fence of each node (``trainmaster operator unfence``); node -> whether it
+    was fenced."""
+    with SyncKube.connect(kubeconfig) as kube:
+        return {name: kube.run(unfence(kube.kube, name)) for name in names}

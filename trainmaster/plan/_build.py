@@ -257,7 +257,11 @@ def plan_stack(path: str, base: SpecState, head: SpecState) -> StackPlan:
                 key=lambda f: f.severity != "mandatory",
             )
         ),
-        resolved_findings=tuple(f for f in old_findings if f.key not in new_keys),
+        # A head that does not load resolves nothing: its findings are unknown.
+        resolved_findings=(
+            tuple(f for f in old_findings if f.key not in new_keys)
+            if head.status in ("valid", "absent") else ()
+        ),
         head_findings=tuple(new_findings),
     )
 

@@ -105,7 +105,9 @@ def file_queues(path: Path) -> QueueConfig:
         SpecIssue,
         SpecReadError,
         format_path,
+        line_of,
         parse_document,
+        parse_path,
         queue_issues,
     )
 
@@ -116,22 +118,26 @@ def file_queues(path: Path) -> QueueConfig:
         raise SpecReadError(source, f"cannot read the file: {err.strerror or err}") from None
     except UnicodeDecodeError as err:
         raise SpecReadError(source, f"not UTF-8 text (byte {err.start})") from None
-    data, _ = parse_document(text, source)
+    data, lines = parse_document(text, source)
+
+    def at(path: str, message: str) -> SpecIssue:  # with the line, as spec errors have
+        return SpecIssue(path, message, *line_of(lines, parse_path(path)))
+
     if not isinstance(data, dict) or "queues" not in data:
         raise SpecInvalidError(source, [SpecIssue(
             "", "a queues file is a mapping with `queues:` (a list as in a spec's "
             "scheduler.queues) and optionally `preemption: true`")])
     unknown = sorted(set(data) - {"queues", "preemption"})
     if unknown:
-        raise SpecInvalidError(source, [SpecIssue(
+        raise SpecInvalidError(source, [at(
             key, "unknown key: a queues file has only `queues` and `preemption`")
             for key in unknown])
     try:
         section = SchedulerSpec.model_validate(data, strict=True)
     except ValidationError as err:
-        raise SpecInvalidError(source, [SpecIssue(format_path(e["loc"]), e["msg"])
+        raise SpecInvalidError(source, [at(format_path(e["loc"]), e["msg"])
                                         for e in err.errors()]) from None
-    issues = list(queue_issues(section.queues, "queues"))
+    issues = [at(i.path, i.message) for i in queue_issues(section.queues, "queues")]
     if issues:
         raise SpecInvalidError(source, issues)
     return _from_scheduler_section(section.queues, section.preemption, f"{path} queues")

@@ -11,6 +11,8 @@ from trainmaster.spec._errors import (
     SpecIssue,
     SpecReadError,
 )
+from trainmaster.spec._load import _line as line_of
+from trainmaster.spec._load import _parse_path as parse_path
 from trainmaster.spec._load import (
     format_path,
     json_schema,
@@ -73,10 +75,12 @@ __all__ = [
     "job_gang",
     "json_schema",
     "large_spec_text",
+    "line_of",
     "load_spec",
     "load_spec_text",
     "parse_bytes",
     "parse_document",
+    "parse_path",
     "parse_quantity",
     "queue_issues",
     "reference_markdown",

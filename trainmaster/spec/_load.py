@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticError
 
-from trainmaster.api import SPEC_SCHEMA_ID
+from trainmaster.api import BYTES_PATTERN, SPEC_SCHEMA_ID
 from trainmaster.spec import _semantic
 from trainmaster.spec._errors import SpecInvalidError, SpecIssue, SpecReadError
 from trainmaster.spec._model import ClusterSpec, Job
 from trainmaster.spec._yaml import NOT_FAST, LineMap, fast_parse, parse_document
+
+if TYPE_CHECKING:
+    # jsonschema (~0.4 s to import) explains a spec that fails; a valid one never needs it.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 _PATTERN_HINTS = {
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "use lowercase letters, digits and '-', starting and "
@@ -40,12 +44,16 @@ def json_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(json_schema())
 
 
 @lru_cache(maxsize=1)
 def _job_validator() -> Draft202012Validator:
     """The schema of one job (the spec's `jobs[]` item), with the definitions it refers to."""
+    from jsonschema import Draft202012Validator
+
     defs = json_schema()["$defs"]
     return Draft202012Validator({"$defs": defs, **defs["Job"]})
 
@@ -63,9 +71,25 @@ def _line(lines: LineMap, path: tuple[str | int, ...]) -> tuple[int | None, int 
     return lines.get(path, (None, None))
 
 
+def _branch_error(error: ValidationError) -> ValidationError:
+    """The error of a union (`X | None`, a choice of shapes) that says what is wrong: not
+    "is not of type null" from the branch the value never meant, but the deepest error of
+    the branches its type matches (for `topology: {mode: require}`, the enum of `mode`)."""
+    from jsonschema.exceptions import best_match
+
+    while error.validator in ("anyOf", "oneOf") and error.context:
+        meant = [e for e in error.context
+                 if not (e.validator == "type" and not e.relative_path)]
+        if not meant:
+            fallback: ValidationError = best_match(error.context)
+            return fallback
+        deepest = max(len(e.absolute_path) for e in meant)
+        error = best_match([e for e in meant if len(e.absolute_path) == deepest])
+    return error
+
+
 def _schema_issue(error: ValidationError, lines: LineMap) -> list[SpecIssue]:
-    if error.validator in ("anyOf", "oneOf") and error.context:
-        error = best_match(error.context)
+    error = _branch_error(error)
     path = tuple(error.absolute_path)
     value: Any = error.instance
     kind = error.validator
@@ -92,11 +116,23 @@ def _schema_issue(error: ValidationError, lines: LineMap) -> list[SpecIssue]:
     shown = json.dumps(value, default=str)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    message = _describe(str(kind), shown, error.validator_value) or error.message
+    message = _describe(str(kind), shown, error.validator_value, value) or error.message
     return [SpecIssue(format_path(path), message, *_line(lines, path))]
 
 
-def _describe(kind: str, shown: str, expected: Any) -> str | None:
+def _quantity_hint(value: Any) -> str:
+    """`10Gb` / `10GB` -> "did you mean `10Gi` (binary) or `10G` (decimal)?"."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([KkMGTPE])(?:i?[bB])?", str(value).strip())
+    if match is None:
+        return "use a number with an optional suffix: Ki Mi Gi Ti Pi Ei (binary) or " \
+            "k M G T P E (decimal), e.g. 512Gi"
+    number, unit = match.groups()
+    binary = unit.upper() + "i"
+    decimal = "k" if unit in "Kk" else unit
+    return f"did you mean `{number}{binary}` (binary) or `{number}{decimal}` (decimal)?"
+
+
+def _describe(kind: str, shown: str, expected: Any, value: Any = None) -> str | None:
     """A plain-words message for a schema keyword, or None to keep jsonschema's."""
     match kind:
         case "type":
@@ -114,9 +150,13 @@ def _describe(kind: str, shown: str, expected: Any) -> str | None:
         case "maxLength":
             return f"{shown} is longer than {expected} characters"
         case "enum":
-            return f"{shown} is not one of {', '.join(map(str, expected))}"
+            close = difflib.get_close_matches(str(value), [str(e) for e in expected], n=1)
+            hint = f": did you mean `{close[0]}`?" if close else ""
+            return f"{shown} is not one of {', '.join(map(str, expected))}{hint}"
         case "const":
             return f"{shown} must be {expected}"
+        case "pattern" if expected == BYTES_PATTERN:
+            return f"{shown} is not a quantity: {_quantity_hint(value)}"
         case "pattern":
             return f"{shown} does not match {expected}: " + _PATTERN_HINTS.get(
                 str(expected), "see docs/spec.md"

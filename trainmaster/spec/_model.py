@@ -455,7 +455,8 @@ class RestartPolicy(_Model):
     """How the operator restarts a failed gang."""
 
     max_restarts: int = Field(3, ge=0, le=10000)
-    """Restarts before the job is marked Failed."""
+    """Restarts before the job is marked Failed. The schema takes up to 10000; the
+    mandatory `job-max-restarts` policy (docs/policies.md) allows at most 100."""
     backoff_seconds: int = Field(30, ge=0, le=86400)
     """Wait before the first restart; doubles each time, capped at 10 minutes."""
     retryable_exit_codes: Literal["any"] | list[Annotated[int, Field(ge=1, le=255)]] = "any"

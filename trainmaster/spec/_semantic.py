@@ -222,6 +222,21 @@ def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues") -> It
 # --- cache ---------------------------------------------------------------------------
 
 
+def queue_ceiling(queues: Sequence[Queue], name: str) -> int | None:
+    """The most GPUs a queue can ever hold at once (None: no limit): its nominal quota, or
+    in a cohort what it can borrow on top, up to its borrowing limit and the cohort's whole
+    nominal quota. The simulator's ``QueueConfig.ceiling`` over the same queues."""
+    queue = next((q for q in queues if q.name == name), None)
+    if queue is None or queue.quota is None:
+        return None
+    if queue.cohort is None:
+        return queue.quota
+    cohort = sum(q.quota or 0 for q in queues if q.cohort == queue.cohort)
+    if queue.borrowing_limit is not None:
+        cohort = min(cohort, queue.quota + queue.borrowing_limit)
+    return max(queue.quota, cohort)
+
+
 def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
     cache = spec.cache
     if cache is None:
@@ -264,8 +279,12 @@ def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
 
 
 def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
-    for name in sorted(_dupes([j.name for j in spec.jobs])):
-        yield SpecIssue("jobs", f"job name {name!r} is used more than once")
+    first: dict[str, int] = {}
+    for i, job in enumerate(spec.jobs):  # reported at the duplicate, naming the first
+        if job.name in first:
+            yield SpecIssue(f"jobs[{i}].name", f"job name {job.name!r} is used more than "
+                            f"once (first by jobs[{first[job.name]}]): job names must be unique")
+        first.setdefault(job.name, i)
     capacity = DomainCapacity(spec.nodes, spec.topology.levels)
     for i, job in enumerate(spec.jobs):
         yield from check_job(spec, job, f"jobs[{i}]", capacity)
@@ -284,6 +303,17 @@ def check_job(
             f"{job.queue!r} is not a queue: add it to "
             f"scheduler.queues or use one of {', '.join(sorted(queues))}",
         )
+    else:
+        cap = queue_ceiling(spec.scheduler.queues, job.queue)
+        gpus = job.nodes * job.gpus_per_pod
+        if cap is not None and gpus > cap:
+            # The scheduler's quota would hold this gang forever; the simulator refuses
+            # it in the same words (trainmaster.simulate._queues.resolve).
+            yield SpecIssue(
+                f"{path}.queue",
+                f"the job needs {gpus} GPUs, queue {job.queue!r} can never hold more than "
+                f"{cap} (nominalQuota, cohort, borrowingLimit of scheduler.queues)",
+            )
     for k, ds in enumerate(job.datasets):
         if ds not in datasets:
             where = "cache.datasets" if spec.cache else "a `cache:` section"

@@ -1,8 +1,10 @@
-"""`trainmaster status`: the cluster as the operator sees it, from a kubeconfig alone.
+"""`trainmaster status`: the cluster's workload as the scheduler and operator see it, from a
+kubeconfig alone.
 
-GPUs used and free per switch at every topology level (spine, leaf, ...), training jobs
-with phase, restarts, last checkpoint and age, fenced nodes, and gangs still pending with
-the reason. `summarize` is pure; `collect_view` reads the API; the CLI renders (trainmaster.cli).
+GPUs used and free per switch at every topology level (spine, leaf, ...), queues, training
+jobs with phase, restarts, last checkpoint and age, fenced nodes, and every gang the
+scheduler serves that still pends (a TrainingJob's, or any PodGroup's) with the reason.
+`summarize` is pure; `collect_view` reads the API; `trainmaster.status._render` prints.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from trainmaster.api import (
     GPU_RESOURCE,
     NODE_READY,
     PENDING,
+    POD_GROUP_LABEL,
     QUEUE_LABEL,
     RESTARTING,
     TOPOLOGY_PREFIX,
@@ -32,9 +35,10 @@ from trainmaster.kubeclient import (
     SyncKube,
     node_path,
     pod_path,
+    podgroup_path,
     trainingjob_path,
 )
-from trainmaster.operator._fence import fenced_record, unfence
+from trainmaster.operator import fenced_record
 from trainmaster.operator._model import utcnow
 
 
@@ -76,10 +80,14 @@ class FencedNode:
 
 @dataclass
 class PendingGang:
+    """A gang the scheduler has not placed yet: a TrainingJob's (``job`` is its name) or
+    any other PodGroup's (``job`` is "-"). ``pods``: its members still unbound."""
+
     namespace: str
     job: str
     gang: str | None
     reason: str
+    pods: int | None = None
 
 
 @dataclass
@@ -103,6 +111,10 @@ class ResourceView:
     jobs: list[JobRow] = field(default_factory=list)
     fenced: list[FencedNode] = field(default_factory=list)
     pending: list[PendingGang] = field(default_factory=list)
+    gpus_used: int = 0
+    """GPUs requested by bound, unfinished pods on the nodes (what the switches add up)."""
+    gpus_outside_queues: int = 0
+    """Of those, GPUs of pods in no known queue: why the queues' sum can be lower."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,7 +186,11 @@ def summarize(
     trainingjobs: list[dict[str, Any]],
     now: datetime,
     queues: list[dict[str, Any]] | None = None,
+    podgroups: list[dict[str, Any]] | None = None,
+    unbound: list[dict[str, Any]] | None = None,
 ) -> ResourceView:
+    """``pods``: bound, unfinished pods; ``unbound``: pods waiting for a node (members
+    of pending gangs); ``podgroups``: every PodGroup the scheduler serves."""
     levels = topology_levels(nodes)
     used: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -224,7 +240,50 @@ def summarize(
         if pending is not None:
             view.pending.append(pending)
     view.jobs.sort(key=lambda j: (j.namespace, j.name))
+    view.pending.extend(_podgroup_gangs(podgroups or [], unbound or [], trainingjobs))
+    names = {node.get("metadata", {}).get("name") for node in nodes}
+    view.gpus_used = sum(gpus for node, gpus in used.items() if node in names)
+    view.gpus_outside_queues = max(0, view.gpus_used - sum(q.in_use for q in view.queues))
     return view
+
+
+def _scheduled_condition(pod: dict[str, Any]) -> str | None:
+    """`Unschedulable: 0/8 nodes are available...` from a pod's PodScheduled=False."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            reason, message = cond.get("reason") or "", cond.get("message") or ""
+            return ": ".join(part for part in (reason, message) if part) or None
+    return None
+
+
+def _podgroup_gangs(podgroups: list[dict[str, Any]], unbound: list[dict[str, Any]],
+                    trainingjobs: list[dict[str, Any]]) -> list[PendingGang]:
+    """PodGroups with members still waiting for a node, except TrainingJobs' gangs (their
+    job row already says why, with the operator's words)."""
+    tj_gangs = {((tj.get("metadata") or {}).get("namespace"), (tj.get("status") or {})
+                 .get("gang")) for tj in trainingjobs}
+    waiting: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for pod in unbound:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        if group and not (pod.get("spec") or {}).get("nodeName") \
+                and (pod.get("status") or {}).get("phase") in (None, "Pending"):
+            waiting[(meta.get("namespace", ""), group)].append(pod)
+    out = []
+    for pg in podgroups:
+        meta = pg.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        owners = {ref.get("kind") for ref in meta.get("ownerReferences") or []}
+        if key in tj_gangs or "TrainingJob" in owners or not waiting.get(key):
+            continue
+        members = waiting[key]
+        reasons = [r for r in map(_scheduled_condition, members) if r]
+        reason = reasons[0] if reasons else "waiting for the scheduler"
+        want = (pg.get("spec") or {}).get("minMember")
+        of = f" of {want}" if isinstance(want, int) else ""
+        out.append(PendingGang(key[0], "-", key[1],
+                               f"{len(members)}{of} pods unscheduled: {reason}", len(members)))
+    return sorted(out, key=lambda g: (g.namespace, g.gang or ""))
 
 
 def _tree_order(items: list[SwitchUsage], order: dict[str, int]) -> list[SwitchUsage]:
@@ -282,13 +341,22 @@ async def read_view(kube: Kube, namespace: str | None = None) -> ResourceView:
     active = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
     nodes, pods = await asyncio.gather(
         kube.list(node_path()), kube.list(pod_path(), params={"fieldSelector": active}))
+    waiting = "spec.nodeName=,status.phase=Pending"
+    unbound = await kube.list(pod_path(namespace), params={"fieldSelector": waiting})
+    tjs = await _optional(kube, trainingjob_path(namespace))  # no CRD installed: none
+    podgroups = await _optional(kube, podgroup_path(namespace))
+    return summarize(nodes, pods, tjs, utcnow(), await _scheduler_queues(kube),
+                     podgroups, unbound)
+
+
+async def _optional(kube: Kube, path: str) -> list[dict[str, Any]]:
+    """The objects of a kind whose CRD may be absent (404: none)."""
     try:
-        tjs = await kube.list(trainingjob_path(namespace))
+        return await kube.list(path)
     except ApiError as exc:
-        if not exc.not_found:  # no TrainingJob CRD installed: no jobs
+        if not exc.not_found:
             raise
-        tjs = []
-    return summarize(nodes, pods, tjs, utcnow(), await _scheduler_queues(kube))
+        return []
 
 
 async def _scheduler_queues(kube: Kube) -> list[dict[str, Any]]:
@@ -317,8 +385,3 @@ def collect_view(kubeconfig: Path | None, namespace: str | None = None) -> Resou
     with SyncKube.connect(kubeconfig) as kube:
         return kube.run(read_view(kube.kube, namespace))
 
-
-def unfence_nodes(kubeconfig: Path | None, names: list[str]) -> dict[str, bool]:
-    """Lift the fence of each node; node -> whether it was fenced."""
-    with SyncKube.connect(kubeconfig) as kube:
-        return {name: kube.run(unfence(kube.kube, name)) for name in names}

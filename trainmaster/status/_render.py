@@ -1,11 +1,14 @@
-"""How `trainmaster status` prints the operator's ResourceView (rich tables)."""
+"""How `trainmaster status` prints a ResourceView (rich tables on the console given: the
+CLI's is unbounded when stdout is not a terminal, so a pipe gets every number whole)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainmaster.operator._view import ResourceView
+    from rich.console import Console
+
+    from trainmaster.status._view import ResourceView
 
 
 def age(seconds: float) -> str:
@@ -21,11 +24,9 @@ def age(seconds: float) -> str:
     return f"{hours // 24}d"
 
 
-def render_view(view: ResourceView) -> None:
-    from rich.console import Console
+def render_view(view: ResourceView, console: Console) -> None:
     from rich.table import Table
 
-    console = Console()
     gpus = Table(title="GPUs by switch")
     for col in ("switch", "level", "nodes", "usable", "GPUs", "used", "free", "fenced"):
         gpus.add_column(col, justify="left" if col in ("switch", "level") else "right")
@@ -44,6 +45,12 @@ def render_view(view: ResourceView) -> None:
             borrowed = f"[yellow]{q.borrowed}[/]" if q.borrowed else "0"
             queues.add_row(q.name, str(q.in_use), quota, borrowed, q.cohort or "-")
         console.print(queues)
+        if view.gpus_outside_queues:
+            console.print(
+                f"{view.gpus_outside_queues} of the {view.gpus_used} GPUs in use belong to "
+                "pods outside any known queue (no kueue.x-k8s.io/queue-name label, or a "
+                "queue the scheduler's config does not list), so the switches' use is "
+                "higher than the queues' sum.", highlight=False)
     jobs = Table(title="Training jobs")
     for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
         jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")
@@ -66,11 +73,12 @@ def render_view(view: ResourceView) -> None:
     else:
         console.print("no fenced nodes")
     if view.pending:
-        pending = Table(title="Pending gangs")
-        for col in ("job", "gang", "reason"):
-            pending.add_column(col)
+        pending = Table(title=f"Pending gangs ({len(view.pending)})")
+        for col in ("namespace", "job", "gang", "pods", "reason"):
+            pending.add_column(col, justify="right" if col == "pods" else "left")
         for p in view.pending:
-            pending.add_row(f"{p.namespace}/{p.job}", p.gang or "-", p.reason)
+            pending.add_row(p.namespace, p.job, p.gang or "-",
+                            "-" if p.pods is None else str(p.pods), p.reason)
         console.print(pending)
     else:
         console.print("no pending gangs")

@@ -11,8 +11,7 @@ from tests.operator.builders import T0, at, make_node, make_pod
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
 from trainmaster.api import format_time
 from trainmaster.cli import main
-from trainmaster.cli._status_view import age
-from trainmaster.operator._view import summarize, topology_levels
+from trainmaster.status import age, summarize, topology_levels
 
 SPINE, LEAF = "topology.trainmaster.io/spine", "topology.trainmaster.io/leaf"
 
@@ -152,3 +151,78 @@ def test_status_on_a_known_cluster_state(env: OperatorEnv,
     node = env.node(spare)
     assert not node["spec"].get("unschedulable")
     assert "trainmaster.io/unhealthy" not in [t["key"] for t in node["spec"].get("taints") or []]
+
+
+def _podgroup(name: str, members: int, owner: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ml"}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "x"}]
+    return {"metadata": meta, "spec": {"minMember": members}}
+
+
+def _member(group: str, i: int, reason: str | None = None) -> dict[str, Any]:
+    pod = make_pod(i, "Pending")
+    pod["metadata"]["namespace"] = "ml"
+    pod["metadata"].setdefault("labels", {})["scheduling.x-k8s.io/pod-group"] = group
+    pod["spec"].pop("nodeName", None)
+    if reason:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": reason}]
+    return pod
+
+
+def test_pending_podgroup_gangs_count_beside_trainingjobs() -> None:
+    # A bare PodGroup of 4 pods the scheduler cannot place is a pending gang too, with the
+    # scheduler's reason; a TrainingJob's own PodGroup is its job row, not counted twice.
+    why = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+    unbound = [_member("big", i, why) for i in range(4)] + [_member("gpt-0", 0)]
+    groups = [_podgroup("big", 4), _podgroup("gpt-0", 2, owner="TrainingJob"),
+              _podgroup("done", 2)]
+    view = summarize([], [], [_tj("gpt", phase="Pending", gang="gpt-0")], at(1),
+                     podgroups=groups, unbound=unbound)
+    assert [(p.job, p.gang, p.pods) for p in view.pending] == [("gpt", "gpt-0", None),
+                                                                ("-", "big", 4)]
+    assert view.pending[1].reason == f"4 of 4 pods unscheduled: Unschedulable: {why}"
+
+
+def test_gpus_outside_any_queue_explain_the_switches_and_queues_difference() -> None:
+    nodes = [_node("n1", "s0", "l0"), _node("n2", "s0", "l0")]
+    queued = _pod("n1", 4)
+    queued["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "prod"
+    view = summarize(nodes, [queued, _pod("n2", 2)], [], at(1), [{"name": "prod"}])
+    assert (view.gpus_used, view.gpus_outside_queues) == (6, 2)
+    assert sum(q.in_use for q in view.queues) == 4
+
+
+@pytest.mark.integration
+def test_status_counts_a_pending_podgroup_gang(env: OperatorEnv) -> None:
+    # Four pods of one PodGroup that no node can hold: the stock scheduler marks each
+    # PodScheduled=False, and `trainmaster status` (the installed command) lists the gang.
+    from tests.cli.entry import run
+
+    env.custom.create_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", env.namespace, "podgroups",
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "big"}, "spec": {"minMember": 4}})
+    for i in range(4):
+        env.core.create_namespaced_pod(env.namespace, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"big-{i}", "labels": {"scheduling.x-k8s.io/pod-group": "big"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
+                "requests": {"nvidia.com/gpu": "1000"}, "limits": {"nvidia.com/gpu": "1000"}}}]},
+        })
+
+    def all_unschedulable() -> bool:
+        pods = env.core.list_namespaced_pod(env.namespace,
+                                            label_selector="scheduling.x-k8s.io/pod-group=big")
+        return len(pods.items) == 4 and all(
+            any(c.type == "PodScheduled" and c.status == "False"
+                for c in p.status.conditions or []) for p in pods.items)
+
+    wait_for(all_unschedulable, "the stock scheduler to mark the gang unschedulable")
+    proc = run("status", "--kubeconfig", str(env.kubeconfig), "-n", env.namespace, "--json")
+    assert proc.returncode == 0, proc.stderr
+    (gang,) = [p for p in json.loads(proc.stdout)["pending"] if p["gang"] == "big"]
+    assert gang["pods"] == 4 and "Unschedulable" in gang["reason"]
+    table = run("status", "--kubeconfig", str(env.kubeconfig), "-n", env.namespace).stdout
+    assert "no pending gangs" not in table and "big" in table

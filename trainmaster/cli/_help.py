@@ -1,0 +1,57 @@
+"""Help that shows what a user types: `--nodes INTEGER`, `--spec PATH`, a bare flag.
+
+typer 0.29 prints each parameter's Python annotation instead (`<bool>` on flags,
+`<list[Path]>`, `<int>`), which means nothing at a shell prompt. Its help has no hook for
+this, so the few methods that make the labels are replaced here, at import of the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer.core
+
+_WORDS = {"int": "INTEGER", "float": "NUMBER", "str": "TEXT", "path": "PATH", "file": "FILE",
+          "directory": "DIR", "bool": "BOOLEAN"}
+
+
+def _option_label(self: Any, ctx: Any) -> str | None:
+    if self.metavar is not None:
+        return str(self.metavar)
+    if self.is_flag or self.count:
+        return None  # a flag takes no value: nothing to type after it
+    label = str(self.display_type(ctx)).strip("<>")
+    if label.startswith("list[") and label.endswith("]"):
+        label = label[5:-1]  # a repeatable option takes one value each time
+    if "|" in label:
+        return f"[{label}]"  # choices: type one of them
+    return _WORDS.get(label.lower(), label.upper())
+
+
+def _argument_label(self: Any, ctx: Any) -> str | None:
+    # The argument's name (SPEC, FILES...) is already the first column.
+    return None
+
+
+def _argument_usage(self: Any) -> str:
+    """`FILE...`, `[SPEC]...`: an argument as typed on the usage line (typer: `{files}`)."""
+    if self.metavar is not None:
+        return str(self.metavar)
+    name = str(self.name).upper()
+    if not self.required:
+        name = f"[{name}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+def _argument_name(self: Any) -> str:
+    if self.metavar is not None:
+        return str(self.metavar)
+    return str(self.name).upper() + ("..." if self.nargs != 1 else "")
+
+
+def install() -> None:
+    core: Any = typer.core
+    core.TyperOption.display_type_rich = _option_label
+    core.TyperArgument.display_type_rich = _argument_label
+    core.TyperArgument._usage_display_name = _argument_usage
+    core.TyperArgument._rich_display_name = _argument_name

@@ -1,0 +1,36 @@
+"""`trainmaster status`: the workload on a cluster (trainmaster.status)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+
+
+@app.command("status")
+def status(
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only jobs of this namespace.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """The workload on any cluster: GPUs used/free per switch, queues, training jobs (phase,
+    restarts, checkpoint, age), fenced nodes, and every gang the scheduler has not placed
+    yet (TrainingJobs' and other PodGroups') with the reason. For the local control
+    plane's own processes and nodes: `trainmaster cluster status`."""
+    from trainmaster.status import collect_view, render_view
+
+    view = collect_view(kubeconfig, namespace)
+    if as_json:
+        json.dump(view.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from trainmaster.cli._console import stdout_console
+
+    render_view(view, stdout_console())

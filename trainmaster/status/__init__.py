@@ -1,0 +1,37 @@
+"""`trainmaster status`: what runs on a cluster and what waits, from a kubeconfig alone.
+
+``collect_view`` reads the API (``_view``: pure ``summarize`` plus the reads), and
+``render_view`` prints it as tables (``_render``). The operator and the scheduler write
+what this shows; neither imports it.
+"""
+
+from trainmaster.status._render import age, render_view
+from trainmaster.status._view import (
+    FencedNode,
+    JobRow,
+    PendingGang,
+    QueueRow,
+    ResourceView,
+    SwitchUsage,
+    collect_view,
+    queue_rows,
+    read_view,
+    summarize,
+    topology_levels,
+)
+
+__all__ = [
+    "FencedNode",
+    "JobRow",
+    "PendingGang",
+    "QueueRow",
+    "ResourceView",
+    "SwitchUsage",
+    "age",
+    "collect_view",
+    "queue_rows",
+    "read_view",
+    "render_view",
+    "summarize",
+    "topology_levels",
+]
