@@ -27,6 +27,7 @@ from trainmaster.api import (
     RESTARTING,
     TOPOLOGY_PREFIX,
     UNHEALTHY_TAINT,
+    UTC,
     parse_time,
 )
 from trainmaster.kubeclient import (
@@ -39,7 +40,6 @@ from trainmaster.kubeclient import (
     trainingjob_path,
 )
 from trainmaster.operator import fenced_record
-from trainmaster.operator._model import utcnow
 
 
 @dataclass
@@ -345,7 +345,7 @@ async def read_view(kube: Kube, namespace: str | None = None) -> ResourceView:
     unbound = await kube.list(pod_path(namespace), params={"fieldSelector": waiting})
     tjs = await _optional(kube, trainingjob_path(namespace))  # no CRD installed: none
     podgroups = await _optional(kube, podgroup_path(namespace))
-    return summarize(nodes, pods, tjs, utcnow(), await _scheduler_queues(kube),
+    return summarize(nodes, pods, tjs, datetime.now(UTC), await _scheduler_queues(kube),
                      podgroups, unbound)
 
 
