@@ -87,6 +87,15 @@ def test_contender_configs(tmp_path: Path) -> None:
     assert tuned["clientConnection"]["qps"] == 5000 and tuned["clientConnection"]["burst"] == 5000
     assert default["leaderElection"] == tuned["leaderElection"] == {"leaderElect": False}
     assert "profiles" not in default and "profiles" not in tuned
+    assert tuned["percentageOfNodesToScore"] == 1
+
+
+def test_the_affinity_variant_scores_every_feasible_node(tmp_path: Path) -> None:
+    # At 1% kube-scheduler scores ~100 nodes per pod and can hardly find a gang's peers.
+    ctx = RunContext(tmp_path / "kubeconfig", "bench-x", tmp_path, 64)
+    affinity = KubeScheduler("tuned-affinity").config(ctx)
+    assert affinity["percentageOfNodesToScore"] == 100
+    assert affinity["clientConnection"]["qps"] == 5000
 
 
 def test_nodecisions_disables_every_filter_and_score_plugin(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ trainmaster takes its Lease alone.
   of "% of the limit".
 * ``kube-scheduler-default``: its stock configuration (QPS 50, burst 100).
 * ``kube-scheduler-tuned``: QPS and burst 5000, ``percentageOfNodesToScore`` at its floor.
-* ``kube-scheduler-tuned-affinity``: tuned, and its pods carry what a kube-scheduler user
+* ``kube-scheduler-tuned-affinity``: QPS and burst 5000, every feasible node scored
+  (``percentageOfNodesToScore: 100``), and its pods carry what a kube-scheduler user
   would write to keep a gang together: a preferred inter-pod affinity on the leaf label
   among the gang's members (weight 100).
 * ``bind-ceiling``: a same-client baseline, not the API server's limit: trainmaster's
@@ -207,7 +208,10 @@ class KubeScheduler:
         }
         if self.tuned:
             conn.update(qps=5000, burst=5000)
-            doc["percentageOfNodesToScore"] = 1
+            # At 1% kube-scheduler scores only the first 100 feasible nodes it finds:
+            # fast, but blind to where a gang's peers are. The affinity variant is its
+            # fair chance at placement, so it scores every feasible node.
+            doc["percentageOfNodesToScore"] = 100 if self.pod_affinity else 1
         if self.variant == "nodecisions":
             # Everything off, then only what a profile cannot run without: one queue
             # sort and one binder. No filter, no score: any node, bound at once.
