@@ -1,5 +1,6 @@
 """Pinned Go binaries (control plane, kwok, Pulumi) built from Go modules into a cache."""
 
+from trainmaster.toolchain._about import ABOUT, About
 from trainmaster.toolchain._build import (
     BuildResult,
     ToolchainError,
@@ -20,12 +21,14 @@ from trainmaster.toolchain._recipes import (
 )
 
 __all__ = [
+    "ABOUT",
     "CLUSTER_FAMILIES",
     "CONTAINERD_VERSION",
     "K8S_VERSION",
     "MONITORING_FAMILIES",
     "NODE_FAMILIES",
     "RECIPES",
+    "About",
     "BuildResult",
     "Recipe",
     "ToolchainError",
