@@ -78,6 +78,34 @@ class Contender(Protocol):
 
     async def stop(self) -> None: ...
 
+    def memory(self) -> Memory | None:
+        """Its process's resident memory now and at its peak (None if not running)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Memory:
+    rss_mb: float
+    """``VmRSS``: resident now."""
+    peak_rss_mb: float
+    """``VmHWM``: the most it was resident at any time."""
+
+
+def process_memory(pid: int) -> Memory | None:
+    """From /proc/<pid>/status (kB); None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024
+    if len(fields) != 2:  # a zombie has no memory lines
+        return None
+    return Memory(round(fields["VmRSS"], 1), round(fields["VmHWM"], 1))
+
 
 def _free_port() -> int:
     import socket
@@ -106,6 +134,12 @@ class _Process:
             stderr=self._log_fh,
             start_new_session=True,
         )
+
+    def memory(self) -> Memory | None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return None
+        return process_memory(proc.pid)
 
     async def stop(self, timeout: float = 15.0) -> None:
         proc = self.proc
@@ -166,6 +200,9 @@ class Trainmaster:
     async def stop(self) -> None:
         if self._proc is not None:
             await self._proc.stop()
+
+    def memory(self) -> Memory | None:
+        return None if self._proc is None else self._proc.memory()
 
 
 class BindCeiling(Trainmaster):
@@ -243,6 +280,9 @@ class KubeScheduler:
     async def stop(self) -> None:
         if self._proc is not None:
             await self._proc.stop()
+
+    def memory(self) -> Memory | None:
+        return None if self._proc is None else self._proc.memory()
 
 
 def make(name: str) -> Contender:

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,12 @@ class ContenderResult:
     rounds: int = 1
     percent_of_limit: float | None = None
     """kube-scheduler-nodecisions' median time / this one's, in % (None if it did not run)."""
+    rss_mb: float | None = None
+    """The contender's own process (not the benchmark's): resident MiB (``VmRSS``) once
+    every pod was bound, before it was stopped; the largest over the rounds. None if
+    it had exited by then."""
+    peak_rss_mb: float | None = None
+    """The same process's peak resident MiB (``VmHWM``) up to that point."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +182,7 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
                 f"another scheduler ({contender.scheduler_name}) runs on this cluster"
             )
         report(f"{name}: started")
+        memory = None
         started = time.monotonic()
         try:
             await contender.start()
@@ -183,13 +190,17 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
             if outcome:
                 report(f"{name}: gave up: {outcome}")
             ended = watcher.finished_at or time.monotonic()
+            # After it placed everything, while it still holds its caches.
+            memory = contender.memory()
         finally:
             await contender.stop()
             await watcher.stop()
         seconds = ended - started
         first = (watcher.first_at or ended) - started
         quality = await placement_quality(api, namespace)
-        report(f"{name}: {quality.bound}/{total} bound in {seconds:.2f}s")
+        held = "" if memory is None else (f", RSS {memory.rss_mb:.0f} MiB (peak "
+                                          f"{memory.peak_rss_mb:.0f})")
+        report(f"{name}: {quality.bound}/{total} bound in {seconds:.2f}s{held}")
         return ContenderResult(
             scheduler=name,
             seconds=round(seconds, 3),
@@ -200,6 +211,8 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
             first_bind_seconds=round(first, 3),
             seconds_min=round(seconds, 3),
             seconds_max=round(seconds, 3),
+            rss_mb=None if memory is None else memory.rss_mb,
+            peak_rss_mb=None if memory is None else memory.peak_rss_mb,
         )
     finally:
         report(f"{name}: deleting {namespace}")
@@ -289,7 +302,14 @@ def combine(runs: Sequence[ContenderResult]) -> ContenderResult:
         seconds_min=min(r.seconds for r in runs),
         seconds_max=max(r.seconds for r in runs),
         rounds=len(runs),
+        rss_mb=_largest(r.rss_mb for r in runs),
+        peak_rss_mb=_largest(r.peak_rss_mb for r in runs),
     )
+
+
+def _largest(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def with_percent_of_limit(rows: Sequence[ContenderResult]) -> list[ContenderResult]:
