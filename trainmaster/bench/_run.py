@@ -80,7 +80,8 @@ class ContenderResult:
     rss_mb: float | None = None
     """The contender's own process (not the benchmark's): resident MiB (``VmRSS``) once
     every pod was bound, before it was stopped; the largest over the rounds. None if
-    it had exited by then."""
+    it had exited by then (bind-ceiling exits once it has bound every pod, so it
+    may be gone)."""
     peak_rss_mb: float | None = None
     """The same process's peak resident MiB (``VmHWM``) up to that point."""
 
