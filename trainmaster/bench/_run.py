@@ -49,6 +49,7 @@ from trainmaster.bench._workload import (
 from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.errors import TrainmasterError
 from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
+from trainmaster.polling import WaitTimeout
 from trainmaster.scheduler import pod_requests
 
 Report = Callable[[str], None]
@@ -357,3 +358,7 @@ def _run_scheduler_bench(options: BenchOptions, report: Report) -> BenchResult:
             raise BenchError(f"the API server call failed during the benchmark: {err}; "
                              "see the control plane's logs or retry on a quieter "
                              "machine") from None
+        except WaitTimeout as err:  # the same for a wait that ran out (a loaded machine)
+            raise BenchError(f"{err}; the machine may be too busy for this size (load "
+                             f"average {os.getloadavg()[0]:.1f}): retry on a quieter "
+                             "machine, or with fewer --nodes") from None
