@@ -12,6 +12,7 @@ from rich.table import Table
 
 from trainmaster.cli._bench import bench_app
 from trainmaster.errors import TrainmasterError
+from trainmaster.polling import WaitTimeout
 
 _out = Console()
 _err = Console(stderr=True, soft_wrap=True)
@@ -73,7 +74,7 @@ def recovery_cmd(
 
             build_with_progress(list(CLUSTER_FAMILIES))
         rows = run(options, report=lambda line: _err.print(line, highlight=False))
-    except BenchError as exc:
+    except (BenchError, WaitTimeout) as exc:  # one line, not a traceback
         raise RecoveryBenchError(str(exc)) from None
     if as_json:
         print(json.dumps([r.to_json() for r in rows]))
