@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,34 @@ def test_options_and_json_shape() -> None:
                                 "results": [{
         "scheduler": "trainmaster", "seconds": 2.0, "pods_per_second": 500.0, "bound": 1000,
         "overcommitted_nodes": 0, "gangs_split_beyond_needed": 0, "first_bind_seconds": 0.9,
-        "seconds_min": 1.8, "seconds_max": 2.5, "rounds": 5, "percent_of_limit": 95.0}]}
+        "seconds_min": 1.8, "seconds_max": 2.5, "rounds": 5, "percent_of_limit": 95.0,
+        "rss_mb": None, "peak_rss_mb": None}]}
+
+
+def test_a_contender_process_reports_its_own_memory(tmp_path: Path) -> None:
+    import asyncio
+    import sys
+
+    from trainmaster.bench._contenders import _Process, process_memory
+
+    # A child that holds ~64 MiB, then frees most of it: RSS falls, the peak stays.
+    code = ("import sys, time; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); "
+            "del b; print('ready', flush=True); time.sleep(60)")
+    proc = _Process([sys.executable, "-c", code], tmp_path / "child.log")
+    proc.spawn()
+    try:
+        assert proc.proc is not None
+        deadline = 50
+        while "ready" not in (tmp_path / "child.log").read_text() and deadline:
+            asyncio.run(asyncio.sleep(0.2))
+            deadline -= 1
+        memory = proc.memory()
+        assert memory is not None
+        assert memory.peak_rss_mb >= 64 > memory.rss_mb > 1
+    finally:
+        asyncio.run(proc.stop())
+    assert proc.memory() is None  # stopped: nothing to read
+    assert process_memory(2**22 + 7) is None  # no such process
 
 
 def test_contender_configs(tmp_path: Path) -> None:
@@ -87,6 +115,15 @@ def test_contender_configs(tmp_path: Path) -> None:
     assert tuned["clientConnection"]["qps"] == 5000 and tuned["clientConnection"]["burst"] == 5000
     assert default["leaderElection"] == tuned["leaderElection"] == {"leaderElect": False}
     assert "profiles" not in default and "profiles" not in tuned
+    assert tuned["percentageOfNodesToScore"] == 1
+
+
+def test_the_affinity_variant_scores_every_feasible_node(tmp_path: Path) -> None:
+    # At 1% kube-scheduler scores ~100 nodes per pod and can hardly find a gang's peers.
+    ctx = RunContext(tmp_path / "kubeconfig", "bench-x", tmp_path, 64)
+    affinity = KubeScheduler("tuned-affinity").config(ctx)
+    assert affinity["percentageOfNodesToScore"] == 100
+    assert affinity["clientConnection"]["qps"] == 5000
 
 
 def test_nodecisions_disables_every_filter_and_score_plugin(tmp_path: Path) -> None:
@@ -174,6 +211,11 @@ def test_rounds_combine_to_the_median_time_and_the_worst_placement() -> None:
     assert (row.seconds_min, row.seconds_max, row.rounds) == (3.0, 9.0, 3)
     assert row.first_bind_seconds == round(4.0 / 3, 3)
     assert row.overcommitted_nodes == 1 and row.gangs_split_beyond_needed == 2
+    assert row.rss_mb is None and row.peak_rss_mb is None  # no round measured it
+    measured = [replace(r, rss_mb=m, peak_rss_mb=p)
+                for r, m, p in zip(runs, (80.0, None, 95.5), (90.0, None, 120.0), strict=True)]
+    row = combine(measured)
+    assert (row.rss_mb, row.peak_rss_mb) == (95.5, 120.0)  # the largest of the rounds
 
 
 def test_placement_at_scale_times_every_part_on_realistic_nodes() -> None:

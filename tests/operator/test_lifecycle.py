@@ -126,4 +126,6 @@ def test_a_spec_change_rolls_a_new_gang_without_counting_a_restart(env: Operator
     status = wait_for(lambda: (s := env.status("gpt")).get("observedGeneration") == 2 and s,
                       "observedGeneration 2")
     assert (status["attempt"], status["restarts"]) == (1, 0)
-    assert env.events("SpecChanged") and not env.events("Restarting")
+    # Events are written apart from the status: wait for the one, then none restarted.
+    assert wait_for(lambda: env.events("SpecChanged"), "the SpecChanged Event")
+    assert not env.events("Restarting")

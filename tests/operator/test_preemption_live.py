@@ -126,9 +126,16 @@ def test_a_preempted_trainingjob_resumes_from_its_checkpoint_without_spending_a_
         container = jobs[0]["spec"]["template"]["spec"]["containers"][0]
         env_vars = {e["name"]: e.get("value") for e in container["env"]}
         assert env_vars["TRAINMASTER_RESUME_FROM"] == checkpoint
-        events = env.events("Preempted")
-        assert any(e["involvedObject"]["kind"] == "PodGroup"
-                   and e["involvedObject"]["name"] == "victim-r0"
-                   and f"{env.namespace}/urgent-r0" in e["message"] for e in events)
-        assert any(e["involvedObject"]["kind"] == "TrainingJob" for e in events)
+        # The scheduler's Event (on the PodGroup) and the operator's (on the TrainingJob)
+        # are written by two processes apart from the status above: wait for both.
+
+        def both_events() -> list[dict[str, Any]] | None:
+            events = env.events("Preempted")
+            on_group = any(e["involvedObject"]["kind"] == "PodGroup"
+                           and e["involvedObject"]["name"] == "victim-r0"
+                           and f"{env.namespace}/urgent-r0" in e["message"] for e in events)
+            on_job = any(e["involvedObject"]["kind"] == "TrainingJob" for e in events)
+            return events if on_group and on_job else None
+
+        assert wait_for(both_events, "the Preempted Events on the PodGroup and the job")
         assert env.status("urgent").get("restarts", 0) == 0

@@ -40,6 +40,12 @@ def _unschedulable(scratch: Scratch, names: set[str]) -> dict[str, str]:
     return out if set(out) == names else {}
 
 
+def _gang_event(scratch: Scratch, reason: str, group: str) -> bool:
+    events = scratch.core.list_namespaced_event(scratch.namespace).items
+    return any(e.reason == reason and e.involved_object.kind == "PodGroup"
+               and e.involved_object.name == group for e in events)
+
+
 def test_gang_waits_until_all_of_it_fits_then_binds_together(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
@@ -53,17 +59,17 @@ def test_gang_waits_until_all_of_it_fits_then_binds_together(
         procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one"))
         messages = wait_for(lambda: _unschedulable(scratch, names), "PodScheduled=False")
         assert "fits in no single leaf" in next(iter(messages.values()))
-        events = scratch.core.list_namespaced_event(scratch.namespace).items
-        assert any(e.reason == "FailedScheduling" and e.involved_object.kind == "PodGroup"
-                   and e.involved_object.name == "trio" for e in events)
+        # The Event is written apart from the pods' conditions: wait for it too.
+        assert wait_for(lambda: _gang_event(scratch, "FailedScheduling", "trio"),
+                        "the FailedScheduling Event on the PodGroup")
         assert scratch.bound() == {}  # two of three would fit: none is bound
 
         scratch.add_node("c")  # now all three fit in the leaf
         bound = wait_for(lambda: (b := scratch.bound()) and len(b) == 3 and b, "gang bound")
         assert len(set(bound.values())) == 3
         assert len({scratch.leaf_of(n) for n in bound.values()}) == 1
-        events = scratch.core.list_namespaced_event(scratch.namespace).items
-        assert any(e.reason == "Scheduled" and e.involved_object.name == "trio" for e in events)
+        assert wait_for(lambda: _gang_event(scratch, "Scheduled", "trio"),
+                        "the Scheduled Event on the PodGroup")
 
 
 def test_cordoned_and_tainted_nodes_are_avoided(
@@ -117,11 +123,14 @@ def test_killed_mid_run_then_restarted_binds_nothing_twice_and_finishes(
         procs.append(second)
         after = wait_for(lambda: (b := scratch.bound()) and len(b) == total and b,
                          "every pod bound", 120)
-        metrics = wait_for(lambda: (m := second.metrics()) and m, "metrics")
+        # The API shows a bind before the scheduler has counted its answer: wait for the
+        # count it must reach rather than read it once.
+        counted = "trainmaster_scheduler_bound_pods_total"
+        metrics = wait_for(lambda: (m := second.metrics()).get(counted) == total - len(before)
+                           and m, "the second scheduler's bound count")
         # Nothing bound before the kill was bound again, nor moved.
         assert {k: after[k] for k in before} == before
         assert metrics.get('trainmaster_scheduler_bind_requests_total{result="taken"}', 0) == 0
-        assert metrics["trainmaster_scheduler_bound_pods_total"] == total - len(before)
         # Every gang whole in one leaf (a gang cut by the kill was finished in its leaf),
         # and no node holds more than its 8 GPUs (2 pods of 4).
         for gang in sizes:

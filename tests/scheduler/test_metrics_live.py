@@ -35,8 +35,10 @@ def test_fragmentation_and_free_gpus_are_exported(
         proc = SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "m0")
         started.append(proc)
         name = "trainmaster_scheduler_allocatable_gpus"
-        metrics = wait_for(lambda: (m := proc.metrics()).get(name) and m, "fragmentation")
-    assert metrics[name] == _expected_allocatable(scratch)
+        # Other nodes of the session cluster count too, so the gauge is set before the
+        # scheduler has seen the new node: wait until it has.
+        metrics = wait_for(lambda: (m := proc.metrics()).get(name) == _expected_allocatable(
+            scratch) and m, "the allocatable gauge counting every schedulable node")
     free = metrics["trainmaster_scheduler_free_gpus"]
     assert 0 <= free <= metrics[name]
     for ratio in ("trainmaster_scheduler_gpu_fragmentation_ratio",

@@ -89,6 +89,26 @@ def _events(scratch: Scratch, reason: str) -> list[Any]:
             if e.reason == reason]
 
 
+def _metrics(proc: SchedulerProcess, expected: dict[str, float]) -> dict[str, float]:
+    """The scheduler's metrics once they show ``expected``: gauges and counters follow
+    the cycle that changed the pods, so one scrape right after may be a cycle behind."""
+    def shown() -> dict[str, float] | None:
+        metrics = proc.metrics()
+        return metrics if all(metrics.get(k) == v for k, v in expected.items()) else None
+
+    return wait_for(shown, f"the metrics {expected}")
+
+
+def _events_of(scratch: Scratch, reason: str, victims: list[str]) -> list[Any]:
+    """The ``reason`` Events once they name exactly ``victims`` (sorted), each once: they
+    are written apart from the evictions and binds the test waited for."""
+    def named() -> list[Any] | None:
+        events = _events(scratch, reason)
+        return events if sorted(e.involved_object.name for e in events) == victims else None
+
+    return wait_for(named, f"{reason} Events for {victims}")
+
+
 def test_queue_at_quota_holds_its_next_gang_and_releases_it_when_a_job_finishes(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
@@ -111,10 +131,10 @@ def test_queue_at_quota_holds_its_next_gang_and_releases_it_when_a_job_finishes(
         wait_for(lambda: other <= set(scratch.bound()), "the default queue's gang bound")
         assert not second & set(scratch.bound())  # 8 GPUs are free, but not for research
 
-        metrics = wait_for(lambda: (m := procs[0].metrics()) and m, "metrics")
-        assert metrics['trainmaster_scheduler_queue_gpus_in_use{queue="research"}'] == 16
-        assert metrics['trainmaster_scheduler_queue_nominal_quota_gpus{queue="research"}'] == 16
-        assert metrics['trainmaster_scheduler_queue_pending_gangs{queue="research"}'] == 1
+        assert _metrics(procs[0], {
+            'trainmaster_scheduler_queue_gpus_in_use{queue="research"}': 16,
+            'trainmaster_scheduler_queue_nominal_quota_gpus{queue="research"}': 16,
+            'trainmaster_scheduler_queue_pending_gangs{queue="research"}': 1})
 
         # The first job finishes: its pods are gone, the queue's usage falls.
         for name in first:
@@ -159,11 +179,10 @@ def test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds(
         remaining = {p.metadata.name: p.metadata.uid for p in scratch.pods()}
         assert not low & set(remaining)
         assert all(remaining[n] == before[n] for n in mids)
-        events = _events(scratch, "Preempted")
-        assert {e.involved_object.name for e in events} == {"low"}
+        events = _events_of(scratch, "Preempted", ["low"])
         assert all(f"{scratch.namespace}/high" in e.message for e in events)
-        metrics = procs[0].metrics()
-        assert metrics['trainmaster_scheduler_preemptions_total{queue="default"}'] == 1
+        assert _metrics(procs[0], {
+            'trainmaster_scheduler_preemptions_total{queue="default"}': 1})
 
 
 def test_a_borrowing_queue_runs_on_idle_gpus_and_gives_them_back_to_the_lender(
@@ -179,8 +198,8 @@ def test_a_borrowing_queue_runs_on_idle_gpus_and_gives_them_back_to_the_lender(
         wait_for(lambda: own <= set(scratch.bound()), "research within its quota")
         lent = _gang(scratch, "lent", 2, queue="research")  # prod's 16 are idle: borrowed
         wait_for(lambda: lent <= set(scratch.bound()), "research borrowing prod's quota")
-        metrics = wait_for(lambda: (m := procs[0].metrics()) and m, "metrics")
-        assert metrics['trainmaster_scheduler_queue_borrowed_gpus{queue="research"}'] == 16
+        assert _metrics(procs[0], {
+            'trainmaster_scheduler_queue_borrowed_gpus{queue="research"}': 16})
         # A third research gang would borrow beyond what the cohort has idle.
         more = _gang(scratch, "more", 1, queue="research")
         limit = "queue research: 32/16 GPUs in use, gang needs 8"
@@ -196,8 +215,7 @@ def test_a_borrowing_queue_runs_on_idle_gpus_and_gives_them_back_to_the_lender(
         assert not lent & set(after)
         assert {after[n] for n in prod} == {before[n] for n in lent}
         assert {n: after[n] for n in own} == {n: before[n] for n in own}
-        events = _events(scratch, "Preempted")
-        assert [e.involved_object.name for e in events] == ["lent"]
+        events = _events_of(scratch, "Preempted", ["lent"])
         assert "reclaiming its queue's quota" in events[0].message
         assert not more & set(after)  # research is at its quota again, no longer borrowing
 
@@ -226,12 +244,11 @@ def test_two_preemptors_never_pick_the_same_victims(
         leaves = {g: {scratch.leaf_of(after[f"{g}-{i}"]) for i in range(2)}
                   for g in ("high-a", "high-b")}
         assert all(len(v) == 1 for v in leaves.values()) and leaves["high-a"] != leaves["high-b"]
-        events = _events(scratch, "Preempted")
-        victims = [e.involved_object.name for e in events]
-        assert sorted(victims) == [f"low-{i}" for i in range(4)]  # each evicted once
+        # each evicted once
+        events = _events_of(scratch, "Preempted", [f"low-{i}" for i in range(4)])
         assert {e.involved_object.kind for e in events} == {"PodGroup", "Pod"}
-        metrics = procs[0].metrics()
-        assert metrics['trainmaster_scheduler_preemptions_total{queue="default"}'] == 4
+        assert _metrics(procs[0], {
+            'trainmaster_scheduler_preemptions_total{queue="default"}': 4})
 
 
 HOLD = "trainmaster.io/test-hold"

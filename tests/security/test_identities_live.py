@@ -131,11 +131,13 @@ class Deployed:
         for obj in self.objects:
             if obj["kind"] in WORKLOADS:
                 _apply(admin, obj, dry_run=True)
+        self.settle_rbac(static)
         # The gangs, as the operator creates them: as the operator.
         operator = self.access.client_as(operator_account(self.spec))
         for gang in self.gangs.values():
             for obj in gang:
                 _apply(operator, obj, dry_run=obj["kind"] in WORKLOADS)
+        self.settle_rbac(self.all_objects)
         for obj in self.all_objects:
             if obj["kind"] in WORKLOADS:
                 pod = _pod_from(obj)
@@ -144,6 +146,18 @@ class Deployed:
                     self.pod_results[obj["metadata"]["name"]] = "admitted"
                 except ApiException as exc:
                     self.pod_results[obj["metadata"]["name"]] = f"{exc.status}: {exc.body}"
+
+    def settle_rbac(self, objects: list[dict[str, Any]], timeout: float = 30) -> None:
+        """Wait (up to ``timeout``) until the API server's RBAC authorizer, which reads
+        roles and bindings from its own cache, allows one action of every grant just
+        applied: acting as an identity right after binding it may otherwise be refused.
+        It never fails by itself: the tests check every right afterwards."""
+        pending = [(g.account, _actions(g)[0]) for g in grants(objects)]
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            pending = [(a, act) for a, act in pending if not self.access.allowed(a, act)]
+            if pending:
+                time.sleep(0.5)
 
     def clean(self) -> None:
         api = sync_client(self.kubeconfig)

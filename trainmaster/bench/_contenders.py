@@ -16,7 +16,8 @@ trainmaster takes its Lease alone.
   of "% of the limit".
 * ``kube-scheduler-default``: its stock configuration (QPS 50, burst 100).
 * ``kube-scheduler-tuned``: QPS and burst 5000, ``percentageOfNodesToScore`` at its floor.
-* ``kube-scheduler-tuned-affinity``: tuned, and its pods carry what a kube-scheduler user
+* ``kube-scheduler-tuned-affinity``: QPS and burst 5000, every feasible node scored
+  (``percentageOfNodesToScore: 100``), and its pods carry what a kube-scheduler user
   would write to keep a gang together: a preferred inter-pod affinity on the leaf label
   among the gang's members (weight 100).
 * ``bind-ceiling``: a same-client baseline, not the API server's limit: trainmaster's
@@ -77,6 +78,34 @@ class Contender(Protocol):
 
     async def stop(self) -> None: ...
 
+    def memory(self) -> Memory | None:
+        """Its process's resident memory now and at its peak (None if not running)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Memory:
+    rss_mb: float
+    """``VmRSS``: resident now."""
+    peak_rss_mb: float
+    """``VmHWM``: the most it was resident at any time."""
+
+
+def process_memory(pid: int) -> Memory | None:
+    """From /proc/<pid>/status (kB); None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024
+    if len(fields) != 2:  # a zombie has no memory lines
+        return None
+    return Memory(round(fields["VmRSS"], 1), round(fields["VmHWM"], 1))
+
 
 def _free_port() -> int:
     import socket
@@ -105,6 +134,12 @@ class _Process:
             stderr=self._log_fh,
             start_new_session=True,
         )
+
+    def memory(self) -> Memory | None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return None
+        return process_memory(proc.pid)
 
     async def stop(self, timeout: float = 15.0) -> None:
         proc = self.proc
@@ -166,6 +201,9 @@ class Trainmaster:
         if self._proc is not None:
             await self._proc.stop()
 
+    def memory(self) -> Memory | None:
+        return None if self._proc is None else self._proc.memory()
+
 
 class BindCeiling(Trainmaster):
     name = BIND_CEILING
@@ -207,7 +245,10 @@ class KubeScheduler:
         }
         if self.tuned:
             conn.update(qps=5000, burst=5000)
-            doc["percentageOfNodesToScore"] = 1
+            # At 1% kube-scheduler scores only the first 100 feasible nodes it finds:
+            # fast, but blind to where a gang's peers are. The affinity variant is its
+            # fair chance at placement, so it scores every feasible node.
+            doc["percentageOfNodesToScore"] = 100 if self.pod_affinity else 1
         if self.variant == "nodecisions":
             # Everything off, then only what a profile cannot run without: one queue
             # sort and one binder. No filter, no score: any node, bound at once.
@@ -239,6 +280,9 @@ class KubeScheduler:
     async def stop(self) -> None:
         if self._proc is not None:
             await self._proc.stop()
+
+    def memory(self) -> Memory | None:
+        return None if self._proc is None else self._proc.memory()
 
 
 def make(name: str) -> Contender:

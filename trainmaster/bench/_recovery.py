@@ -37,9 +37,15 @@ from typing import Any
 from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, RECOVERY_BASELINE_LABEL
 from trainmaster.bench._errors import BenchError
 from trainmaster.bench._recovery_world import World, local_cluster
-from trainmaster.kubeclient import job_path, pod_path, trainingjob_path
-from trainmaster.objects import build_gang_job, build_training_job, gang_name
-from trainmaster.polling import wait_until
+from trainmaster.kubeclient import api_path, job_path, pod_path, trainingjob_path
+from trainmaster.objects import (
+    build_gang_job,
+    build_job_identity,
+    build_launch_config,
+    build_training_job,
+    gang_name,
+)
+from trainmaster.polling import WaitTimeout, wait_until
 from trainmaster.spec import Job
 
 Report = Callable[[str], None]
@@ -208,9 +214,31 @@ def _operator_run(world: World, options: RecoveryOptions, scenario: str, step: i
     return Row(scenario, detect, recover, resumed, recover is not None, note)
 
 
+def _baseline_spec(job: Job) -> Job:
+    """The benchmark's job under the baseline's own name: its pods run as their own
+    ServiceAccount (``<name>-trainer``) with their own launch ConfigMap, as the gang's do."""
+    return job.model_copy(update={"name": BASELINE_JOB})
+
+
+def prepare_baseline(world: World, job: Job) -> None:
+    """What the gang's pods get from the operator and the baseline's pods need too: the
+    job's ServiceAccount (with its Role and RoleBinding) and its launch ConfigMap.
+
+    The operator makes these for a TrainingJob and owns them through it, so they are
+    garbage-collected once the benchmark deletes its TrainingJob before the baseline.
+    Without its own, every baseline pod was refused by the ServiceAccount admission
+    (``serviceaccount "bench-trainer" not found``): the Job controller created no pod and
+    the baseline timed out waiting for its Job to run."""
+    baseline = _baseline_spec(job)
+    for obj in [*build_job_identity(world.spec, baseline), build_launch_config(world.spec,
+                                                                               baseline)]:
+        obj["metadata"].setdefault("labels", {})[BASELINE_LABEL] = "true"
+        world.kube.apply(obj)
+
+
 def _baseline_job(world: World, job: Job) -> dict[str, Any]:
     """The gang Job's pod template as a plain Indexed Job that retries failed indexes."""
-    obj = build_gang_job(world.spec, job, 0)
+    obj = build_gang_job(world.spec, _baseline_spec(job), 0)
     labels = {BASELINE_LABEL: "true"}
     obj["metadata"] = {"name": BASELINE_JOB, "namespace": world.namespace, "labels": labels}
     obj["spec"]["backoffLimit"] = 1000
@@ -220,12 +248,25 @@ def _baseline_job(world: World, job: Job) -> dict[str, Any]:
     return obj
 
 
+def _job_trouble(world: World) -> str:
+    """Why the baseline Job has no running pods, from its controller's warning Events."""
+    events = world.kube.list(api_path("v1", "events", world.namespace))
+    warnings = [f"{e.get('reason')}: {e.get('message')}" for e in events
+                if e.get("type") == "Warning"
+                and e["involvedObject"].get("name", "").startswith(BASELINE_JOB)]
+    return "; ".join(dict.fromkeys(warnings)) or "no warning Event"
+
+
 def _baseline_run(world: World, options: RecoveryOptions, scenario: str, job: Job) -> Row:
     world.kube.post(job_path(world.namespace), _baseline_job(world, job))
     selector = f"{BASELINE_LABEL}=true"
     try:
-        pods = wait_until(lambda: _running(world, selector, options.gang),
-                          "the baseline Job Running", options.timeout, 0.2)
+        try:
+            pods = wait_until(lambda: _running(world, selector, options.gang),
+                              "the baseline Job Running", options.timeout, 0.2)
+        except WaitTimeout as exc:
+            raise BenchError(f"{exc}; the baseline Job's Events: {_job_trouble(world)}"
+                             ) from None
         before = {p["metadata"]["name"] for p in pods}
         victim = sorted(pods, key=lambda p: p["metadata"]["name"])[3 % len(pods)]
         start = time.monotonic()
@@ -288,6 +329,7 @@ def run_recovery_bench(options: RecoveryOptions, report: Report) -> list[Row]:
                 world.kube.delete(trainingjob_path(world.namespace, JOB))
                 wait_until(lambda: not _pods(world, f"{JOB_LABEL}={JOB}"),
                            "the job's pods to go", 120, 0.2)
+                prepare_baseline(world, job)
                 for round_ in range(options.repeat):
                     for scenario in (s for s in options.scenarios if s in BASELINES):
                         report(f"[{round_ + 1}/{options.repeat}] baseline: {scenario}")

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from trainmaster.bench._measure import BindWatcher, placement_quality
 from trainmaster.bench._workload import GPUS_PER_POD, GangSpec, pod, pod_group, workload
 from trainmaster.cluster import cluster_sizing
 from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
+from trainmaster.polling import WaitTimeout
 from trainmaster.scheduler import pod_requests
 
 Report = Callable[[str], None]
@@ -69,6 +70,13 @@ class ContenderResult:
     rounds: int = 1
     percent_of_limit: float | None = None
     """kube-scheduler-nodecisions' median time / this one's, in % (None if it did not run)."""
+    rss_mb: float | None = None
+    """The contender's own process (not the benchmark's): resident MiB (``VmRSS``) once
+    every pod was bound, before it was stopped; the largest over the rounds. None if
+    it had exited by then (bind-ceiling exits once it has bound every pod, so it
+    may be gone)."""
+    peak_rss_mb: float | None = None
+    """The same process's peak resident MiB (``VmHWM``) up to that point."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +176,7 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
                 f"another scheduler ({contender.scheduler_name}) runs on this cluster"
             )
         report(f"{name}: started")
+        memory = None
         started = time.monotonic()
         try:
             await contender.start()
@@ -175,13 +184,17 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
             if outcome:
                 report(f"{name}: gave up: {outcome}")
             ended = watcher.finished_at or time.monotonic()
+            # After it placed everything, while it still holds its caches.
+            memory = contender.memory()
         finally:
             await contender.stop()
             await watcher.stop()
         seconds = ended - started
         first = (watcher.first_at or ended) - started
         quality = await placement_quality(api, namespace)
-        report(f"{name}: {quality.bound}/{total} bound in {seconds:.2f}s")
+        held = "" if memory is None else (f", RSS {memory.rss_mb:.0f} MiB (peak "
+                                          f"{memory.peak_rss_mb:.0f})")
+        report(f"{name}: {quality.bound}/{total} bound in {seconds:.2f}s{held}")
         return ContenderResult(
             scheduler=name,
             seconds=round(seconds, 3),
@@ -192,6 +205,8 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
             first_bind_seconds=round(first, 3),
             seconds_min=round(seconds, 3),
             seconds_max=round(seconds, 3),
+            rss_mb=None if memory is None else memory.rss_mb,
+            peak_rss_mb=None if memory is None else memory.peak_rss_mb,
         )
     finally:
         report(f"{name}: deleting {namespace}")
@@ -281,7 +296,14 @@ def combine(runs: Sequence[ContenderResult]) -> ContenderResult:
         seconds_min=min(r.seconds for r in runs),
         seconds_max=max(r.seconds for r in runs),
         rounds=len(runs),
+        rss_mb=_largest(r.rss_mb for r in runs),
+        peak_rss_mb=_largest(r.peak_rss_mb for r in runs),
     )
+
+
+def _largest(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def with_percent_of_limit(rows: Sequence[ContenderResult]) -> list[ContenderResult]:
@@ -328,3 +350,7 @@ def _run_scheduler_bench(options: BenchOptions, report: Report) -> BenchResult:
             raise BenchError(f"the API server call failed during the benchmark: {err}; "
                              "see the control plane's logs or retry on a quieter "
                              "machine") from None
+        except WaitTimeout as err:  # the same for a wait that ran out (a loaded machine)
+            raise BenchError(f"{err}; the machine may be too busy for this size (load "
+                             f"average {os.getloadavg()[0]:.1f}): retry on a quieter "
+                             "machine, or with fewer --nodes") from None

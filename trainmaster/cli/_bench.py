@@ -89,7 +89,7 @@ def results_table(result: BenchResult, seed: int, repeat: int) -> Table:
                   f"clock from process start; load average {load})")
     for column in ("scheduler", "seconds", "first bind s", "pods/s",
                    "% of limit\n(nodecisions)", "bound", "overcommitted\nnodes",
-                   "gangs split\nbeyond needed"):
+                   "gangs split\nbeyond needed", "RSS MiB\n(peak)"):
         if column == "scheduler":
             table.add_column(column, no_wrap=True)
         else:
@@ -102,8 +102,12 @@ def results_table(result: BenchResult, seed: int, repeat: int) -> Table:
         table.add_row(_LABELS.get(r.scheduler, r.scheduler), seconds,
                       f"{r.first_bind_seconds:.2f}", f"{r.pods_per_second:.0f}", percent,
                       str(r.bound), str(r.overcommitted_nodes),
-                      str(r.gangs_split_beyond_needed))
+                      str(r.gangs_split_beyond_needed), _rss(r.rss_mb, r.peak_rss_mb))
     return table
+
+
+def _rss(now: float | None, peak: float | None) -> str:
+    return "-" if now is None or peak is None else f"{now:.0f} ({peak:.0f})"
 
 
 @bench_app.command("placement")

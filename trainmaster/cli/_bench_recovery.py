@@ -12,6 +12,7 @@ from trainmaster.cli._app import ContextOpt, kubeconfig_for_context
 from trainmaster.cli._bench import bench_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
+from trainmaster.polling import WaitTimeout
 
 _out = lazy_console()
 _err = lazy_console(stderr=True, soft_wrap=True)
@@ -75,7 +76,7 @@ def recovery_cmd(
 
             build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
         rows = run(options, report=lambda line: _err.print(line, highlight=False))
-    except BenchError as exc:
+    except (BenchError, WaitTimeout) as exc:  # one line, not a traceback
         raise RecoveryBenchError(str(exc)) from None
     if as_json:
         print(json.dumps([r.to_json() for r in rows]))

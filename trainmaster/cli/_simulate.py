@@ -46,7 +46,8 @@ def simulate_cmd(
     jobs: Annotated[int, typer.Option(min=1, help="Synthetic jobs.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed for the synthetic jobs and failures.")] = 1,
     load: Annotated[float, typer.Option(
-        help="Synthetic offered load: GPU-seconds asked per GPU-second of the cluster.")] = 0.9,
+        help="Synthetic offered load: GPU-seconds of work that can run while the jobs "
+        "arrive, per GPU-second of the cluster over that time.")] = 0.9,
     policy: Annotated[str, typer.Option(
         help="trainmaster, first-fit, spread, slurm-tree (comma-separated) or all.")] = "all",
     node_mtbf_hours: Annotated[float | None, typer.Option(

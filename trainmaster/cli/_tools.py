@@ -10,16 +10,18 @@ import typer
 
 from trainmaster.cli._app import tools_app
 from trainmaster.errors import UsageError
-from trainmaster.toolchain import RECIPES, build, cache_root, family_dir, is_built
+from trainmaster.toolchain import ABOUT, RECIPES, build, cache_root, family_dir, is_built
 
-# Rough build minutes per family on a 2-core machine with an empty Go cache (README:
-# ~15 min for the control plane and kwok, as much again for the Pulumi toolchain). Only to
-# tell a person what they are waiting for; the real times are printed as builds finish.
-ROUGH_MINUTES = {
-    "k8s": 9, "etcd": 2, "kwok": 4, "kubelet": 4, "containerd": 3, "cni-plugins": 2,
-    "coredns": 3, "pulumi": 8, "pulumi-kubernetes": 8, "pulumi-language-python": 2,
-    "promtool": 3,
-}
+PROGRESS_LINE_SECONDS = 60.0
+"""Without a terminal, a progress line per family at least this often while it builds."""
+
+
+def started_line(family: str) -> str:
+    """What a family is and roughly how long its cold build takes, as its build starts."""
+    recipe, about = RECIPES[family], ABOUT.get(family)
+    what = about.what if about is not None else ", ".join(recipe.binaries)
+    rough = f"; a cold build takes {about.duration()} on 2 cores" if about is not None else ""
+    return f"{family} {recipe.version}: building {what}{rough}"
 
 
 def missing_tools(families: Iterable[str]) -> list[str]:
@@ -27,7 +29,9 @@ def missing_tools(families: Iterable[str]) -> list[str]:
 
 
 def rough_minutes(families: Iterable[str]) -> int:
-    return max(1, sum(ROUGH_MINUTES.get(family, 3) for family in families))
+    # The upper end of each family's measured cold build (toolchain.ABOUT).
+    return max(1, sum(ABOUT[family].cold_minutes[1] if family in ABOUT else 3
+                      for family in families))
 
 
 def announce(missing: list[str], why: str | None) -> None:
@@ -79,7 +83,10 @@ def build_with_progress(families: list[str], why: str | None = None) -> None:
                 )
             progress.update(tasks[family], completed=done, total=total)
 
-        for result in build(families, report):
+        def started(family: str) -> None:
+            progress.console.print(started_line(family), highlight=False, soft_wrap=True)
+
+        for result in build(families, report, started):
             state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
             progress.console.print(f"{result.family}: {state} -> {result.directory}")
 
@@ -89,18 +96,26 @@ def _build_with_lines(families: list[str], err: object) -> None:
     from rich.console import Console
 
     assert isinstance(err, Console)
-    started = time.monotonic()
-    shown: dict[str, int] = {}
+    begun: dict[str, float] = {}
+    shown: dict[str, tuple[int, float]] = {}
+
+    def started(family: str) -> None:
+        begun[family] = time.monotonic()
+        err.print(started_line(family))
 
     def report(family: str, done: int, total: int) -> None:
+        # A line every tenth of the packages, and at least one a minute: a long build is
+        # never a silent stretch of a CI log.
+        now = time.monotonic()
         tenth = 10 * done // total if total else 0
-        if shown.get(family) == tenth:
+        last_tenth, last_time = shown.get(family, (-1, now))
+        if tenth == last_tenth and now - last_time < PROGRESS_LINE_SECONDS:
             return
-        shown[family] = tenth
+        shown[family] = (tenth, now)
         err.print(f"go build {family} {RECIPES[family].version}: {done}/{total} packages "
-                  f"({time.monotonic() - started:.0f}s)")
+                  f"({now - begun.get(family, now):.0f}s)")
 
-    for result in build(families, report):
+    for result in build(families, report, started):
         state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
         err.print(f"{result.family}: {state} -> {result.directory}")
 

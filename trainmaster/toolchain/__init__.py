@@ -1,5 +1,6 @@
 """Pinned Go binaries (control plane, kwok, Pulumi) built from Go modules into a cache."""
 
+from trainmaster.toolchain._about import ABOUT, About
 from trainmaster.toolchain._build import (
     BuildResult,
     ToolchainError,
@@ -21,6 +22,7 @@ from trainmaster.toolchain._recipes import (
 )
 
 __all__ = [
+    "ABOUT",
     "CLUSTER_FAMILIES",
     "CONTAINERD_VERSION",
     "K8S_VERSION",
@@ -28,6 +30,7 @@ __all__ = [
     "NODE_FAMILIES",
     "PULUMI_FAMILIES",
     "RECIPES",
+    "About",
     "BuildResult",
     "Recipe",
     "ToolchainError",

@@ -28,6 +28,8 @@ GO_MODULES_DIR = Path(__file__).parent / "go"
 
 ProgressFn = Callable[[str, int, int], None]
 """Called as (family, packages compiled so far, packages in total)."""
+StartFn = Callable[[str], None]
+"""Called with a family's name when its build really starts (it is not cached)."""
 
 
 class ToolchainError(TrainmasterError):
@@ -125,19 +127,23 @@ def _family_lock(family: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _build_family(recipe: Recipe, progress: ProgressFn | None) -> BuildResult:
+def _build_family(recipe: Recipe, progress: ProgressFn | None,
+                  started: StartFn | None = None) -> BuildResult:
     if is_built(recipe.family):
         return BuildResult(recipe.family, family_dir(recipe.family), 0.0, cached=True)
     with _family_lock(recipe.family):
-        return _build_family_locked(recipe, progress)
+        return _build_family_locked(recipe, progress, started)
 
 
-def _build_family_locked(recipe: Recipe, progress: ProgressFn | None) -> BuildResult:
+def _build_family_locked(recipe: Recipe, progress: ProgressFn | None,
+                         started: StartFn | None = None) -> BuildResult:
     go = _require_go()
     target = family_dir(recipe.family)
     start = time.monotonic()
     if (target / ".complete").exists():
         return BuildResult(recipe.family, target, 0.0, cached=True)
+    if started is not None:
+        started(recipe.family)
     root = cache_root()
     src = root / "src" / recipe.family
     logs = root / "logs"
@@ -228,11 +234,13 @@ def _stream_build(
         progress(family, total, total)
 
 
-def build(families: Iterable[str], progress: ProgressFn | None = None) -> list[BuildResult]:
-    """Build each family unless its pinned build is cached; raise ToolchainError on failure."""
+def build(families: Iterable[str], progress: ProgressFn | None = None,
+          started: StartFn | None = None) -> list[BuildResult]:
+    """Build each family unless its pinned build is cached; raise ToolchainError on failure.
+    ``started(family)`` is called as a family's build begins (never for a cached one)."""
     results = []
     for family in families:
         if family not in RECIPES:
             raise ToolchainError(f"unknown tool family {family!r}; known: {', '.join(RECIPES)}")
-        results.append(_build_family(RECIPES[family], progress))
+        results.append(_build_family(RECIPES[family], progress, started))
     return results
