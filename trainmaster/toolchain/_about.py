@@ -40,5 +40,11 @@ ABOUT: dict[str, About] = {
     "pulumi-language-python": About("Pulumi's Python language host, for plain `pulumi`",
                                     (8, 12)),
     "pulumi-kubernetes": About("the Pulumi Kubernetes provider (with its schema)", (15, 20)),
+    "versitygw": About("versitygw, the S3-compatible server of the dataset tests and the demo",
+                       (5, 6)),
+    "whereabouts": About("whereabouts, the IPAM of the real nodes' rail and storage networks",
+                         (7, 9)),
+    "network-crds": About("the NetworkAttachmentDefinition and whereabouts CRDs, copied from "
+                          "their pinned modules (nothing compiled)", (1, 1)),
     "promtool": About("Prometheus' promtool, to unit-test the alert rules", (5, 9)),
 }
