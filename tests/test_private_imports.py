@@ -17,15 +17,14 @@ ALLOWED = {
     ("operator/_bench/__init__.py", "trainmaster.bench"): "not private (a shim)",
 }
 
-TODO = ("scheduler", "cli")
-"""TODO(issue 22, lead): restructured on other branches at the same time; empty after
-merging. Known: simulate/_queues.py imports trainmaster.scheduler._quota.queue_specs (the
-scheduler must export it); cli/ imports image._build, engine._env (lazily, for start-up
+TODO = ("cli",)
+"""TODO(issue 22, lead): restructured on another branch at the same time; empty after
+merging. Known: cli/ imports image._build, engine._env (lazily, for start-up
 time), simulate._report, spec._bench, spec._docs, toolchain._recipes, operator._bench and
 operator._view, all of which except the last two now have public exports."""
 
-KNOWN = {("simulate/_queues.py", "trainmaster.scheduler._quota")}
-"""Until the scheduler exports queue_specs (see TODO)."""
+KNOWN: set[tuple[str, str]] = set()
+"""Private imports tolerated until their package exports the name (none left)."""
 
 
 def _private_imports(path: Path) -> list[str]:

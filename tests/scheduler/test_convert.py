@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from tests.scheduler.apifake import group_obj, node_obj, pod_obj
+from trainmaster.api import CHECKPOINT_ANNOTATION, epoch_seconds, parse_quantity
 from trainmaster.scheduler import (
     CPU,
     GPU,
@@ -19,8 +20,6 @@ from trainmaster.scheduler import (
 from trainmaster.scheduler.runtime.convert import (
     base_units,
     node_info,
-    parse_quantity,
-    parse_time,
     pod_group_info,
     pod_info,
     pod_requests,
@@ -89,7 +88,7 @@ def test_pod_info_reads_what_scheduling_needs() -> None:
     assert req.node_selector == {"zone": "a"}
     assert req.affinity[0].operator is SelectorOperator.IN
     assert req.tolerations[0].key == "nvidia.com/gpu"
-    assert req.creation_timestamp == parse_time("2026-01-01T00:00:00Z")
+    assert req.creation_timestamp == epoch_seconds("2026-01-01T00:00:00Z")
     assert info.controlled and info.unsupported is None and not info.terminating
 
 
@@ -113,3 +112,15 @@ def test_pod_group_annotations() -> None:
     assert info.key == "ns/g" and info.min_member == 4
     assert info.topology == TopologyConstraint("leaf", TopologyMode.REQUIRED)
     assert pod_group_info(group_obj("h", 2)).topology is None
+
+
+@pytest.mark.parametrize(("stamp", "seconds"), [
+    ("2026-01-01T00:00:10Z", epoch_seconds("2026-01-01T00:00:10Z")),
+    ("yesterday", 0.0),  # written by the job, not the API server: never fatal
+    ("", 0.0),
+])
+def test_pod_group_checkpoint_time(stamp: str, seconds: float) -> None:
+    obj = group_obj("g", 2)
+    obj["metadata"]["annotations"][CHECKPOINT_ANNOTATION] = stamp
+    assert seconds == pod_group_info(obj).last_checkpoint
+    assert epoch_seconds("2026-01-01T00:00:10Z") > 0

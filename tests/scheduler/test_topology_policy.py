@@ -1,11 +1,12 @@
 """The scheduler picks a gang's topology rule the way the spec picks a job's: one rule
-chooser and one default policy (trainmaster.spec), whatever the config holds."""
+chooser and one default policy (trainmaster.api), whatever the config holds."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.helpers import stack_doc
+from trainmaster.api import PolicyRule
 from trainmaster.objects import scheduler_config
 from trainmaster.scheduler import ConfigError, SchedulerConfig, TopologyMode
 from trainmaster.scheduler.framework.model import TopologyConstraint
@@ -55,7 +56,8 @@ def test_without_a_policy_the_spec_default_applies() -> None:
     ]
     assert _spec(None).scheduler.topology_policy == default_topology_policy(("spine", "leaf"))
     config = SchedulerConfig()
-    assert config.policy == tuple(default_topology_policy(config.levels))
+    assert [(r.max_nodes, r.domain, r.mode) for r in config.policy] == [
+        (r.max_nodes, r.domain, r.mode) for r in default_topology_policy(config.levels)]
     assert config.topology_for(1) == TopologyConstraint("node", TopologyMode.REQUIRED)
     assert config.topology_for(2) == TopologyConstraint("leaf", TopologyMode.PREFERRED)
     # The leaf is the last level, whatever it is called.
@@ -71,7 +73,7 @@ def test_a_policy_no_rule_covers_falls_back_to_the_cluster() -> None:
     assert config.topology_for(2) == TopologyConstraint("leaf", TopologyMode.REQUIRED)
     assert config.topology_for(3) == TopologyConstraint("cluster", TopologyMode.PREFERRED)
     legacy = SchedulerConfig.from_mapping({"topologyPolicy": [{"maxPods": 1, "domain": "node"}]})
-    assert legacy.policy == (TopologyRule(max_nodes=1, domain="node"),)
+    assert legacy.policy == (PolicyRule(max_nodes=1, domain="node"),)
 
 
 def test_a_bad_rule_is_a_config_error() -> None:

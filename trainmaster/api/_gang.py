@@ -8,12 +8,14 @@ Plain values in, plain values out, so every side can use it without the others' 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 CLUSTER_DOMAIN: Final = "cluster"
 """The domain that holds every node: no constraint on placement."""
+NODE_DOMAIN: Final = "node"
+"""The domain of a single node (the smallest)."""
 PREFERRED: Final = "preferred"
 REQUIRED: Final = "required"
 
@@ -27,6 +29,24 @@ class SizeRule(Protocol):
     def domain(self) -> str: ...
     @property
     def mode(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """A SizeRule as plain values: what the scheduler reads from its config file without
+    loading the spec model (whose TopologyRule validates the same fields)."""
+
+    domain: str
+    mode: str = PREFERRED
+    max_nodes: int | None = None
+
+
+def default_policy(levels: Sequence[str]) -> tuple[PolicyRule, ...]:
+    """Where gangs go when nobody said: a one-node job on one node (required); larger ones
+    prefer one domain of the last (smallest) of `levels`. The spec's default policy and the
+    scheduler's when its config names none."""
+    return (PolicyRule(NODE_DOMAIN, REQUIRED, max_nodes=1),
+            PolicyRule(levels[-1] if levels else CLUSTER_DOMAIN, PREFERRED))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from trainmaster import __version__
-from trainmaster.api import BYTES_PATTERN, SpecApiVersion, parse_bytes
+from trainmaster.api import BYTES_PATTERN, SpecApiVersion, default_policy, parse_bytes
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
 LabelKey = Annotated[
@@ -207,12 +207,12 @@ class TopologyRule(_Model):
 
 
 def default_topology_policy(levels: Sequence[str]) -> list[TopologyRule]:
-    """Where gangs go when nobody said: a one-node job on one node; larger ones prefer one
-    leaf (the last of `levels`). The spec's default (for its default levels) and the
-    scheduler's when its config names no policy."""
+    """trainmaster.api.default_policy as the spec's rules: a one-node job on one node;
+    larger ones prefer one leaf (the last of `levels`). The spec's default (for its
+    default levels); the scheduler reads the same policy from the api."""
     return [
-        TopologyRule(max_nodes=1, domain="node", mode="required"),
-        TopologyRule(domain=levels[-1] if levels else "cluster", mode="preferred"),
+        TopologyRule(max_nodes=r.max_nodes, domain=r.domain, mode=r.mode)  # type: ignore[arg-type]
+        for r in default_policy(levels)
     ]
 
 

@@ -14,14 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-GPU = "nvidia.com/gpu"
+from .._keys import CLUSTER_DOMAIN, GPU_RESOURCE
+
+GPU = GPU_RESOURCE
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 
 NODE_LEVEL = "node"
 """Topology level of a single node (the smallest domain)."""
-CLUSTER_LEVEL = "cluster"
+CLUSTER_LEVEL = CLUSTER_DOMAIN
 """Topology level of the whole cluster (the largest domain)."""
 
 

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
-from trainmaster.spec import TopologyRule as TopologyRule  # the spec's rule, re-exported
-from trainmaster.spec import default_topology_policy, rule_for_size
+from trainmaster.api import PolicyRule, default_policy, rule_for_size
 
 from ..framework.model import CLUSTER_LEVEL, NODE_LEVEL, TopologyConstraint, TopologyMode
 from ..plugins.quota import DEFAULT_QUEUE, QueueSpec, queue_specs
@@ -67,7 +65,7 @@ class SchedulerConfig:
     client_burst: int = 0
     """0: ``max(client_qps, bind_concurrency)``."""
     leader_election: LeaderElection = LeaderElection()
-    topology_policy: tuple[TopologyRule, ...] = ()
+    topology_policy: tuple[PolicyRule, ...] = ()
     """Where a gang goes when its PodGroup names no topology (the spec's rules: the first
     whose maxNodes covers the gang's pods applies). Empty: the spec's default for
     ``levels``."""
@@ -99,12 +97,12 @@ class SchedulerConfig:
         return self.client_burst or max(int(self.client_qps), self.bind_concurrency)
 
     @property
-    def policy(self) -> tuple[TopologyRule, ...]:
-        return self.topology_policy or tuple(default_topology_policy(self.levels))
+    def policy(self) -> tuple[PolicyRule, ...]:
+        return self.topology_policy or default_policy(self.levels)
 
     def topology_for(self, pods: int) -> TopologyConstraint:
-        rule = rule_for_size(self.policy, pods)
-        return TopologyConstraint(rule.domain, TopologyMode(rule.mode))
+        domain, mode = rule_for_size(self.policy, pods)
+        return TopologyConstraint(domain, TopologyMode(mode))
 
     def replace(self, **changes: Any) -> SchedulerConfig:
         return dataclasses.replace(self, **changes)
@@ -235,7 +233,9 @@ def _queues(raw: Any) -> tuple[QueueSpec, ...]:
     return specs
 
 
-def _rule(raw: Any) -> TopologyRule:
+def _rule(raw: Any) -> PolicyRule:
+    """One rule; maxNodes checked as the spec's TopologyRule checks it (>= 1), the domain
+    against the levels in validate()."""
     if not isinstance(raw, Mapping) or "domain" not in raw:
         raise ConfigError(f"topologyPolicy rule needs a domain: {raw!r}")
     try:
@@ -244,10 +244,9 @@ def _rule(raw: Any) -> TopologyRule:
         raise ConfigError(f"topologyPolicy mode {raw.get('mode')!r}: required|preferred") from None
     max_nodes = raw.get("maxNodes", raw.get("maxPods"))
     try:
-        return TopologyRule(
-            domain=str(raw["domain"]),
-            mode=mode.value,
-            max_nodes=None if max_nodes is None else int(max_nodes),
-        )
-    except (TypeError, ValueError, ValidationError) as err:
-        raise ConfigError(f"topologyPolicy rule {dict(raw)!r}: {err}") from None
+        limit = None if max_nodes is None else int(max_nodes)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"topologyPolicy rule {dict(raw)!r}: maxNodes: {err}") from None
+    if limit is not None and limit < 1:
+        raise ConfigError(f"topologyPolicy rule {dict(raw)!r}: maxNodes must be >= 1")
+    return PolicyRule(domain=str(raw["domain"]), mode=mode.value, max_nodes=limit)

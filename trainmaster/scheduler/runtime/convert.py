@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from trainmaster.api import epoch_seconds, parse_quantity
 
 from .._keys import (
     CHECKPOINT_ANNOTATION,
@@ -50,46 +49,6 @@ def pod_datasets(annotations: Mapping[str, str]) -> tuple[str, ...]:
     raw = annotations.get(DATASETS_ANNOTATION) or ""
     return tuple(sorted({d.strip() for d in raw.split(",") if d.strip()}))
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkKMGTPE]i?)?$")
-_SUFFIX = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "P": Decimal(10**15),
-    "E": Decimal(10**18),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
-
-
-def parse_quantity(value: str | int | float) -> Decimal:
-    """A Kubernetes quantity ("500m", "2Gi", "1e3", 8) as a Decimal."""
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    text = value.strip()
-    match = _QUANTITY.match(text)
-    if match is None:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        base = Decimal(number)
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
-    if suffix[:1] in ("e", "E"):
-        return base * Decimal(10) ** int(suffix[1:])
-    if suffix not in _SUFFIX:
-        raise ValueError(f"{value!r}: unknown suffix {suffix!r}")
-    return base * _SUFFIX[suffix]
-
 
 @functools.lru_cache(maxsize=4096)
 def base_units(resource: str, value: str | int | float) -> int:
@@ -107,13 +66,10 @@ def resource_map(raw: Mapping[str, Any] | None) -> dict[str, int]:
     return {r: base_units(r, q) for r, q in (raw or {}).items()}
 
 
-@functools.lru_cache(maxsize=4096)
-def parse_time(stamp: str | None) -> float:
-    """RFC 3339 timestamp to epoch seconds (0.0 when absent). Remembered: the pods of
-    one Job share their creation second."""
-    if not stamp:
-        return 0.0
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+_epoch = functools.lru_cache(maxsize=4096)(epoch_seconds)
+"""trainmaster.api.epoch_seconds, remembered: the pods of one Job share their creation
+second. 0.0 for an absent or malformed stamp (a checkpoint annotation someone else wrote
+must not stop the gang being scheduled)."""
 
 
 # --- nodes ----------------------------------------------------------------------------
@@ -265,7 +221,7 @@ def pod_info(obj: JSON) -> PodInfo:
         affinity=affinity,
         tolerations=tolerations,
         priority=int(spec.get("priority") or 0),
-        creation_timestamp=parse_time(meta.get("creationTimestamp")),
+        creation_timestamp=_epoch(meta.get("creationTimestamp")),
         gang=labels.get(POD_GROUP_LABEL) or None,
         datasets=pod_datasets(meta.get("annotations") or {}),
     )
@@ -279,7 +235,7 @@ def pod_info(obj: JSON) -> PodInfo:
         unsupported=unsupported,
         queue=labels.get(QUEUE_LABEL) or None,
         preempts=(spec.get("preemptionPolicy") or PREEMPT_LOWER) == PREEMPT_LOWER,
-        started=parse_time(status.get("startTime")) or request.creation_timestamp,
+        started=_epoch(status.get("startTime")) or request.creation_timestamp,
         nominated_node=status.get("nominatedNodeName") or "",
     )
 
@@ -326,14 +282,7 @@ def pod_group_info(obj: JSON) -> PodGroupInfo:
         uid=meta.get("uid", ""),
         min_member=max(0, int((obj.get("spec") or {}).get("minMember") or 0)),
         topology=topology,
-        creation_timestamp=parse_time(meta.get("creationTimestamp")),
+        creation_timestamp=_epoch(meta.get("creationTimestamp")),
         queue=(meta.get("labels") or {}).get(QUEUE_LABEL) or None,
-        last_checkpoint=_time_or_zero(annotations.get(CHECKPOINT_ANNOTATION)),
+        last_checkpoint=_epoch(annotations.get(CHECKPOINT_ANNOTATION)),
     )
-
-
-def _time_or_zero(stamp: str | None) -> float:
-    try:
-        return parse_time(stamp)
-    except ValueError:
-        return 0.0

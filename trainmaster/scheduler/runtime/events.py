@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from trainmaster.kubeclient import ApiError, Kube, pod_path
 
+from .._keys import POD_SCHEDULED
 from .tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
@@ -168,7 +169,7 @@ class EventRecorder:
             "status": {
                 "conditions": [
                     {
-                        "type": "PodScheduled",
+                        "type": POD_SCHEDULED,
                         "status": "False",
                         "reason": "Unschedulable",
                         "message": message,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from trainmaster.kubeclient import Kube, Reflector, node_path, pod_path, podgroup_path
 
-from .._keys import PODGROUP_API_VERSION
+from .._keys import PODGROUP_API_VERSION, PODGROUP_KIND, PODGROUP_PLURAL
 from ..framework.model import Gang
 from ..framework.results import Placement
 from ..framework.status import Code, Status
@@ -95,7 +95,7 @@ class SchedulerRuntime:
             Reflector(api, node_path(), self.cache.on_node, name="nodes"),
             Reflector(api, pod_path(), self.cache.on_pod, name="pods",
                       params={"fieldSelector": _POD_FIELDS}, skip=self.cache.skip_pod_event),
-            Reflector(api, podgroup_path(), self.cache.on_group, name="podgroups",
+            Reflector(api, podgroup_path(), self.cache.on_group, name=PODGROUP_PLURAL,
                       optional=True),
         ]  # fmt: skip
         self._scheduler: GangScheduler | None = None
@@ -461,7 +461,7 @@ class SchedulerRuntime:
         record.bind_failures += 1
         record.held_until = self._clock() + self._backoff(record.bind_failures)
         self.cache.changed.set()
-        ref = (ObjectRef("PodGroup", group.namespace, group.name, group.uid,
+        ref = (ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
                          PODGROUP_API_VERSION) if group is not None
                else ObjectRef("Pod", gang.namespace, gang.members[0].name,
                               gang.members[0].uid))

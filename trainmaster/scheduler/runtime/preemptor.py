@@ -29,7 +29,13 @@ from collections.abc import Callable, Sequence
 
 from trainmaster.kubeclient import ApiError, Kube, pod_path
 
-from .._keys import PODGROUP_API_VERSION
+from .._keys import (
+    DISRUPTION_TARGET,
+    EVENT_PREEMPTED,
+    PODGROUP_API_VERSION,
+    PODGROUP_KIND,
+    PREEMPTION_BY_SCHEDULER,
+)
 from ..framework.model import GPU, Gang, PodRequest
 from ..framework.results import Placement
 from ..framework.status import Code, Status
@@ -225,12 +231,12 @@ class Preemptor:
     def _announce(self, victim: Victim, gang: Gang, queue: str) -> None:
         group = self.cache.groups.get(victim.gang)
         pod = victim.pods[0][0]
-        ref = (ObjectRef("PodGroup", group.namespace, group.name, group.uid,
+        ref = (ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
                          PODGROUP_API_VERSION) if group is not None
                else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
         why = "reclaiming its queue's quota" if victim.borrowed else "higher priority"
         self.recorder.event(
-            ref, "Warning", "Preempted",
+            ref, "Warning", EVENT_PREEMPTED,
             f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): "
             f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
             "checkpoint",
@@ -238,7 +244,7 @@ class Preemptor:
 
     async def _evict(self, pod: PodRequest, gang: Gang) -> None:
         condition = {"status": {"conditions": [{
-            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
             "message": f"{self.config.scheduler_name}: preempted by {gang.key}",
             "lastTransitionTime": now_rfc3339(),
         }]}}  # fmt: skip

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from .._keys import PODGROUP_API_VERSION
+from .._keys import PODGROUP_API_VERSION, PODGROUP_KIND
 from ..framework.model import PodRequest
 from ..framework.results import Placement
 from .convert import PodGroupInfo
@@ -34,7 +34,8 @@ class _Reported:
 
 def _ref(group: PodGroupInfo | None, pods: Sequence[PodRequest]) -> ObjectRef:
     if group is not None:
-        return ObjectRef("PodGroup", group.namespace, group.name, group.uid, PODGROUP_API_VERSION)
+        return ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
+                         PODGROUP_API_VERSION)
     pod = pods[0]
     return ObjectRef("Pod", pod.namespace, pod.name, pod.uid)
 
