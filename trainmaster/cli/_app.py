@@ -74,7 +74,7 @@ def root(
 
 def _select_context(value: str | None) -> str | None:
     if value:
-        from trainmaster.kubeclient._kubeconfig import select_context
+        from trainmaster.kubeclient import select_context
 
         select_context(value)
     return value

@@ -61,8 +61,9 @@ def recovery_cmd(
     if real:
         _real(spec, scenario or [], repeat if repeat != 3 else 1, timeout, as_json)
         return
-    from trainmaster.operator._bench import SCENARIOS, BenchError, RecoveryOptions
-    from trainmaster.operator._bench import run_recovery_bench as run
+    from trainmaster.bench import RECOVERY_SCENARIOS as SCENARIOS
+    from trainmaster.bench import BenchError, RecoveryOptions
+    from trainmaster.bench import run_recovery_bench as run
 
     kubeconfig = kubeconfig_for_context(kubeconfig, context)  # a file other processes read
     options = RecoveryOptions(kubeconfig=kubeconfig, gang=gang, repeat=repeat,

@@ -26,7 +26,7 @@ def spec_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Time `load_spec` (parse, schema, model, semantic checks) on a generated large spec."""
-    from trainmaster.spec._bench import bench_spec
+    from trainmaster.spec import bench_spec
 
     bench_spec(nodes, 1)  # warm-up: imports and the cached schema
     result = bench_spec(nodes, runs)
@@ -61,8 +61,7 @@ def job_cmd(
 ) -> None:
     """Time validating one TrainingJob against a validated cluster spec (`validate_job`, what
     the operator does per job) and, for comparison, the whole spec again with the job in it."""
-    from trainmaster.spec import load_spec, load_spec_text
-    from trainmaster.spec._bench import bench_job, large_spec_text
+    from trainmaster.spec import bench_job, large_spec_text, load_spec, load_spec_text
 
     cluster = load_spec(spec) if spec is not None else load_spec_text(large_spec_text(nodes))
     result = bench_job(cluster, runs)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from trainmaster.api import JOB_LABEL
 from trainmaster.cli._app import app
 
 
@@ -69,7 +70,7 @@ def demo(
     err.print("The cluster and the job keep running:")
     err.print(f"  export KUBECONFIG={stack.kubeconfig}")
     err.print(f"  kubectl get pods -A -o wide; kubectl logs -n {stack.namespace} "
-              f"-l trainmaster.io/job={stack.job.name}")
+              f"-l {JOB_LABEL}={stack.job.name}")
     err.print("  trainmaster status            # jobs, GPUs per leaf, fenced nodes, gangs")
     err.print("  trainmaster cluster down      # stop everything")
     if not drill.ok:

@@ -26,8 +26,7 @@ _err = lazy_console(stderr=True, highlight=False)
 def _console_progress(verbose: bool) -> Progress:
     """The image build's progress on stderr (made here: the image package is imported
     only when an image is built)."""
-    from trainmaster.image import Progress
-    from trainmaster.image._build import STEPS
+    from trainmaster.image import STEPS, Progress
 
     class _ConsoleProgress(Progress):
         """Steps as numbered lines with their start time; tool output as a one-line status."""

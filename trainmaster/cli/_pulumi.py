@@ -23,7 +23,7 @@ def pulumi_cmd(ctx: typer.Context) -> None:
     `trainmaster pulumi up --help` shows Pulumi's own help once the Pulumi CLI is built.
     """
     from trainmaster.cli._tools import missing_tools, rough_minutes
-    from trainmaster.toolchain._recipes import PULUMI_FAMILIES
+    from trainmaster.toolchain import PULUMI_FAMILIES
 
     args = list(ctx.args)
     asks_help = any(a in HELP_FLAGS for a in args)

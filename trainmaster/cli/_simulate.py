@@ -119,7 +119,7 @@ def simulate_cmd(
     result = simulate(cluster, workload, names, faults, queues=queues,
                       progress=lambda line: _err.print(line, highlight=False))
     if report is not None:
-        from trainmaster.simulate._report import write_report
+        from trainmaster.simulate import write_report
 
         page = write_report(result, report, f"trainmaster simulate: {len(workload)} jobs")
         _err.print(f"report: {page}", highlight=False)

@@ -157,7 +157,7 @@ def env_cmd() -> None:
     """
     import os
 
-    from trainmaster.engine._env import SHELL_FAMILIES, find_project, shell_env, shell_exports
+    from trainmaster.engine import SHELL_FAMILIES, find_project, shell_env, shell_exports
 
     project_dir = find_project()
     missing = missing_tools(SHELL_FAMILIES)

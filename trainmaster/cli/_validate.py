@@ -79,7 +79,7 @@ def schema(
 ) -> None:
     """Print the spec's JSON Schema (what schemas/cluster.schema.json holds)."""
     if markdown:
-        from trainmaster.spec._docs import reference_markdown
+        from trainmaster.spec import reference_markdown
 
         print(reference_markdown(), end="")
         return
