@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import LocalCluster
 from tests.operator.kit import OperatorEnv, job_doc, wait_for
-from trainmaster.objects import DATASET_LABEL
+from trainmaster.api import DATASET_LABEL
 from trainmaster.spec import validate_data
 
 pytestmark = pytest.mark.integration
