@@ -12,11 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from trainmaster.errors import TrainmasterError
-from trainmaster.kubeclient import KNOWN_PLURALS, ApiError, Kube, SyncKube, crd_path
+from trainmaster.kubeclient import (
+    KNOWN_PLURALS,
+    ApiError,
+    Kube,
+    SyncKube,
+    api_path,
+    crd_path,
+    object_path,
+)
 from trainmaster.objects import (
     THIRD_PARTY_CRD_NAMES,
     all_objects,
+    covers_immutable,
+    display_key,
     foreign_manager,
+    immutable_fields,
     object_key,
     third_party_crds,
 )
@@ -113,6 +124,69 @@ async def missing_operators(kube: Kube, objs: list[dict[str, Any]]) -> list[str]
     return missing
 
 
+def _invalid_fields(exc: ApiError) -> list[str]:
+    """The fields a 422 Invalid answer names (its status details' causes)."""
+    details = (exc.body or {}).get("details") or {}
+    return [str(c["field"]) for c in details.get("causes") or [] if c.get("field")]
+
+
+async def immutable_conflicts(kube: Kube, objs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Objects whose update would change an immutable field: display key -> fields.
+
+    Each existing object of a kind with immutable fields is applied with dry run, so the
+    API server itself judges (defaults and all) what the real apply would do. An answer
+    naming a field outside the immutable ones is a plain invalid object: ApplyError,
+    before anything is applied.
+    """
+    conflicts: dict[str, list[str]] = {}
+    refused: list[str] = []
+    for obj in objs:
+        if not immutable_fields(obj):
+            continue
+        try:
+            await kube.apply(obj, dry_run=True)
+        except ApiError as exc:
+            if exc.not_found:  # a new object (or its namespace is new): nothing to replace
+                continue
+            fields = _invalid_fields(exc)
+            if exc.status == 422 and fields and all(covers_immutable(obj, f) for f in fields):
+                conflicts[display_key(obj)] = fields
+            else:
+                refused.append(f"{display_key(obj)}: {exc.status} {exc.reason}: "
+                               f"{(exc.body or {}).get('message', '')}")
+    if refused:
+        raise ApplyError("the API server refuses these objects; nothing was applied:\n  "
+                         + "\n  ".join(refused))
+    return conflicts
+
+
+async def _replace(kube: Kube, obj: dict[str, Any], timeout: float = 120) -> None:
+    """Delete `obj` and wait until it is gone, so that it can be created anew."""
+    if (obj["apiVersion"], obj["kind"]) in KNOWN_PLURALS:
+        path = object_path(obj)
+    else:
+        plural, namespaced = await kube.resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        path = api_path(obj["apiVersion"], plural,
+                        meta.get("namespace") if namespaced else None, meta["name"])
+    await kube.delete(path, propagation="Background", missing_ok=True)
+
+    async def gone() -> bool:
+        try:
+            await kube.get(path)
+        except ApiError as exc:
+            if exc.not_found:
+                return True
+            raise
+        return False
+
+    try:
+        await wait_until_async(gone, f"{display_key(obj)} to be deleted", timeout, 0.2)
+    except WaitTimeout:
+        raise ApplyError(f"{display_key(obj)} was not deleted within {timeout:.0f}s "
+                         "(a finalizer?); delete it by hand, then apply again") from None
+
+
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
                      report: Callable[[str], None]) -> list[str]:
     missing = await missing_operators(kube, objs)
@@ -120,6 +194,9 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
         raise ApplyError("the cluster lacks operators the spec needs (docs/real-cluster.md); "
                          "install them, or set thirdPartyCrds: IfAbsent in the spec:\n  "
                          + "\n  ".join(missing))
+    # Also before anything is applied: which objects an immutable field forces to be
+    # replaced (or which the API server refuses outright).
+    replace = await immutable_conflicts(kube, objs)
     applied = []
     crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
     done_crds = False
@@ -135,9 +212,14 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
             if owner is not None:
                 report(f"kept CustomResourceDefinition/{name}: it belongs to {owner}")
                 continue
+        fields = replace.get(display_key(obj))
+        if fields:
+            report(f"replacing {display_key(obj)} (delete, then create): "
+                   f"{', '.join(fields)} cannot be changed in place")
+            await _replace(kube, obj)
         await _apply_one(kube, obj)
         applied.append(object_key(obj))
-        report(f"applied {obj['kind']}/{obj['metadata']['name']}")
+        report(f"{'replaced' if fields else 'applied'} {obj['kind']}/{obj['metadata']['name']}")
     return applied
 
 

@@ -258,9 +258,10 @@ class Kube:
         """Forget what discovery found, e.g. after new CRDs were established."""
         self._resources.clear()
 
-    async def apply(self, obj: JSON, *, force: bool = True) -> JSON:
+    async def apply(self, obj: JSON, *, force: bool = True, dry_run: bool = False) -> JSON:
         """Server-side apply as FIELD_MANAGER. ``force``: what we declare wins over hand
-        edits of the same fields (drift); fields other managers own are left alone."""
+        edits of the same fields (drift); fields other managers own are left alone.
+        ``dry_run``: validated and admitted as a real apply would be, nothing stored."""
         key = (obj["apiVersion"], obj["kind"])
         if key in KNOWN_PLURALS:
             path = object_path(obj)
@@ -269,7 +270,8 @@ class Kube:
             meta = obj["metadata"]
             path = api_path(key[0], plural, meta.get("namespace") if namespaced else None,
                             meta["name"])
-        params = {"fieldManager": FIELD_MANAGER, **({"force": "true"} if force else {})}
+        params = {"fieldManager": FIELD_MANAGER, **({"force": "true"} if force else {}),
+                  **({"dryRun": "All"} if dry_run else {})}
         return await self.request("PATCH", path, params=params, body=obj,
                                   content_type=_PATCH_TYPES["apply"])
 
