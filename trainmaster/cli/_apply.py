@@ -15,7 +15,11 @@ def apply(
     spec: Annotated[Path, typer.Argument(help="Cluster spec file.")],
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
 ) -> None:
-    """Apply every object of a spec with server-side apply (field manager `trainmaster`)."""
+    """Apply every object of a spec with server-side apply (field manager `trainmaster`).
+
+    An object whose change reaches an immutable field (a PriorityClass's value or
+    preemptionPolicy, a selector, a roleRef...) is replaced: deleted, then created. Anything
+    else the API server would refuse stops the apply before any object is written."""
     from rich.console import Console
 
     from trainmaster.apply import apply_spec
@@ -24,5 +28,11 @@ def apply(
     err = Console(stderr=True)
     cluster = load_spec(spec)
     with err.status("applying") as status:
-        applied = apply_spec(kubeconfig, cluster, lambda step: status.update(step))
+        def report(step: str) -> None:
+            # A replacement deletes an object: it stays on screen, the rest is progress.
+            if step.startswith("replacing "):
+                err.print(step, highlight=False)
+            status.update(step)
+
+        applied = apply_spec(kubeconfig, cluster, report)
     err.print(f"applied {len(applied)} objects of {cluster.metadata.name}")
