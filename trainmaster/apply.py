@@ -149,7 +149,8 @@ async def immutable_conflicts(kube: Kube, objs: list[dict[str, Any]]) -> dict[st
             if exc.not_found:  # a new object (or its namespace is new): nothing to replace
                 continue
             fields = _invalid_fields(exc)
-            if exc.status == 422 and fields and all(covers_immutable(obj, f) for f in fields):
+            if (exc.status == 422 and fields and all(covers_immutable(obj, f) for f in fields)
+                    and await _exists(kube, obj)):  # a new object has nothing to replace
                 conflicts[display_key(obj)] = fields
             else:
                 refused.append(f"{display_key(obj)}: {exc.status} {exc.reason}: "
@@ -160,25 +161,32 @@ async def immutable_conflicts(kube: Kube, objs: list[dict[str, Any]]) -> dict[st
     return conflicts
 
 
+async def _path(kube: Kube, obj: dict[str, Any]) -> str:
+    if (obj["apiVersion"], obj["kind"]) in KNOWN_PLURALS:
+        return object_path(obj)
+    plural, namespaced = await kube.resource(obj["apiVersion"], obj["kind"])
+    meta = obj["metadata"]
+    return api_path(obj["apiVersion"], plural, meta.get("namespace") if namespaced else None,
+                    meta["name"])
+
+
+async def _exists(kube: Kube, obj: dict[str, Any]) -> bool:
+    try:
+        await kube.get(await _path(kube, obj))
+    except ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    return True
+
+
 async def _replace(kube: Kube, obj: dict[str, Any], timeout: float = 120) -> None:
     """Delete `obj` and wait until it is gone, so that it can be created anew."""
-    if (obj["apiVersion"], obj["kind"]) in KNOWN_PLURALS:
-        path = object_path(obj)
-    else:
-        plural, namespaced = await kube.resource(obj["apiVersion"], obj["kind"])
-        meta = obj["metadata"]
-        path = api_path(obj["apiVersion"], plural,
-                        meta.get("namespace") if namespaced else None, meta["name"])
+    path = await _path(kube, obj)
     await kube.delete(path, propagation="Background", missing_ok=True)
 
     async def gone() -> bool:
-        try:
-            await kube.get(path)
-        except ApiError as exc:
-            if exc.not_found:
-                return True
-            raise
-        return False
+        return not await _exists(kube, obj)
 
     try:
         await wait_until_async(gone, f"{display_key(obj)} to be deleted", timeout, 0.2)
