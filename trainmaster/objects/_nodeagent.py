@@ -102,7 +102,9 @@ def own_node_policy(spec: ClusterSpec, labels: dict[str, str]) -> list[dict[str,
     agent = nic_agent_name(spec)
     name = f"{agent}-own-node"
     user = f"system:serviceaccount:{spec.metadata.namespace}:{agent}"
-    has_node = f'"{NODE_NAME_CLAIM}" in request.userInfo.extra'
+    # `extra` is absent altogether from a token that carries none: has() before `in`.
+    has_node = (f'has(request.userInfo.extra) && "{NODE_NAME_CLAIM}" in '
+                "request.userInfo.extra")
     node = f'request.userInfo.extra["{NODE_NAME_CLAIM}"]'
     policy = {
         "apiVersion": ADMISSION_API,
