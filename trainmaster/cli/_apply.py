@@ -25,7 +25,7 @@ def apply(
     from trainmaster.apply import apply_spec
     from trainmaster.spec import load_spec
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # a line per message, never wrapped
     cluster = load_spec(spec)
     with err.status("applying") as status:
         def report(step: str) -> None:
