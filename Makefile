@@ -46,10 +46,11 @@ host-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(REAL_NODE_PACKAGES); \
 	fi
 
-## The main job: the dev stack on a local cluster with 2 real nodes (trainmaster's controllers
-## as pods, a real training job killed and resumed from its checkpoint). Needs root.
+## The main job: the committed Pulumi stack `demo` (stacks/dev placed on the real nodes),
+## deployed by `trainmaster pulumi up` on a local cluster with 2 real nodes (trainmaster's
+## controllers as pods, a real training job killed and resumed from its checkpoint). Needs root.
 demo: $(STAMP) host-packages
-	$(BIN)/trainmaster demo --spec stacks/dev/cluster.yaml
+	$(BIN)/trainmaster demo --stack demo
 
 ## Lint, type-check and the whole test suite (integration tests start their own cluster).
 test: $(STAMP) tools host-packages lint

@@ -13,6 +13,8 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes import _utilities as k8s_utilities
 
+from trainmaster.objects import immutable_fields
+
 
 def type_token(obj: dict[str, Any]) -> str:
     api_version = obj["apiVersion"]
@@ -36,6 +38,13 @@ class KubernetesObject(pulumi.CustomResource):
         # pulumi-kubernetes classes do.
         version: str = k8s_utilities.get_version()  # type: ignore[no-untyped-call]
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=version))
+        fields = immutable_fields(obj)
+        if fields:
+            # The API server refuses any update of these fields: replace the object
+            # instead, deleting it first (its name is fixed, so the new one cannot exist
+            # beside the old). The preview shows it as a replacement.
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                replace_on_changes=list(fields), delete_before_replace=True))
         super().__init__(type_token(obj), logical_name(obj), dict(obj), opts)
 
 

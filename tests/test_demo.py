@@ -1,5 +1,6 @@
-"""The README's main job works end to end: a cluster with 2 real nodes, the scheduler and
-the operator as pods on them, the real training job killed and resumed at its checkpoint,
+"""The README's main job works end to end: a cluster with 2 real nodes, the committed demo
+stack deployed by `trainmaster pulumi up` (the real engine), the scheduler and the operator
+as pods on the real nodes, the real training job killed and resumed at its checkpoint,
 and `cluster down` stopping everything."""
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from tests.helpers import ROOT
+from trainmaster.kubeclient import generated_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 
@@ -47,7 +50,16 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
                              rf"+leaf-0-node-[01] +{name}\n", out), out
         assert re.search(r"trainmaster +dp-example-r1-0-\S+ +1/1 +Running .* leaf-0-node-[01] +"
                          r"dp-example-trainer", out), out
+        # The stack came from the real Pulumi engine: its summary, and its field manager
+        # on what it applied.
+        assert re.search(r"Deployed by trainmaster pulumi up --stack demo: \d+ create", out), out
         record = json.loads((state / "cluster.json").read_text())
+        apps = client.AppsV1Api(generated_client(Path(record["kubeconfig"])))
+        deployment = apps.read_namespaced_deployment("trainmaster-scheduler",
+                                                     "trainmaster-system")
+        managers = {(f.manager, f.operation) for f in deployment.metadata.managed_fields}
+        assert any(m.startswith("pulumi-kubernetes") for m, _ in managers), managers
+        assert not any(m == "trainmaster" for m, _ in managers), managers
         assert record["real_nodes"] == ["leaf-0-node-0", "leaf-0-node-1"]
         pids = [p["pid"] for p in record["processes"]]
     finally:

@@ -18,14 +18,19 @@ from trainmaster.kubeclient import (
     ApiError,
     Kube,
     SyncKube,
+    api_path,
     crd_path,
     namespace_path,
+    object_path,
 )
 from trainmaster.objects import (
     REQUIRED_THIRD_PARTY_CRDS,
     THIRD_PARTY_CRD_NAMES,
     all_objects,
+    covers_immutable,
+    display_key,
     foreign_manager,
+    immutable_fields,
     object_key,
     third_party_crds,
 )
@@ -139,6 +144,77 @@ def missing_operators_message(missing: list[str]) -> str:
             "\n  " + "\n  ".join(missing))
 
 
+def _invalid_fields(exc: ApiError) -> list[str]:
+    """The fields a 422 Invalid answer names (its status details' causes)."""
+    details = (exc.body or {}).get("details") or {}
+    return [str(c["field"]) for c in details.get("causes") or [] if c.get("field")]
+
+
+async def immutable_conflicts(kube: Kube, objs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Objects whose update would change an immutable field: display key -> fields.
+
+    Each existing object of a kind with immutable fields is applied with dry run, so the
+    API server itself judges (defaults and all) what the real apply would do. An answer
+    naming a field outside the immutable ones is a plain invalid object: ApplyError,
+    before anything is applied.
+    """
+    conflicts: dict[str, list[str]] = {}
+    refused: list[str] = []
+    for obj in objs:
+        if not immutable_fields(obj):
+            continue
+        try:
+            await kube.apply(obj, dry_run=True)
+        except ApiError as exc:
+            if exc.not_found:  # a new object (or its namespace is new): nothing to replace
+                continue
+            fields = _invalid_fields(exc)
+            if (exc.status == 422 and fields and all(covers_immutable(obj, f) for f in fields)
+                    and await _exists(kube, obj)):  # a new object has nothing to replace
+                conflicts[display_key(obj)] = fields
+            else:
+                refused.append(f"{display_key(obj)}: {exc.status} {exc.reason}: "
+                               f"{(exc.body or {}).get('message', '')}")
+    if refused:
+        raise ApplyError("the API server refuses these objects; nothing was applied:\n  "
+                         + "\n  ".join(refused))
+    return conflicts
+
+
+async def _path(kube: Kube, obj: dict[str, Any]) -> str:
+    if (obj["apiVersion"], obj["kind"]) in KNOWN_PLURALS:
+        return object_path(obj)
+    plural, namespaced = await kube.resource(obj["apiVersion"], obj["kind"])
+    meta = obj["metadata"]
+    return api_path(obj["apiVersion"], plural, meta.get("namespace") if namespaced else None,
+                    meta["name"])
+
+
+async def _exists(kube: Kube, obj: dict[str, Any]) -> bool:
+    try:
+        await kube.get(await _path(kube, obj))
+    except ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    return True
+
+
+async def _replace(kube: Kube, obj: dict[str, Any], timeout: float = 120) -> None:
+    """Delete `obj` and wait until it is gone, so that it can be created anew."""
+    path = await _path(kube, obj)
+    await kube.delete(path, propagation="Background", missing_ok=True)
+
+    async def gone() -> bool:
+        return not await _exists(kube, obj)
+
+    try:
+        await wait_until_async(gone, f"{display_key(obj)} to be deleted", timeout, 0.2)
+    except WaitTimeout:
+        raise ApplyError(f"{display_key(obj)} was not deleted within {timeout:.0f}s "
+                         "(a finalizer?); delete it by hand, then apply again") from None
+
+
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
                      report: Callable[[str], None], dry_run: bool = False) -> list[str]:
     # One request first: a server that does not answer is the client's ApiError (status
@@ -147,6 +223,9 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
     missing = await missing_operators(kube, objs)
     if missing:  # before anything is applied: never half a stack
         raise ApplyError(missing_operators_message(missing))
+    # Also before anything is applied: which objects an immutable field forces to be
+    # replaced (or which the API server refuses outright).
+    replace = await immutable_conflicts(kube, objs)
     applied = []
     crds = [o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"]
     done_crds = False
@@ -182,9 +261,14 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
                     report(f"not checked {obj['kind']}/{obj['metadata']['name']}: its "
                            "CRD is created by this apply")
                     continue
-            await _apply_one(kube, obj, dry_run=True)
+            fields = replace.get(display_key(obj))
+            if fields:  # its dry-run apply is refused: the real apply replaces it
+                report(f"would replace {display_key(obj)} (delete, then create): "
+                       f"{', '.join(fields)} cannot be changed in place")
+            else:
+                await _apply_one(kube, obj, dry_run=True)
+                report(f"checked {obj['kind']}/{obj['metadata']['name']}")
             applied.append(object_key(obj))
-            report(f"checked {obj['kind']}/{obj['metadata']['name']}")
             continue
         if crds and not done_crds and obj["kind"] != "CustomResourceDefinition":
             report("waiting for CRDs to be established")
@@ -197,9 +281,14 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
             if owner is not None:
                 report(f"kept CustomResourceDefinition/{name}: it belongs to {owner}")
                 continue
+        fields = replace.get(display_key(obj))
+        if fields:
+            report(f"replacing {display_key(obj)} (delete, then create): "
+                   f"{', '.join(fields)} cannot be changed in place")
+            await _replace(kube, obj)
         await _apply_one(kube, obj)
         applied.append(object_key(obj))
-        report(f"applied {obj['kind']}/{obj['metadata']['name']}")
+        report(f"{'replaced' if fields else 'applied'} {obj['kind']}/{obj['metadata']['name']}")
     return applied
 
 

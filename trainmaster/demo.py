@@ -2,9 +2,10 @@
 a real training job that survives a real kill.
 
 1. start the local control plane for the spec's topology with its first N nodes real
-   (kubelet + containerd + runc), build (cached) and load the trainmaster image, and apply
-   the stack as `trainmaster pulumi up` does: trainmaster-scheduler and the operator run as
-   pods on a real node under their own ServiceAccounts (trainmaster.drill);
+   (kubelet + containerd + runc), build (cached) and load the trainmaster image, and deploy
+   the committed stack `demo` with `trainmaster pulumi up` (the real Pulumi engine and
+   Kubernetes provider): trainmaster-scheduler and the operator run as pods on a real node
+   under their own ServiceAccounts (trainmaster.drill);
 2. wait until the real training job (the stack's job that runs the trainmaster image, e.g.
    examples/data-parallel) trains on the real nodes, placed by the in-cluster scheduler;
    the GPU jobs stay on kwok's simulated nodes;
@@ -34,6 +35,7 @@ from trainmaster.kubeclient import SyncKube
 Report = Callable[[str], None]
 DEMO_REAL_NODES = 2
 DEMO_SCENARIO = "process-kill"
+DEMO_STACK = "demo"
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,9 @@ class DemoResult:
     pods_after: str
 
 
-def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES
-             ) -> DemoResult:
-    stack = start_real_stack(spec_path, real_nodes, report)
+def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
+             pulumi_stack: str | None = None) -> DemoResult:
+    stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack)
     serve_demo_datasets(stack.record, stack.spec, report)  # the stack's s3:// datasets
     wait_controllers(stack, report)
     with SyncKube.connect(stack.kubeconfig) as kube:

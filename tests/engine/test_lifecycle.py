@@ -13,7 +13,7 @@ import pytest
 
 from tests.engine.conftest import Project
 from tests.engine.kit import key, output, wait_for
-from trainmaster.objects import all_objects
+from trainmaster.objects import FIELD_MANAGER, all_objects
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +48,22 @@ def test_up_creates_every_object(project: Project) -> None:
     assert update["result"] == "succeeded"
     # Every object, plus the stack, the TrainingCluster and its part components.
     assert update["resourceChanges"]["create"] >= len(_objects(project))
+
+
+def test_objects_carry_pulumis_field_manager(project: Project) -> None:
+    """What `pulumi up` applied, Pulumi's Kubernetes provider owns (server-side apply):
+    every object's managedFields name its field manager, never trainmaster's own."""
+    managers: dict[str, set[str]] = {}
+    for obj in _objects(project):
+        live = project.cluster.read(obj)
+        assert live is not None, key(obj)
+        entries = live.metadata.managedFields or []
+        managers[f"{obj['kind']}/{obj['metadata']['name']}"] = {
+            f"{e.manager}:{e.operation}" for e in entries}
+    without = {k: v for k, v in managers.items()
+               if not any(m.startswith("pulumi-kubernetes") for m in v)}
+    assert without == {}
+    assert not any(m.startswith(f"{FIELD_MANAGER}:") for v in managers.values() for m in v)
 
 
 def test_second_up_reports_no_changes(project: Project) -> None:

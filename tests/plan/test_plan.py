@@ -269,3 +269,35 @@ def test_not_a_repository_exits_2(
     assert "is not inside a git repository" in capsys.readouterr().err
     with pytest.raises(PlanError):
         build_plan("HEAD", cwd=tmp_path)
+
+
+def test_a_change_of_an_immutable_field_is_planned_as_a_replacement(tmp_path: Path) -> None:
+    """Flipping scheduler.preemption changes each queue PriorityClass's preemptionPolicy
+    and a queue's priority its value: both immutable, so the plan says "replaced"."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    doc = base_dev()
+    doc["scheduler"]["preemption"] = False
+    write(root, "stacks/dev/cluster.yaml", doc)
+    commit(root, "base")
+    doc["scheduler"]["preemption"] = True
+    doc["scheduler"]["queues"][1]["priority"] = 200
+    write(root, "stacks/dev/cluster.yaml", doc)
+    commit(root, "head")
+    plan = build_plan("HEAD~1", "HEAD", cwd=root)
+    (dev,) = plan.stacks
+    assert {r.key: r.fields for r in dev.replaced} == {
+        "PriorityClass/dev-default": ("preemptionPolicy",),
+        "PriorityClass/dev-research": ("value", "preemptionPolicy"),
+    }
+    markdown = render_markdown(plan)
+    assert "**Replaced** (deleted, then created" in markdown
+    assert "| `PriorityClass/dev-research` | `value`, `preemptionPolicy` |" in markdown
+    assert plan.to_json()["stacks"][0]["replaced"][0] == {
+        "object": "PriorityClass/dev-default", "fields": ["preemptionPolicy"]}
+
+
+def test_mutable_changes_replace_nothing(repo: Path) -> None:
+    dev = _stack(build_plan("HEAD~1", "HEAD", cwd=repo).stacks, "stacks/dev/cluster.yaml")
+    assert dev.settings and dev.replaced == ()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import kubernetes
 from kubernetes import dynamic
@@ -72,7 +73,16 @@ class Access:
 
     def client_as(self, account: str) -> dynamic.DynamicClient:
         """A client whose every request is made as the ServiceAccount."""
+        return dynamic.DynamicClient(self.api_client_as(account))
+
+    def api_client_as(self, account: str, extra: dict[str, str] | None = None
+                      ) -> kubernetes.client.ApiClient:
+        """An API client impersonating the ServiceAccount, with user-info `extra` (e.g. the
+        node name a bound token carries): what a pod's projected token presents."""
         api = sync_client(self.kubeconfig)
         user, _ = sa_user(account)
         api.set_default_header("Impersonate-User", user)
-        return dynamic.DynamicClient(api)
+        for key, value in (extra or {}).items():
+            # Extra keys are case-insensitive header suffixes; `/` must be percent-encoded.
+            api.set_default_header(f"Impersonate-Extra-{quote(key, safe='')}", value)
+        return api

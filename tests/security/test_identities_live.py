@@ -8,15 +8,18 @@ Per stack (sequentially, each in its own namespaces and cluster name, cleaned up
 2. as the operator (impersonated), apply each job's gang: its identity (ServiceAccount,
    Role, RoleBinding), NetworkPolicy, Service, ConfigMap, PodGroup, and the Indexed Job
    (dry run) — the API server's escalation check passes without `bind`/`escalate`;
-3. SubjectAccessReview, table-driven: every right of every ServiceAccount (read off the
-   rendered bindings) is allowed; the dangerous actions are refused; the namespaces'
-   `default` ServiceAccounts are refused every right any identity holds.
+3. SubjectAccessReview, table-driven: each identity of the dev stack has exactly the rights
+   docs/security.md's hand-kept table lists (every verb on every resource probed); the
+   dangerous actions are refused; the namespaces' `default` ServiceAccounts are refused
+   every right any identity holds;
+4. the NIC agent, as its pod's bound token presents it, writes its own node's status only.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.conftest import LocalCluster
 from tests.helpers import STACKS
 from tests.security.access import Access, Action
+from tests.security.documented import Right, documented_rights, for_cluster
 from trainmaster.api import FIELD_MANAGER
 from trainmaster.apply import apply_objects
 from trainmaster.kubeclient import generated_client as sync_client
@@ -41,6 +45,8 @@ from trainmaster.objects import (
     service_accounts,
     system_namespace,
 )
+from trainmaster.objects._nodeagent import NODE_NAME_CLAIM, nic_agent_name
+from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec, load_spec
 
 pytestmark = pytest.mark.integration
@@ -164,6 +170,7 @@ class Deployed:
         core = kubernetes.client.CoreV1Api(api)
         rbac = kubernetes.client.RbacAuthorizationV1Api(api)
         sched = kubernetes.client.SchedulingV1Api(api)
+        admission = kubernetes.client.AdmissionregistrationV1Api(api)
         for obj in self.objects:
             kind, name = obj["kind"], obj["metadata"]["name"]
             ns = obj["metadata"].get("namespace")
@@ -176,6 +183,10 @@ class Deployed:
                     rbac.delete_cluster_role_binding(name)
                 elif kind == "PriorityClass":
                     sched.delete_priority_class(name)
+                elif kind == "ValidatingAdmissionPolicy":
+                    admission.delete_validating_admission_policy(name)
+                elif kind == "ValidatingAdmissionPolicyBinding":
+                    admission.delete_validating_admission_policy_binding(name)
                 elif ns == NODE_EVENT_NAMESPACE and kind == "Role":
                     rbac.delete_namespaced_role(name, ns)
                 elif ns == NODE_EVENT_NAMESPACE and kind == "RoleBinding":
@@ -265,20 +276,102 @@ def test_restricted_namespace_refuses_a_privileged_pod(deployed: Deployed) -> No
     assert exc.value.status == 403 and "PodSecurity" in str(exc.value.body)
 
 
-def test_every_identity_can_do_its_documented_list(deployed: Deployed) -> None:
-    held = grants(deployed.all_objects)
-    accounts = {g.account for g in held}
-    assert operator_account(deployed.spec) in accounts
-    assert {f"{deployed.spec.metadata.namespace}/{j.name}-trainer" for j in deployed.spec.jobs} <= (
-        accounts
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+CLUSTER_SCOPED = {"nodes", "nodes/status", "namespaces", "persistentvolumes",
+                  "customresourcedefinitions", "clusterroles", "clusterrolebindings",
+                  "priorityclasses", "validatingadmissionpolicies",
+                  "validatingadmissionpolicybindings"}
+# Probed besides the documented resources: what an identity must never quietly gain.
+PROBED = {("", "secrets"), ("", "pods/exec"), ("", "serviceaccounts/token"),
+          ("", "persistentvolumes"), ("", "namespaces"), ("", "configmaps"),
+          ("rbac.authorization.k8s.io", "clusterrolebindings"),
+          ("admissionregistration.k8s.io", "validatingadmissionpolicies")}
+
+
+def _expected(rights: list[Right], account: str, action: Action) -> bool:
+    """Whether the documented table allows `action` to `account`."""
+    scope = action.namespace or "cluster"
+    return any(
+        r.account == account and r.api_group == action.group and r.resource == action.resource
+        and action.verb in r.verbs and r.scope in ("cluster", scope)
+        and (not r.names or action.name in r.names)
+        for r in rights
     )
-    missing = [
-        f"{g.account}: {a.describe()}"
-        for g in held
-        for a in _actions(g)
-        if not deployed.access.allowed(g.account, a)
-    ]
-    assert missing == []
+
+
+def _probes(rights: list[Right], namespaces: list[str]) -> list[Action]:
+    """Every verb on every documented or probed resource, in every scope, by name where a
+    right is limited to names (each such name, and one no right names)."""
+    resources = {(r.api_group, r.resource) for r in rights} | PROBED
+    names = {(r.api_group, r.resource): sorted(r.names) for r in rights if r.names}
+    out = []
+    for group, resource in sorted(resources):
+        scopes = [""] if resource in CLUSTER_SCOPED else ["", *namespaces]
+        for name in ["", *names.get((group, resource), []),
+                     *(["someone-else"] if (group, resource) in names else [])]:
+            out += [Action(verb, resource, group, where, name)
+                    for verb in VERBS for where in scopes]
+    return out
+
+
+@pytest.mark.parametrize("deployed", ["dev"], indirect=True)
+def test_every_identity_has_exactly_its_documented_rights(deployed: Deployed) -> None:
+    """docs/security.md's hand-kept table, not the rendered bindings, says what each
+    identity may do; the API server must allow exactly that: a right missing from the
+    cluster, or one the table does not list, fails."""
+    spec = deployed.spec
+    ns, system = spec.metadata.namespace, system_namespace(spec)
+    rights = for_cluster(documented_rights(), spec.metadata.name, ns)
+    accounts = sorted({r.account for r in rights} | set(service_accounts(deployed.all_objects))
+                      | {f"{ns}/default", f"{system}/default"})
+    assert operator_account(spec) in accounts
+    checks = [(account, action) for account in accounts
+              for action in _probes(rights, [ns, system, "default"])]
+
+    def differs(check: tuple[str, Action]) -> str | None:
+        account, action = check
+        allowed = deployed.access.allowed(account, action)
+        if allowed == _expected(rights, account, action):
+            return None
+        return f"{account}: {action.describe()}: " + (
+            "allowed, not documented" if allowed else "documented, refused")
+
+    with ThreadPoolExecutor(8) as pool:
+        wrong = sorted(filter(None, pool.map(differs, checks)))
+    assert wrong == []
+    assert len(checks) > 1000  # the probe covers every identity, resource, verb and scope
+
+
+@pytest.mark.parametrize("deployed", ["dev"], indirect=True)
+def test_nic_agent_writes_its_own_nodes_status_only(deployed: Deployed) -> None:
+    """As the agent's pod on node A presents itself (its bound token carries node A's
+    name): A's status is patched; B's is refused by the admission policy, though RBAC
+    allows it; so is any node's without a node-bound token."""
+    spec = deployed.spec
+    agent = f"{spec.metadata.namespace}/{nic_agent_name(spec)}"
+    admin = kubernetes.client.CoreV1Api(sync_client(deployed.kubeconfig))
+    own, other = sorted(n.metadata.name for n in admin.list_node().items)[:2]
+    on_own = kubernetes.client.CoreV1Api(
+        deployed.access.api_client_as(agent, {NODE_NAME_CLAIM: own}))
+    unbound = kubernetes.client.CoreV1Api(deployed.access.api_client_as(agent))
+    body = {"status": {"conditions": [{
+        "type": "NICHealthy", "status": "True", "reason": "PortsActive",
+        "message": "tests/security", "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    assert deployed.access.allowed(agent, Action("patch", "nodes/status", "", "", other))
+
+    def refused(api: kubernetes.client.CoreV1Api, node: str) -> str | None:
+        try:
+            api.patch_node_status(node, body)
+        except ApiException as exc:
+            return f"{exc.status}: {exc.body}"
+        return None
+
+    # The policy is enforced once the API server has loaded it (about a second).
+    message = wait_until(lambda: refused(on_own, other), "the own-node policy to apply", 30, 0.5)
+    assert message.startswith("403") and f"not {other}" in message and own in message
+    assert refused(on_own, own) is None
+    assert (refused(unbound, own) or "").startswith("403")
 
 
 def test_every_identity_is_refused_the_dangerous_actions(deployed: Deployed) -> None:

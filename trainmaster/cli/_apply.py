@@ -26,7 +26,11 @@ def apply(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """Apply every object of a spec with server-side apply (field manager `trainmaster`)."""
+    """Apply every object of a spec with server-side apply (field manager `trainmaster`).
+
+    An object whose change reaches an immutable field (a PriorityClass's value or
+    preemptionPolicy, a selector, a roleRef...) is replaced: deleted, then created. Anything
+    else the API server would refuse stops the apply before any object is written."""
     if dry_run == "client":
         raise UsageError("--dry-run=client: `trainmaster render SPEC` prints the objects "
                          "without a server")
@@ -37,12 +41,18 @@ def apply(
     from trainmaster.apply import apply_spec
     from trainmaster.cli._input import read_spec
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a line per message
     cluster = read_spec(spec)
     server = dry_run == "server"
     if err.is_terminal:
         with err.status("checking" if server else "applying") as status:
-            applied = apply_spec(kubeconfig, cluster, lambda step: status.update(step), server)
+            def report(step: str) -> None:
+                # A replacement deletes an object: it stays on screen, the rest is progress.
+                if step.startswith(("replacing ", "would replace ")):
+                    err.print(step)
+                status.update(step)
+
+            applied = apply_spec(kubeconfig, cluster, report, server)
     else:  # a log: one plain line per object
         applied = apply_spec(kubeconfig, cluster, err.print, server)
     if server:

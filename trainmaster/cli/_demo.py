@@ -14,9 +14,12 @@ from trainmaster.cli._app import app
 
 @app.command()
 def demo(
-    spec: Annotated[Path, typer.Option("--spec", help="Example stack to run.")] = Path(
-        "stacks/dev/cluster.yaml"
-    ),
+    stack: Annotated[str, typer.Option(
+        "--stack", help="Pulumi stack to deploy with `trainmaster pulumi up` (its config in "
+        "stacks/ names the spec, which places trainmaster on the real nodes).")] = "demo",
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", help="Instead of a Pulumi stack: a spec, placed on the real nodes in "
+        "memory and server-side applied (no Pulumi).")] = None,
     real_nodes: Annotated[int, typer.Option(
         "--real-nodes", help="Run the spec's first N nodes as real nodes (kubelet + "
         "containerd + runc on this host; needs root).")] = 2,
@@ -29,7 +32,8 @@ def demo(
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.cluster import ClusterError
     from trainmaster.demo import run_demo
-    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+    from trainmaster.drill import pulumi_stack_spec, source_root
+    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES, PULUMI_FAMILIES
 
     if real_nodes < 1:
         raise typer.BadParameter("the demo trains on real nodes: give 1 or more",
@@ -37,26 +41,36 @@ def demo(
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
     started = time.monotonic()
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="`trainmaster demo`")
+    pulumi_stack = None if spec is not None else stack
+    try:
+        if spec is None:
+            spec = pulumi_stack_spec(source_root(), stack)
+    except ClusterError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--stack") from None
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
+                         *(PULUMI_FAMILIES if pulumi_stack is not None else ())],
+                        why="`trainmaster demo`")
     try:
         if err.is_terminal:
             with err.status("starting") as status:
-                result = run_demo(spec, lambda step: status.update(step), real_nodes)
+                result = run_demo(spec, lambda step: status.update(step), real_nodes,
+                                  pulumi_stack)
         else:
-            result = run_demo(spec, _Lines(err).report, real_nodes)
+            result = run_demo(spec, _Lines(err).report, real_nodes, pulumi_stack)
     except ClusterError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         err.print("`trainmaster cluster down` stops what was started.")
         raise typer.Exit(1) from None
-    drill, stack = result.drill, result.stack
-    out.print(f"Pods while {stack.job.name} trains (kubectl get pods -o wide):")
+    drill, real = result.drill, result.stack
+    out.print(f"Deployed by {real.deployed}")
+    out.print(f"Pods while {real.job.name} trains (kubectl get pods -o wide):")
     out.print(result.pods_before, highlight=False)
     out.print()
     out.print(f"Killed {drill.killed.what} of {drill.killed.pod} on {drill.killed.node}.")
     out.print(f"  the operator restarted the gang after {drill.detect_seconds:.1f}s "
               f"(attempt {drill.attempt} -> a new one)")
     out.print(f"  newest checkpoint on disk when the gang died: step "
-              f"{drill.last_checkpoint_step} ({stack.checkpoints})")
+              f"{drill.last_checkpoint_step} ({real.checkpoints})")
     out.print(f"  resumed at step {drill.resumed_step} (rank 0: \"resumed from "
               f"{drill.resumed_from} at step {drill.resumed_step}\")")
     out.print(f"  steps lost: {drill.lost_steps} (last step logged before the kill: "
@@ -66,11 +80,11 @@ def demo(
     out.print(result.pods_after, highlight=False)
     verdict = ("[bold green]resumed at its checkpointed step[/]" if drill.ok else
                "[bold red]did NOT resume at its last checkpoint[/]")
-    err.print(f"{stack.job.name}: {verdict} ({time.monotonic() - started:.0f}s in all)")
+    err.print(f"{real.job.name}: {verdict} ({time.monotonic() - started:.0f}s in all)")
     err.print("The cluster and the job keep running:")
-    err.print(f"  export KUBECONFIG={stack.kubeconfig}")
-    err.print(f"  kubectl get pods -A -o wide; kubectl logs -n {stack.namespace} "
-              f"-l {JOB_LABEL}={stack.job.name}")
+    err.print(f"  export KUBECONFIG={real.kubeconfig}")
+    err.print(f"  kubectl get pods -A -o wide; kubectl logs -n {real.namespace} "
+              f"-l {JOB_LABEL}={real.job.name}")
     err.print("  trainmaster status            # jobs, GPUs per leaf, fenced nodes, gangs")
     err.print("  trainmaster cluster down      # stop everything")
     if not drill.ok:

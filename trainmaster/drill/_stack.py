@@ -6,14 +6,17 @@ realnode drill test and `bench recovery --real` start.
 3. a checkpoint volume: a PersistentVolume on a host folder that every real node mounts
    (the nodes share this host, so the folder is an honest stand-in for shared storage)
    and the claim the spec's jobs name;
-4. the spec's objects, applied as `trainmaster pulumi up` registers them, with
-   trainmaster's controllers and the jobs that run the trainmaster image placed on the real
-   nodes (select their label, tolerate their taint); the other jobs stay on kwok's nodes.
+4. the spec's objects, with trainmaster's controllers and the jobs that run the trainmaster
+   image placed on the real nodes (select their label, tolerate their taint); the other
+   jobs stay on kwok's nodes. Either a committed Pulumi stack whose spec already says so
+   (`make demo`: stacks/demo, deployed by the real Pulumi engine, `deploy_stack`), or any
+   spec, placed in memory and server-side applied (the drill tests, `bench recovery`).
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,13 +45,15 @@ class RealStack:
     record: cluster.ClusterRecord
     spec: ClusterSpec
     spec_path: Path
-    """The spec as applied (placement added), in the cluster's state folder."""
+    """The spec as deployed: the Pulumi stack's, or the placed copy in the state folder."""
     job: Job
     """The training job that really runs (the first on the real nodes with a checkpoint)."""
     checkpoints: Path
     """The host folder behind the checkpoint volume (the job's checkpoint path in its pods)."""
     started: bool
     """This call started the cluster (False: it was running already)."""
+    deployed: str = ""
+    """How the objects got there: the engine's summary of `pulumi up`, or `apply`."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -138,14 +143,58 @@ def host_volume(kube: SyncKube, spec: ClusterSpec, claim: str, folder: Path) -> 
     })
 
 
+def pulumi_stack_spec(project_dir: Path, stack: str) -> Path:
+    """The spec file a committed Pulumi stack deploys (its `trainmaster:spec` config)."""
+    config_file = project_dir / "stacks" / f"Pulumi.{stack}.yaml"
+    if not config_file.is_file():
+        raise ClusterError(f"no Pulumi stack {stack!r}: {config_file} does not exist")
+    config = (yaml.safe_load(config_file.read_text()) or {}).get("config") or {}
+    spec = config.get("trainmaster:spec")
+    if not isinstance(spec, str):
+        raise ClusterError(f"{config_file}: no `trainmaster:spec` in its config")
+    return project_dir / spec
+
+
+def deploy_stack(project_dir: Path, stack: str, kubeconfig: Path, report: Report) -> str:
+    """`trainmaster pulumi up --stack STACK --yes --refresh` on the cluster of `kubeconfig`:
+    the real engine and Kubernetes provider, so the objects carry Pulumi's field manager.
+    --refresh first reads the cluster: a stack whose earlier cluster was stopped has state
+    that this new cluster does not match. Returns the engine's change summary."""
+    from trainmaster import engine
+
+    env = engine.engine_env()
+    env["KUBECONFIG"] = str(kubeconfig)
+    op = engine.parse_operation("up", ["--stack", stack, "--yes", "--refresh",
+                                       "--color", "never", "--suppress-outputs"])
+    started = time.monotonic()
+    try:
+        result = engine.run_operation(op, project_dir, env,
+                                      on_output=lambda line: report(f"pulumi up: {line}"),
+                                      on_error=lambda line: report(f"pulumi up: {line}"))
+    except engine.EngineError as exc:
+        raise ClusterError(str(exc)) from None
+    counts = ", ".join(f"{n} {kind}" for kind, n in sorted(result.changes.items()))
+    return (f"trainmaster pulumi up --stack {stack}: {counts} in "
+            f"{time.monotonic() - started:.0f}s")
+
+
 def start_real_stack(spec_path: Path, real_nodes: int = 2,
-                     report: Report = lambda _: None) -> RealStack:
-    """Everything in this module's docstring; `cluster down` stops all of it."""
+                     report: Report = lambda _: None, pulumi_stack: str | None = None
+                     ) -> RealStack:
+    """Everything in this module's docstring; `cluster down` stops all of it.
+
+    With `pulumi_stack`, `spec_path` is that stack's spec (placement written in) and the
+    Pulumi engine deploys it; else the spec is placed in memory and applied.
+    """
     from trainmaster.image import build_image
 
     spec = load_spec(spec_path)
     image = spec.image.reference
     doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), image)
+    if pulumi_stack is not None and doc != yaml.safe_load(spec_path.read_text()):
+        raise ClusterError(
+            f"{spec_path}: the stack {pulumi_stack} does not place trainmaster's controllers "
+            "and its trainmaster-image jobs on the real nodes; see stacks/demo/cluster.yaml")
     report(f"building the image {image} (cached by its inputs)")
     built = build_image(source_root(), image, _BuildSteps(report))
     result = cluster.up(spec_path, real_nodes=real_nodes, report=report)
@@ -155,8 +204,10 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
             f"cluster {record.name} is already running without real nodes: stop it with "
             "`trainmaster cluster down`, then run this again")
     state_dir = Path(record.state_dir)
-    placed = state_dir / "spec-on-real-nodes.yaml"
-    placed.write_text(yaml.safe_dump(doc, sort_keys=False))
+    placed = spec_path
+    if pulumi_stack is None:
+        placed = state_dir / "spec-on-real-nodes.yaml"
+        placed.write_text(yaml.safe_dump(doc, sort_keys=False))
     spec = load_spec(placed)
     real_jobs = [j for j in spec.jobs if j.name in moved and j.checkpoint is not None]
     if not real_jobs:
@@ -172,9 +223,17 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
         report(f"checkpoint volume {job.checkpoint.volume}: host folder {folder}, shared by "
                "the real nodes")
         host_volume(kube, spec, job.checkpoint.volume, folder)
-    report("applying the stack (the objects `trainmaster pulumi up` registers)")
-    apply_spec(Path(record.kubeconfig), spec, report)
-    return RealStack(record, spec, placed, job, folder, not result.already_running)
+    if pulumi_stack is not None:
+        report(f"deploying the stack with `trainmaster pulumi up --stack {pulumi_stack}`")
+        deployed = deploy_stack(source_root(), pulumi_stack, Path(record.kubeconfig), report)
+    else:
+        report("applying the stack (the objects `trainmaster pulumi up` registers)")
+        started = time.monotonic()
+        applied = apply_spec(Path(record.kubeconfig), spec, report)
+        deployed = (f"trainmaster apply: {len(applied)} objects in "
+                    f"{time.monotonic() - started:.0f}s")
+    report(deployed)
+    return RealStack(record, spec, placed, job, folder, not result.already_running, deployed)
 
 
 def _ready(pod: dict[str, Any]) -> bool:

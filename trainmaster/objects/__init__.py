@@ -19,6 +19,14 @@ from trainmaster.objects._crds import (
     third_party_crds,
     trainingjob_crd,
 )
+from trainmaster.objects._immutable import (
+    IMMUTABLE_FIELDS,
+    Replacement,
+    covers_immutable,
+    display_key,
+    immutable_fields,
+    replacements,
+)
 from trainmaster.objects._jobs import (
     build_gang,
     build_gang_job,
@@ -93,6 +101,7 @@ from trainmaster.objects._security import (
 
 __all__ = [
     "COMPONENTS",
+    "IMMUTABLE_FIELDS",
     "LEASE_RULES",
     "NETWORKS_ANNOTATION",
     "NETWORK_ATTACHMENT_CRD",
@@ -113,6 +122,7 @@ __all__ = [
     "TRAININGJOB_PLURAL",
     "TRAININGJOB_VERSION",
     "Grant",
+    "Replacement",
     "Workload",
     "all_crds",
     "all_objects",
@@ -138,10 +148,13 @@ __all__ = [
     "build_training_job",
     "build_training_jobs",
     "config_queues",
+    "covers_immutable",
+    "display_key",
     "foreign_manager",
     "gang_name",
     "grants",
     "grants_markdown",
+    "immutable_fields",
     "namespaces_markdown",
     "nccl_env",
     "network_policies_markdown",
@@ -154,6 +167,7 @@ __all__ = [
     "rdma_resources",
     "render_launch_script",
     "render_to_dir",
+    "replacements",
     "scheduler_config",
     "service_accounts",
     "spec_configmap_name",

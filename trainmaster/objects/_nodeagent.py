@@ -12,11 +12,17 @@ from trainmaster.objects._security import restricted_container, restricted_pod
 from trainmaster.spec import ClusterSpec
 
 NIC_AGENT_RULES: list[dict[str, Any]] = [
-    # Reads its node, writes its node's status. RBAC cannot narrow this to one node (only
-    # the kubelet's NodeRestriction can); the agent only ever names its own spec.nodeName.
+    # Reads its node, writes its node's status. RBAC cannot narrow this to one node; the
+    # ValidatingAdmissionPolicy below does (own_node_policy), as NodeRestriction does for
+    # kubelets.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
 ]
+
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+# The API server puts the node of the pod a bound ServiceAccount token was issued for in
+# the request's user info (Kubernetes 1.30+; the kubelet's projected token is bound).
+NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"
 
 
 def nic_agent_name(spec: ClusterSpec) -> str:
@@ -79,5 +85,53 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
     }
     return [
         *identity(name, ns, labels, cluster_rules=NIC_AGENT_RULES),
+        *own_node_policy(spec, labels),
         daemonset,
     ]
+
+
+def own_node_policy(spec: ClusterSpec, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: the NIC agent's ServiceAccount may
+    write the status of the node its token was issued on, and no other.
+
+    The agent's pods use the default projected token, which is bound to the pod and so to
+    its node: the API server adds that node's name to the request as the extra
+    `authentication.kubernetes.io/node-name`. A request without it (a token not bound to a
+    pod on a node) is refused too.
+    """
+    agent = nic_agent_name(spec)
+    name = f"{agent}-own-node"
+    user = f"system:serviceaccount:{spec.metadata.namespace}:{agent}"
+    # `extra` is absent altogether from a token that carries none: has() before `in`.
+    has_node = (f'has(request.userInfo.extra) && "{NODE_NAME_CLAIM}" in '
+                "request.userInfo.extra")
+    node = f'request.userInfo.extra["{NODE_NAME_CLAIM}"]'
+    policy = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE", "DELETE"],
+                "resources": ["nodes", "nodes/status"],
+            }]},
+            "matchConditions": [{"name": "nic-agent",
+                                 "expression": f'request.userInfo.username == "{user}"'}],
+            "validations": [{
+                "expression": f"{has_node} && size({node}) == 1 && {node}[0] == request.name",
+                "messageExpression": (
+                    f'"{agent} may write only the status of the node its token is bound to ("'
+                    f' + ({has_node} ? {node}[0] : "none") + "), not " + request.name'),
+                "reason": "Forbidden",
+            }],
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]

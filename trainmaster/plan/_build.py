@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from policies import Finding, evaluate
+from trainmaster.objects import Replacement, all_objects, replacements
 from trainmaster.plan._diff import Change, diff
 from trainmaster.plan._git import Repo, Revision
 from trainmaster.spec import ClusterSpec, Job, SpecInvalidError, SpecReadError, load_spec_text
@@ -110,6 +111,8 @@ class StackPlan:
     queues: tuple[QueueDemand, ...] = ()
     settings: tuple[Change, ...] = ()
     """Changed fields outside `jobs` (topology, networks, scheduler, ...)."""
+    replaced: tuple[Replacement, ...] = ()
+    """Objects the change replaces (delete, then create): an immutable field changes."""
     new_findings: tuple[Finding, ...] = ()
     resolved_findings: tuple[Finding, ...] = ()
     head_findings: tuple[Finding, ...] = ()
@@ -143,6 +146,7 @@ class StackPlan:
             },
             "queues": [q.to_json() for q in self.queues],
             "settings": [c.to_json() for c in self.settings],
+            "replaced": [r.to_json() for r in self.replaced],
             "findings": {
                 "new": [f.to_json() for f in self.new_findings],
                 "resolved": [f.to_json() for f in self.resolved_findings],
@@ -189,6 +193,12 @@ def _dump(model: Any) -> dict[str, Any]:
     return data
 
 
+def _objects(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """What `trainmaster apply` and `pulumi up` put on the cluster (the gangs are the
+    operator's: it creates a new Job per attempt)."""
+    return all_objects(spec)
+
+
 def _queues(base: ClusterSpec | None, head: ClusterSpec | None) -> tuple[QueueDemand, ...]:
     def demand(spec: ClusterSpec | None) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -230,7 +240,9 @@ def plan_stack(path: str, base: SpecState, head: SpecState) -> StackPlan:
             for n, j in new_jobs.items()
             if n in old_jobs and (changes := diff(_dump(old_jobs[n]), _dump(j)))
         )
+    replaced: tuple[Replacement, ...] = ()
     if old is not None and new is not None:
+        replaced = tuple(replacements(_objects(old), _objects(new)))
         settings = tuple(
             diff(
                 {k: v for k, v in _dump(old).items() if k != "jobs"},
@@ -250,6 +262,7 @@ def plan_stack(path: str, base: SpecState, head: SpecState) -> StackPlan:
         changed=changed,
         queues=_queues(old, new) if comparable else (),
         settings=settings,
+        replaced=replaced,
         # Mandatory first: those decide whether the change can merge.
         new_findings=tuple(
             sorted(

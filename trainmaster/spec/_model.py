@@ -251,9 +251,11 @@ class SchedulerSpec(_Model):
     """schedulerName that training pods carry."""
     gang_timeout_seconds: int = Field(300, ge=1, le=86400)
     """How long a gang waits for all its members before it is retried."""
-    preemption: bool = False
+    preemption: bool = True
     """Let higher-priority gangs evict whole lower-priority gangs (and lenders take back
-    their quota from borrowers); the queues' PriorityClasses get `PreemptLowerPriority`."""
+    their quota from borrowers); the queues' PriorityClasses get `PreemptLowerPriority`.
+    false is the opt-out: nothing is ever evicted, and borrowed quota comes back only as
+    borrowers finish."""
     topology_policy: list[TopologyRule] = default_topology_policy(DEFAULT_LEVELS)
     """Rules by job size, first match wins."""
     queues: list[Queue] = [Queue(name="default")]
