@@ -12,13 +12,13 @@ import pytest
 from tests.helpers import ROOT
 from trainmaster.engine import (
     DEFAULT_PASSPHRASE,
-    EngineError,
     engine_env,
     find_project,
     operation_name,
     parse_operation,
 )
 from trainmaster.engine._policy import launcher_for
+from trainmaster.errors import UsageError
 
 
 def test_flags_as_a_user_types_them() -> None:
@@ -37,7 +37,7 @@ def test_flags_as_a_user_types_them() -> None:
 
 
 def test_an_unsupported_flag_is_refused_not_dropped() -> None:
-    with pytest.raises(EngineError, match=r"--exclude-protected; supported: --stack"):
+    with pytest.raises(UsageError, match=r"--exclude-protected; supported: --stack"):
         parse_operation("destroy", ["--stack", "dev", "--exclude-protected"])
 
 

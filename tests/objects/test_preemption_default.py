@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.scheduler import SchedulerConfig
-
 from tests.helpers import small_spec_doc
 from trainmaster.objects import build_all
+from trainmaster.scheduler import SchedulerConfig
 from trainmaster.spec import ClusterSpec, validate_data
 
 

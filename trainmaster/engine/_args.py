@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from trainmaster.engine._env import EngineError
+from trainmaster.errors import UsageError
 
 __all__ = ["OPERATIONS", "Operation", "OperationName", "operation_name", "parse_operation"]
 
@@ -51,7 +51,7 @@ class Operation:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise EngineError(f"pulumi {self.prog}: {message}")
+        raise UsageError(f"pulumi {self.prog}: {message}")  # a bad value: exit 2
 
 
 def _parser(name: OperationName) -> _Parser:
@@ -79,12 +79,13 @@ def _parser(name: OperationName) -> _Parser:
 
 
 def parse_operation(name: OperationName, args: list[str]) -> Operation:
-    """Parse the flags after `pulumi NAME`; EngineError names any flag not supported."""
+    """Parse the flags after `pulumi NAME`; a UsageError (exit 2) names any flag not
+    supported."""
     parser = _parser(name)
     ns, unknown = parser.parse_known_args(args)
     if unknown:
         supported = " ".join(a.option_strings[-1] for a in parser._actions)
-        raise EngineError(
+        raise UsageError(
             f"pulumi {name}: not supported by `trainmaster pulumi` (inline program): "
             f"{' '.join(unknown)}; supported: {supported}"
         )
