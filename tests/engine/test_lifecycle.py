@@ -13,7 +13,8 @@ import pytest
 
 from tests.engine.conftest import Project
 from tests.engine.kit import key, output, wait_for
-from trainmaster.objects import FIELD_MANAGER, all_objects
+from trainmaster.api import FIELD_MANAGER
+from trainmaster.objects import all_objects
 
 pytestmark = pytest.mark.integration
 
