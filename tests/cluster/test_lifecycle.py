@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import small_spec_doc, write_spec
-from trainmaster.toolchain import family_dir
+from trainmaster.toolchain import CLUSTER_FAMILIES, family_dir
 
 pytestmark = pytest.mark.integration
 
@@ -131,7 +131,7 @@ def test_missing_go_toolchain_is_named(tmp_path: Path) -> None:
 def test_half_started_cluster_is_cleaned_up(tmp_path: Path) -> None:
     """kube-apiserver dies at start: up names it, and etcd (already running) is stopped."""
     cache = tmp_path / "cache"
-    for family in ("etcd", "k8s", "kwok"):
+    for family in CLUSTER_FAMILIES:
         real = family_dir(family)
         shutil.copytree(real, cache / "tools" / real.name, symlinks=True)
     broken = cache / "tools" / family_dir("k8s").name / "kube-apiserver"

@@ -96,16 +96,21 @@ def test_up_installs_multus_nad_crd_and_no_whereabouts_crds_without_real_nodes(
     """The NetworkAttachmentDefinition CRD is the Network Plumbing WG's, installed by `cluster
     up` (trainmaster renders no stand-in); whereabouts' CRDs come only with real nodes."""
     from trainmaster.api import STUB_ANNOTATION
-    from trainmaster.kubeclient import ApiError, SyncKube, crd_path
+    from trainmaster.kubeclient import SyncKube, crd_path
     from trainmaster.objects import NETWORK_ATTACHMENT_CRD
 
     with SyncKube.connect(local_cluster.kubeconfig) as kube:
         crd = kube.get(crd_path(NETWORK_ATTACHMENT_CRD))
         assert STUB_ANNOTATION not in (crd["metadata"].get("annotations") or {})
         assert crd["spec"]["names"]["shortNames"] == ["net-attach-def"]
-        with pytest.raises(ApiError) as absent:
-            kube.get(crd_path("ippools.whereabouts.cni.cncf.io"))
-        assert absent.value.not_found
+        # whereabouts' CRDs only with real nodes. This session cluster is shared, and
+        # tests/cluster/test_attachments.py installs them into it on purpose, so the
+        # choice is checked where `cluster up` makes it, not by their absence here.
+        from trainmaster.cluster._network_crds import crd_documents
+        names = {d["metadata"]["name"] for d in crd_documents(real_nodes=False)}
+        assert names == {NETWORK_ATTACHMENT_CRD}
+        assert "ippools.whereabouts.cni.cncf.io" in {
+            d["metadata"]["name"] for d in crd_documents(real_nodes=True)}
         nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
                "metadata": {"name": "rail0", "namespace": namespace},
                "spec": {"config": '{"cniVersion": "0.3.1", "type": "macvlan"}'}}

@@ -121,8 +121,10 @@ def host_volume(kube: SyncKube, spec: ClusterSpec, claim: str, folder: Path) -> 
     folder.mkdir(parents=True, exist_ok=True)
     labels = {"app.kubernetes.io/managed-by": "trainmaster-local-cluster",
               "app.kubernetes.io/part-of": spec.metadata.name}
-    kube.apply({"apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": ns, "labels": labels}})
+    # The namespace by name only: the stack's own Namespace object (applied next, by
+    # `pulumi up` under Pulumi's field manager) owns its labels; labelling it here made
+    # Pulumi's server-side apply fail with a field conflict.
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     kube.apply({
         "apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": f"{ns}-{claim}", "labels": labels},
