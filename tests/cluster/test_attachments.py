@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
 from ipaddress import ip_address, ip_network
 from pathlib import Path
 from typing import Any
@@ -35,29 +34,6 @@ def _spec() -> ClusterSpec:
     doc = small_spec_doc(f"att{uuid.uuid4().hex[:4]}", leaves=1, nodes_per_leaf=2)
     doc["networks"]["storage"] = {"subnet": "10.200.0.0/20"}
     return validate_data(doc, "test")
-
-
-@pytest.fixture()
-def slot(tmp_path: Path) -> Iterator[int]:
-    if os.geteuid() != 0:
-        pytest.fail("needs root (it makes bridges, veths and netns)")
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "cluster.json").write_text("{}")
-    held = _host.claim_slot(state)
-    try:
-        yield held
-    finally:
-        _fabric.delete(held)
-        _host.release_slot(held, state)
-
-
-@pytest.fixture()
-def netns() -> Iterator[list[str]]:
-    made: list[str] = []
-    yield made
-    for name in made:
-        _host.run(["ip", "netns", "delete", name], check=False)
 
 
 def _cni(command: str, conflist: dict[str, Any], ns: str, ifname: str) -> dict[str, Any]:

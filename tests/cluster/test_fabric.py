@@ -15,7 +15,6 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,30 +25,6 @@ from trainmaster.spec import validate_data
 from trainmaster.toolchain import tool_path
 
 pytestmark = [pytest.mark.realnode]
-
-
-@pytest.fixture()
-def slot(tmp_path: Path) -> Iterator[int]:
-    """A slot held for the test as a running cluster holds it (its record exists)."""
-    if os.geteuid() != 0:
-        pytest.fail("the fabric test needs root (it makes bridges, veths and netns)")
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "cluster.json").write_text("{}")
-    held = _host.claim_slot(state)
-    try:
-        yield held
-    finally:
-        _fabric.delete(held)
-        _host.release_slot(held, state)
-
-
-@pytest.fixture()
-def netns() -> Iterator[list[str]]:
-    made: list[str] = []
-    yield made
-    for name in made:
-        _host.run(["ip", "netns", "delete", name], check=False)
 
 
 def _attach(ns: str, master: str, network: str, subnet: str, ipam_dir: Path, mtu: int,
