@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from trainmaster.kubeclient import SyncKube, namespace_path
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = ROOT / "stacks"
@@ -47,3 +52,15 @@ def small_spec_doc(
 def write_spec(path: Path, doc: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+@contextlib.contextmanager
+def throwaway_namespace(kube: SyncKube, prefix: str) -> Iterator[str]:
+    """A namespace with a random name for one test, deleted afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kube.post(namespace_path(), {"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        kube.delete(namespace_path(name), missing_ok=True)

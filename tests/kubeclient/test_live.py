@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import LocalCluster
+from tests.helpers import throwaway_namespace
 from trainmaster.kubeclient import (
     FIELD_MANAGER,
     ApiError,
@@ -18,7 +19,6 @@ from trainmaster.kubeclient import (
     Reflector,
     SyncKube,
     api_path,
-    namespace_path,
     retry_on_conflict,
 )
 from trainmaster.polling import wait_until_async
@@ -34,13 +34,8 @@ def kube(local_cluster: LocalCluster) -> Iterator[SyncKube]:
 
 @pytest.fixture()
 def namespace(kube: SyncKube) -> Iterator[str]:
-    name = f"tmkc-{uuid.uuid4().hex[:8]}"
-    kube.post(namespace_path(), {"apiVersion": "v1", "kind": "Namespace",
-                                 "metadata": {"name": name}})
-    try:
+    with throwaway_namespace(kube, "tmkc") as name:
         yield name
-    finally:
-        kube.delete(namespace_path(name), missing_ok=True)
 
 
 def _configmap(namespace: str, data: dict[str, str]) -> dict[str, Any]:

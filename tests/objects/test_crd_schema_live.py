@@ -4,15 +4,15 @@ admission, unknown fields and unions kept for the operator to name)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import LocalCluster
+from tests.helpers import throwaway_namespace
 from trainmaster import api
-from trainmaster.kubeclient import ApiError, SyncKube, crd_path, namespace_path, trainingjob_path
+from trainmaster.kubeclient import ApiError, SyncKube, crd_path, trainingjob_path
 from trainmaster.objects import trainingjob_crd
 from trainmaster.polling import wait_until
 
@@ -37,13 +37,8 @@ def kube(local_cluster: LocalCluster) -> Iterator[SyncKube]:
 
 @pytest.fixture()
 def namespace(kube: SyncKube) -> Iterator[str]:
-    name = f"tmcrd-{uuid.uuid4().hex[:8]}"
-    kube.post(namespace_path(), {"apiVersion": "v1", "kind": "Namespace",
-                                 "metadata": {"name": name}})
-    try:
+    with throwaway_namespace(kube, "tmcrd") as name:
         yield name
-    finally:
-        kube.delete(namespace_path(name), missing_ok=True)
 
 
 def _job(name: str, **spec: Any) -> dict[str, Any]:
