@@ -139,3 +139,40 @@ def test_a_standby_takes_an_expired_lease_when_it_expires_not_at_its_next_retry(
     took = asyncio.run(run())
     assert config.lease_duration <= took < 2 * config.retry_period - 0.2
     assert store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
+
+
+class _Runtime:
+    def __init__(self, order: list[str], bind_seconds: float) -> None:
+        self.order = order
+        self.bind_seconds = bind_seconds
+
+    async def idle(self) -> None:
+        await asyncio.sleep(self.bind_seconds)
+        self.order.append("binds done")
+
+    async def shutdown(self, drain: float = 10.0) -> None:
+        self.order.append("shutdown (cancel late binds, flush reports)")
+
+
+class _Elector:
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    async def release(self) -> None:
+        self.order.append("release")
+
+
+def test_a_clean_stop_releases_the_lease_once_binds_end_before_flushing_reports() -> None:
+    from trainmaster.scheduler.runtime.service import hand_over
+
+    order: list[str] = []
+    asyncio.run(hand_over(_Runtime(order, 0.01), _Elector(order)))
+    assert order == ["binds done", "release", "shutdown (cancel late binds, flush reports)"]
+
+
+def test_binds_that_do_not_end_are_cancelled_before_the_lease_is_released() -> None:
+    from trainmaster.scheduler.runtime.service import hand_over
+
+    order: list[str] = []
+    asyncio.run(hand_over(_Runtime(order, 5), _Elector(order), drain=0.05))
+    assert order == ["shutdown (cancel late binds, flush reports)", "release"]
