@@ -38,7 +38,7 @@ def _run(args: list[str], home: Path, timeout: float) -> subprocess.CompletedPro
 def test_every_quoted_bench_has_a_test_that_runs_it() -> None:
     quoted = _quoted()
     assert {"scheduler", "placement", "recovery", "recovery --real", "spec", "job",
-            "cluster"} <= quoted
+            "cluster", "failover"} <= quoted
     tests = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
     for sub in sorted(quoted):
         name, _, real = sub.partition(" ")
@@ -82,6 +82,30 @@ def _by_scenario(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         assert set(row) == {"scenario", "detect_seconds", "recover_seconds", "resumed_from",
                             "ok"}, row
     return {r["scenario"]: r for r in rows}
+
+
+@pytest.mark.integration
+def test_bench_failover_smallest(tmp_path: Path) -> None:
+    """Two replicas on 50 nodes: a low client QPS keeps pods pending until each standby
+    is ready, so both hand-overs happen; the new leader's first bind follows its Lease."""
+    proc = _run(["bench", "failover", "--nodes", "50", "--pods", "100", "--client-qps", "5",
+                 "--bind-concurrency", "4", "--json"], tmp_path / "home", 900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert set(result) == {"nodes", "pods", "cold_first_bind_seconds",
+                           "lease_duration_seconds", "retry_period_seconds", "load_average",
+                           "handovers"}
+    assert result["nodes"] == 50 and result["pods"] == 100
+    assert result["cold_first_bind_seconds"] > 0
+    term, kill = result["handovers"]
+    assert (term["signal"], kill["signal"]) == ("SIGTERM", "SIGKILL")
+    for row in (term, kill):
+        assert 0 < row["pending_at_stop"] <= 100
+        assert 0 < row["lease_seconds"] <= row["first_bind_seconds"]
+    # Nothing released after a crash: the standby waits for the lease to run out.
+    assert kill["lease_seconds"] >= result["lease_duration_seconds"] - result[
+        "retry_period_seconds"]
+    assert "SIGTERM hand-over" in proc.stderr and "stopping the local control plane" in proc.stderr
 
 
 @pytest.mark.integration

@@ -41,3 +41,30 @@ def test_relist_after_410_reports_what_vanished() -> None:
                       ("ADDED", "c")]
     versions = [params["resourceVersion"] for _, params in api.watch_params]
     assert versions[:3] == ["10", "11", "20"]  # resume at 11, then from the relist
+
+
+def test_the_first_list_is_served_from_the_watch_cache_and_a_relist_after_410_is_not() -> None:
+    """resourceVersion=0 on the first list (one answer from the API server's cache, as
+    client-go does); after 410 the old version is gone, so a consistent list follows."""
+    pages = [{"items": [pod_obj("a", rv="5")], "metadata": {"resourceVersion": "10"}},
+             {"items": [pod_obj("a", rv="5")], "metadata": {"resourceVersion": "20"}}]
+
+    def handler(method: str, path: str, body: Any) -> dict[str, Any]:
+        return pages.pop(0)
+
+    async def run() -> FakeApi:
+        api = FakeApi(handler)
+        reflector = Reflector(api, "/api/v1/pods", lambda kind, obj: None,  # type: ignore[arg-type]
+                              name="pods", backoff_initial=0.001)
+        task = asyncio.create_task(reflector.run())
+        await reflector.synced.wait()
+        await api.stream("/api/v1/pods").put(ApiError(410, "too old"))
+        while pages:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        return api
+
+    api = asyncio.run(run())
+    lists = [params for method, _, params in api.calls if method == "GET"]
+    assert [p.get("resourceVersion") for p in lists] == ["0", None]
+    assert all(p["limit"] == "1000" for p in lists)

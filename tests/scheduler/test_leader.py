@@ -10,7 +10,7 @@ from typing import Any
 from tests.scheduler.apifake import FakeApi
 from trainmaster.kubeclient import ApiError
 from trainmaster.scheduler.runtime.config import LeaderElection
-from trainmaster.scheduler.runtime.leader import LeaderElector, Renewal
+from trainmaster.scheduler.runtime.leader import LeaderElector, Renewal, lease_path
 
 CONFIG = LeaderElection(lease_name="sched", lease_namespace="ns", lease_duration=15,
                         renew_deadline=10, retry_period=2)
@@ -91,3 +91,88 @@ def test_racing_writers_cannot_both_win() -> None:
 
     results = asyncio.run(run())
     assert sorted(r.value for r in results) == ["held", "other"]
+
+
+def test_a_standby_takes_a_released_lease_without_waiting_its_retry_period() -> None:
+    """The standby watches the Lease: a release wakes it at once, not 2 s later."""
+    store = LeaseStore()
+    api = FakeApi(store)
+    a = LeaderElector(api, CONFIG, "a")  # type: ignore[arg-type]
+    b = LeaderElector(api, CONFIG, "b")  # type: ignore[arg-type]
+
+    async def run() -> float:
+        await a.acquire()
+        standby = asyncio.create_task(b.acquire())
+        await asyncio.sleep(0.1)  # b has tried once and now waits on the watch
+        assert not standby.done()
+        loop = asyncio.get_running_loop()
+        released = loop.time()
+        await a.release()
+        assert store.lease is not None
+        api.stream(lease_path("ns")).put_nowait(("MODIFIED", copy.deepcopy(store.lease)))
+        await asyncio.wait_for(standby, CONFIG.retry_period)
+        return loop.time() - released
+
+    took = asyncio.run(run())
+    assert took < CONFIG.retry_period / 2
+    assert b.is_leader and store.lease is not None
+    assert store.lease["spec"]["holderIdentity"] == "b"
+
+
+def test_a_standby_takes_an_expired_lease_when_it_expires_not_at_its_next_retry() -> None:
+    """After a crash nothing is written: the standby sleeps until the lease it saw
+    expires (2 s here), not to the next multiple of its retry period (2.8 s)."""
+    config = LeaderElection(lease_name="sched", lease_namespace="ns", lease_duration=2,
+                            renew_deadline=1.5, retry_period=1.4)
+    store = LeaseStore()
+    api = FakeApi(store)
+    a = LeaderElector(api, config, "a")  # type: ignore[arg-type]
+    b = LeaderElector(api, config, "b")  # type: ignore[arg-type]
+
+    async def run() -> float:
+        assert await a.try_acquire_or_renew() is Renewal.HELD  # then a "crashes"
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.wait_for(b.acquire(), 5)
+        return loop.time() - started
+
+    took = asyncio.run(run())
+    assert config.lease_duration <= took < 2 * config.retry_period - 0.2
+    assert store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
+
+
+class _Runtime:
+    def __init__(self, order: list[str], bind_seconds: float) -> None:
+        self.order = order
+        self.bind_seconds = bind_seconds
+
+    async def idle(self) -> None:
+        await asyncio.sleep(self.bind_seconds)
+        self.order.append("binds done")
+
+    async def shutdown(self, drain: float = 10.0) -> None:
+        self.order.append("shutdown (cancel late binds, flush reports)")
+
+
+class _Elector:
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    async def release(self) -> None:
+        self.order.append("release")
+
+
+def test_a_clean_stop_releases_the_lease_once_binds_end_before_flushing_reports() -> None:
+    from trainmaster.scheduler.runtime.service import hand_over
+
+    order: list[str] = []
+    asyncio.run(hand_over(_Runtime(order, 0.01), _Elector(order)))
+    assert order == ["binds done", "release", "shutdown (cancel late binds, flush reports)"]
+
+
+def test_binds_that_do_not_end_are_cancelled_before_the_lease_is_released() -> None:
+    from trainmaster.scheduler.runtime.service import hand_over
+
+    order: list[str] = []
+    asyncio.run(hand_over(_Runtime(order, 5), _Elector(order), drain=0.05))
+    assert order == ["shutdown (cancel late binds, flush reports)", "release"]

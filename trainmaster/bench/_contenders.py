@@ -121,6 +121,8 @@ class _Process:
 
     argv: list[str]
     log: Path
+    env: dict[str, str] | None = None
+    """The child's whole environment (None: this process's)."""
     proc: subprocess.Popen[bytes] | None = None
     _log_fh: Any = field(default=None, repr=False)
 
@@ -132,6 +134,7 @@ class _Process:
             stdin=subprocess.DEVNULL,
             stdout=self._log_fh,
             stderr=self._log_fh,
+            env=self.env,
             start_new_session=True,
         )
 
@@ -164,8 +167,12 @@ class Trainmaster:
     scheduler_name = TRAINMASTER_SCHEDULER
     pod_affinity = False
 
-    def __init__(self) -> None:
+    def __init__(self, tree: Path | None = None) -> None:
         self._proc: _Process | None = None
+        self.tree = tree
+        """Run this checkout's scheduler (``--also-tree``, see ``_trees``) instead."""
+        if tree is not None:
+            self.name = f"{TRAINMASTER}@{tree}"
 
     def config(self, ctx: RunContext) -> dict[str, Any]:
         """The bench stack's scheduler config (what its Deployment would mount)."""
@@ -184,13 +191,18 @@ class Trainmaster:
         }
 
     async def prepare(self, ctx: RunContext) -> None:
-        path = ctx.workdir / "trainmaster-scheduler.yaml"
+        from trainmaster.bench._trees import python_argv, tree_env
+
+        stem = "trainmaster-scheduler" if self.tree is None else "trainmaster-scheduler-tree"
+        path = ctx.workdir / f"{stem}.yaml"
         path.write_text(yaml.safe_dump(self.config(ctx), sort_keys=False))
+        python = [sys.executable] if self.tree is None else python_argv()
         self._proc = _Process(
-            [sys.executable, "-m", "trainmaster.scheduler.cli", "--config", str(path),
+            [*python, "-m", "trainmaster.scheduler.cli", "--config", str(path),
              "--kubeconfig", str(ctx.kubeconfig), "--identity", "bench",
              "--log-level", os.environ.get("TM_BENCH_LOG_LEVEL", "WARNING")],
-            ctx.workdir / "trainmaster-scheduler.log",
+            ctx.workdir / f"{stem}.log",
+            env=None if self.tree is None else tree_env(self.tree),
         )
 
     async def start(self) -> None:

@@ -139,9 +139,14 @@ async def wait_nodes_settled(api: Kube, timeout: float = 180.0) -> int:
     async def settled() -> tuple[int] | None:  # a tuple: zero nodes is an answer too
         # From the watch cache (resourceVersion=0), with room: listing 5000 nodes from
         # etcd took over the client's 30 s on a loaded 2-core machine.
-        answer = await api.request("GET", node_path(), limited=False, timeout=180,
-                                   params={"labelSelector": "type=kwok",
-                                           "resourceVersion": "0"})
+        try:
+            answer = await api.request("GET", node_path(), limited=False, timeout=180,
+                                       params={"labelSelector": "type=kwok",
+                                               "resourceVersion": "0"})
+        except ApiError as err:
+            if err.status != 0 and not err.transient:
+                raise
+            return None  # cut off under load (the server's own 60 s limit): poll again
         nodes = answer.get("items") or []
         return None if any(not _settled(n) for n in nodes) else (len(nodes),)
 

@@ -28,7 +28,15 @@ from typing import Any
 
 from trainmaster.api import BENCH_LABEL
 from trainmaster.bench._cluster import bench_cluster
-from trainmaster.bench._contenders import CONTENDERS, LIMIT, Contender, RunContext, make
+from trainmaster.bench._contenders import (
+    CONTENDERS,
+    LIMIT,
+    TRAINMASTER,
+    Contender,
+    RunContext,
+    Trainmaster,
+    make,
+)
 from trainmaster.bench._errors import BenchError
 from trainmaster.bench._kube import (
     count_pods,
@@ -40,6 +48,7 @@ from trainmaster.bench._kube import (
     wait_nodes_settled,
 )
 from trainmaster.bench._measure import BindWatcher, placement_quality
+from trainmaster.bench._trees import checked_tree
 from trainmaster.bench._workload import GPUS_PER_POD, GangSpec, pod, pod_group, workload
 from trainmaster.cluster import cluster_sizing
 from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
@@ -109,12 +118,18 @@ class BenchOptions:
     """... or after this many seconds without a single new bind."""
     repeat: int = 1
     """Rounds (every contender once per round, in turn); see ``combine``."""
+    also_tree: Path | None = None
+    """Also run trainmaster-scheduler from this checkout, as one more contender
+    (``trainmaster@PATH``) in every round: before and after in one run (``_trees``)."""
 
     def contenders(self) -> tuple[str, ...]:
         for name in self.only:
             if name not in CONTENDERS:
                 raise BenchError(f"unknown scheduler {name!r}; choose from {', '.join(CONTENDERS)}")
-        return tuple(c for c in CONTENDERS if not self.only or c in self.only)
+        names = tuple(c for c in CONTENDERS if not self.only or c in self.only)
+        if self.also_tree is not None:
+            names += (f"{TRAINMASTER}@{checked_tree(self.also_tree)}",)
+        return names
 
 
 def _silent(_: str) -> None:
@@ -261,7 +276,9 @@ async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> Ben
                 if options.repeat > 1:
                     report(f"round {round_ + 1} of {options.repeat}: {', '.join(order)}")
                 for name in order:
-                    rounds[name].append(await _one(api, make(name), options, kubeconfig,
+                    contender = (make(name) if "@" not in name
+                                 else Trainmaster(Path(name.partition("@")[2])))
+                    rounds[name].append(await _one(api, contender, options, kubeconfig,
                                                    Path(tmp), gangs, rdma, report))
     rows = with_percent_of_limit([combine(runs) for runs in rounds.values()])
     return BenchResult(len(nodes), options.pods, tuple(rows), _load_average())

@@ -53,6 +53,12 @@ def scheduler_cmd(
                           "scheduler's median time, its range and its worst placement "
                           "figures.")
     ] = 1,
+    also_tree: Annotated[
+        Path | None,
+        typer.Option("--also-tree", help="Also run trainmaster-scheduler from this checkout "
+                     "(e.g. a git worktree of an older commit) as one more contender, "
+                     "trainmaster@PATH: before and after in one run."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
     """Bind P pending pods on N nodes with each scheduler alone; time and judge them."""
@@ -62,7 +68,7 @@ def scheduler_cmd(
     kubeconfig = kubeconfig_for_context(kubeconfig, context)
     options = BenchOptions(nodes=nodes, pods=pods, seed=seed, only=tuple(only or ()),
                            kubeconfig=kubeconfig, bind_concurrency=bind_concurrency,
-                           timeout=timeout, repeat=repeat)
+                           timeout=timeout, repeat=repeat, also_tree=also_tree)
     options.contenders()
     if kubeconfig is None:
         from trainmaster.cli._tools import build_with_progress
@@ -120,6 +126,13 @@ def placement_cmd(
     pods_per_node: Annotated[
         int, typer.Option(help="Tracked pods per node (10 gives 100,000 at 10,000 nodes).")
     ] = 10,
+    also_tree: Annotated[
+        Path | None,
+        typer.Option("--also-tree", help="Also run this checkout's code (e.g. a git "
+                     "worktree of an older commit), alternating with this one's, each in "
+                     "its own process; print both and their ratio."),
+    ] = None,
+    rounds: Annotated[int, typer.Option(help="With --also-tree: runs of each tree.")] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
     """The placement core alone on a large cluster, no API server: cold and warm gang
@@ -132,6 +145,13 @@ def placement_cmd(
             raise UsageError(f"{name} must be at least 1, got {value}")
     if pods_per_node < 0:
         raise UsageError(f"--pods-per-node must be 0 or more, got {pods_per_node}")
+    if also_tree is not None:
+        if rounds < 1:
+            raise UsageError(f"--rounds must be at least 1, got {rounds}")
+        _placement_before_after(also_tree, rounds, as_json, {
+            "nodes": nodes, "gang": gang, "runs": runs, "cold_runs": cold_runs,
+            "events": events, "pods_per_node": pods_per_node})
+        return
     scale = placement_at_scale(nodes=nodes, gang=gang, runs=runs, cold_runs=cold_runs,
                                events=events, pods_per_node=pods_per_node)
     if as_json:
@@ -162,3 +182,30 @@ def placement_cmd(
     real.add_row(f"CPU {scale.cold_cpu_ms:.2f}", f"CPU {scale.warm_cpu_ms:.2f}",
                  f"CPU {scale.node_event_cpu_ms:.3f}", "", "", "")
     _out.print(real)
+
+
+def _placement_before_after(tree: Path, rounds: int, as_json: bool,
+                            arguments: dict[str, int]) -> None:
+    from trainmaster.bench._trees import placement_before_after
+
+    _err.print(f"{rounds} rounds of this tree and {tree}, alternating", highlight=False)
+    compared = placement_before_after(tree, rounds, arguments)
+    if as_json:
+        print(json.dumps({"tree": str(tree), "rounds": rounds, **arguments,
+                          "fields": [c.to_json() for c in compared]}))
+        return
+    from rich.table import Table  # rich: only when printing
+    table = Table(title=f"placement at {arguments['nodes']} nodes, before ({tree}) and "
+                  f"after (this tree), {rounds} alternating runs each: median (min-max "
+                  "in brackets), ms")
+    for column in ("measure", "before", "after", "after / before"):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    for c in compared:
+        table.add_row(c.field, _spread(c.before), _spread(c.after), f"{c.ratio:.3f}")
+    _out.print(table)
+
+
+def _spread(values: tuple[float, ...]) -> str:
+    import statistics
+
+    return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"

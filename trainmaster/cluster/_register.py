@@ -50,7 +50,19 @@ async def _wait_ready(
         async def all_ready() -> bool:
             nonlocal ready, said
             # resourceVersion=0: served from the API server's watch cache, not etcd.
-            listing = await kube.list(node_path(), "type=kwok", {"resourceVersion": "0"})
+            # A long request timeout: at 5,000 nodes on 2 shared cores (load 20-30) this
+            # list took past the client's default 30 s and ended `cluster up`.
+            try:
+                answer = await kube.request("GET", node_path(), limited=False, timeout=180,
+                                            params={"labelSelector": "type=kwok",
+                                                    "resourceVersion": "0"})
+            except ApiError as exc:
+                if exc.status != 0 and not exc.transient:
+                    raise
+                # No answer (the API server cut the list at its own 60 s limit): the
+                # nodes are still coming; ask again on the next poll.
+                return False
+            listing = answer.get("items") or []
             ready = {n["metadata"]["name"] for n in listing if _is_ready(n)}
             if time.monotonic() - said >= 10:
                 said = time.monotonic()

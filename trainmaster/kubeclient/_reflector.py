@@ -9,6 +9,13 @@ it had into ADDED / MODIFIED / DELETED events, so the consumer never sees a gap.
 
 Objects are kept by uid: a pod deleted and recreated under the same name is a DELETED
 and an ADDED, never a silent replacement.
+
+The first list asks for ``resourceVersion=0`` ("any version"), as client-go's does: the
+API server answers from its watch cache in one response instead of reading pages from
+etcd, which is what a scheduler starting (or a standby syncing) at 5,000 nodes and
+10,000 pods waits for. The answer may be a little old; the watch from its version
+catches up, so nothing is missed. After a 410 the version we held is gone from the
+cache's window, so that relist is a consistent one (no ``resourceVersion``), paged.
 """
 
 from __future__ import annotations
@@ -79,6 +86,8 @@ class Reflector:
         self._optional = optional
         self._skip = skip
         self._available = True
+        self._from_cache = True
+        """The next list may be served from the watch cache (see the module doc)."""
 
     def _emit(self, kind: str, obj: JSON) -> None:
         try:
@@ -90,7 +99,8 @@ class Reflector:
     async def relist(self) -> None:
         """Full (paged) list; replace the store and emit the difference."""
         items: list[JSON] = []
-        params = {**self.params, "limit": str(self._page_size)}
+        first = {"resourceVersion": "0"} if self._from_cache else {}
+        params = {**self.params, "limit": str(self._page_size), **first}
         while True:
             try:
                 page = await self.api.get(self.path, params)
@@ -109,6 +119,7 @@ class Reflector:
             if not token:
                 self.resource_version = str(meta.get("resourceVersion", ""))
                 break
+            # A continue token carries its own version: no resourceVersion with it.
             params = {**self.params, "limit": str(self._page_size), "continue": token}
         self._available = True
         self.relists += 1
@@ -156,6 +167,7 @@ class Reflector:
                     log.info("%s: resource version %s expired; relisting", self.name,
                              self.resource_version)
                     self.resource_version = ""
+                    self._from_cache = False
                     continue
                 log.warning("%s: %s; retrying in %.1fs", self.name, err, backoff)
                 await asyncio.sleep(backoff)

@@ -13,11 +13,20 @@ lease duration, so it stops before anyone else may start) or as soon as it sees 
 holder. Every write carries the lease's resourceVersion: of two racing candidates,
 exactly one update succeeds. Lease calls skip the client-side rate limit: queued behind
 a burst of binds at a low ``clientQps`` a renewal could miss its deadline.
+
+Fast hand-over: a standby also *watches* the Lease and tries again as soon as it
+changes, instead of waiting out ``retry_period``. A leader that stops cleanly releases
+the Lease (empty holder), so the standby takes over within one API round trip of the
+release rather than up to 2 s later; the retry period stays client-go's 2 s, so the
+steady-state load (one GET per replica every 2 s) does not grow with faster failover.
+After a crash nothing is written: the standby sleeps exactly until the lease it
+observed expires, then takes it. If the watch fails, the retry period still applies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -28,6 +37,7 @@ from trainmaster.kubeclient import ApiError, Kube
 
 from .config import LeaderElection
 from .events import now_rfc3339
+from .tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -143,17 +153,53 @@ class LeaderElector:
         self._observed_at = self._clock()
 
     async def acquire(self) -> None:
-        """Return once this replica leads (retrying every ``retry_period``)."""
+        """Return once this replica leads: retry every ``retry_period``, at once when
+        the Lease changes, and exactly when the lease we observed expires."""
         announced = False
+        changed = asyncio.Event()
+        watcher = asyncio.create_task(self._watch_lease(changed), name="watch-lease")
+        try:
+            while True:
+                changed.clear()
+                result = await self.try_acquire_or_renew()
+                if result is Renewal.HELD:
+                    self.is_leader = True
+                    log.info("%s: leading (lease %s)", self.identity, self._path)
+                    return
+                if not announced and self.holder:
+                    log.info("%s: standing by; %s leads", self.identity, self.holder)
+                    announced = True
+                with contextlib.suppress(TimeoutError):
+                    wait = (self._until_retry() if result is Renewal.OTHER
+                            else self.config.retry_period)  # an error: never spin
+                    await asyncio.wait_for(changed.wait(), wait)
+        finally:
+            await cancel_all([watcher])
+
+    def _until_retry(self) -> float:
+        """The retry period, or less if the observed lease expires sooner."""
+        if self._observed is None:
+            return self.config.retry_period
+        duration = float(self._observed[4] or self.config.lease_duration)
+        # A hair past expiry, so the retry does not land just before it on our clock.
+        expires_in = self._observed_at + duration - self._clock() + 0.01
+        return max(0.05, min(self.config.retry_period, expires_in))
+
+    async def _watch_lease(self, changed: asyncio.Event) -> None:
+        """Set ``changed`` on every event of our Lease (a release, a renewal, a new
+        holder). Errors only log: ``acquire`` still retries on its period."""
+        params = {"fieldSelector": f"metadata.name={self.config.lease_name}"}
+        backoff = 0.2
         while True:
-            if await self.try_acquire_or_renew() is Renewal.HELD:
-                self.is_leader = True
-                log.info("%s: leading (lease %s)", self.identity, self._path)
-                return
-            if not announced and self.holder:
-                log.info("%s: standing by; %s leads", self.identity, self.holder)
-                announced = True
-            await asyncio.sleep(self.config.retry_period)
+            try:
+                async for _kind, _obj in self._api.watch(
+                        lease_path(self.config.lease_namespace), params, 60):
+                    changed.set()
+                backoff = 0.2
+            except ApiError as err:
+                log.debug("%s: watching lease %s: %s", self.identity, self._path, err)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.config.retry_period)
 
     async def hold(self) -> None:
         """Renew every ``retry_period``; return when leadership is lost."""

@@ -18,7 +18,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trainmaster.kubeclient import Kube
 
@@ -85,6 +85,38 @@ async def _first(stop: asyncio.Event, work: asyncio.Future[Any]) -> bool:
     return False
 
 
+class _Stoppable(Protocol):
+    async def idle(self) -> None: ...
+
+    async def shutdown(self, drain: float = 10.0) -> None: ...
+
+
+class _Releasable(Protocol):
+    async def release(self) -> None: ...
+
+
+async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
+                    drain: float = 10.0) -> None:
+    """A clean stop: release the Lease as soon as no bind is in flight, *then* flush.
+
+    Why this order: the standby may bind once the Lease is free, and only binds must
+    never overlap. Flushing the Events and status reports of the last binds (up to 2 s
+    after a burst) is no reason to keep it waiting. If the binds do not finish within
+    ``drain``, the old order holds: they are cancelled first, the Lease released after.
+    """
+    if elector is not None:
+        try:
+            await asyncio.wait_for(runtime.idle(), drain)
+        except TimeoutError:
+            pass  # late binds: shutdown() cancels them before we release
+        else:
+            await elector.release()
+            elector = None
+    await runtime.shutdown(drain)
+    if elector is not None:
+        await elector.release()
+
+
 async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: SchedulerMetrics,
                stop: asyncio.Event) -> int:
     identity = options.identity or default_identity()
@@ -118,9 +150,7 @@ async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: Schedu
             return EXIT_LOST_LEASE
         await cancel_all([holding])  # hold() awaits wait_for: cancel until it ends
         await running
-        await runtime.shutdown()
-        if elector is not None:
-            await elector.release()
+        await hand_over(runtime, elector)
         metrics.leader.set(0)
         return EXIT_OK
     finally:

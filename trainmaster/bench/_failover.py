@@ -1,0 +1,379 @@
+"""`trainmaster bench failover`: two trainmaster-scheduler replicas on one Lease; time the
+hand-over from the leader's stop to the standby's first Binding.
+
+Procedure, on the bench's own kwok cluster (``_cluster``), after the same settle wait and
+warm-up as `bench scheduler`:
+
+1. A fresh namespace with the workload's PodGroups and P pending pods.
+2. **Cold start.** Replica ``a`` is spawned (the clock starts just before the spawn, as
+   for `bench scheduler`); once the Lease names it, replica ``b`` is spawned as its
+   standby. ``cold_first_bind_seconds`` is ``a``'s spawn to the first pod seen bound.
+3. **SIGTERM.** As soon as ``b`` logs that its cache is synced (it lists, watches and
+   builds its state while it waits for the Lease) and pods are still pending, ``a`` gets
+   SIGTERM: it finishes its in-flight binds and releases the Lease.
+4. **SIGKILL.** A third replica ``c`` is started as the new standby; once it is synced and pods are
+   still pending, ``b`` (now the leader) gets SIGKILL: nothing is released, so the standby
+   waits for the lease to expire (``lease_duration_seconds``) before it may bind.
+
+Which bind is the new leader's: every object write gets the next etcd revision, so a
+bind whose pod ``resourceVersion`` is above that of the Lease write naming the new
+holder came after the hand-over; the old leader had finished (SIGTERM) or was dead
+(SIGKILL) before that write could succeed. Each hand-over is timed from the signal to
+the Lease seen with the new holder and to the first such bind, as the benchmark's own
+watches see them (a few ms of watch latency on top).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainmaster.bench._cluster import bench_cluster
+from trainmaster.bench._contenders import RunContext, Trainmaster, _Process
+from trainmaster.bench._errors import BenchError
+from trainmaster.bench._kube import (
+    count_pods,
+    delete_namespace,
+    ensure_podgroup_crd,
+    wait_nodes_quiet,
+    wait_nodes_settled,
+)
+from trainmaster.bench._run import _load_average, _populate, _rdma_resources, _warm_up
+from trainmaster.bench._workload import GPUS_PER_POD, workload
+from trainmaster.cluster import cluster_sizing
+from trainmaster.kubeclient import GONE, ApiError, Kube, node_path, pod_path
+from trainmaster.polling import WaitTimeout
+from trainmaster.scheduler.runtime.config import LeaderElection
+from trainmaster.scheduler.runtime.leader import lease_path
+
+Report = Callable[[str], None]
+
+LEASE = "trainmaster-scheduler"
+SYNCED = b"cache synced"
+"""What a replica logs (INFO) once it has listed, built its state and started watching."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverOptions:
+    nodes: int = 500
+    pods: int = 1000
+    seed: int = 1
+    kubeconfig: Path | None = None
+    bind_concurrency: int = 64
+    client_qps: float = 5000.0
+    """Of both replicas. Lower it only so that a small cluster still has pods pending
+    when the standby is ready (the hand-over needs work left to do)."""
+    timeout: float = 300.0
+    """For each wait: a replica synced, a first bind, a hand-over."""
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    signal: str
+    pending_at_stop: int
+    """Pods of the namespace not yet bound when the leader was signalled."""
+    lease_seconds: float
+    """From the signal to the Lease seen naming the standby."""
+    first_bind_seconds: float
+    """From the signal to the standby's first bind seen."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverResult:
+    nodes: int
+    pods: int
+    cold_first_bind_seconds: float
+    """One replica, from its process start to its first bind (the standby is spawned
+    once it leads)."""
+    handovers: tuple[Handover, ...]
+    lease_duration_seconds: float
+    retry_period_seconds: float
+    load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "pods": self.pods,
+                "cold_first_bind_seconds": self.cold_first_bind_seconds,
+                "lease_duration_seconds": self.lease_duration_seconds,
+                "retry_period_seconds": self.retry_period_seconds,
+                "load_average": list(self.load_average),
+                "handovers": [asdict(h) for h in self.handovers]}
+
+
+def _rv(obj: dict[str, Any]) -> int:
+    return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+
+
+class _Observer:
+    """Watches the namespace's pods (binds with their resource versions) and its Lease
+    (holders with theirs), stamping each on this process's monotonic clock."""
+
+    def __init__(self, api: Kube, namespace: str) -> None:
+        self._api = api
+        self._namespace = namespace
+        self.binds: list[tuple[float, int]] = []
+        self._bound: set[str] = set()
+        self.holders: list[tuple[float, int, str]] = []
+        self.changed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def bound(self) -> int:
+        return len(self._bound)
+
+    def holder(self) -> str:
+        return self.holders[-1][2] if self.holders else ""
+
+    async def start(self) -> None:
+        pods = pod_path(self._namespace)
+        leases = lease_path(self._namespace)
+        for path, params, see in ((pods, {}, self._see_pod),
+                                  (leases, {"fieldSelector": f"metadata.name={LEASE}"},
+                                   self._see_lease)):
+            page = await self._api.get(path, params)
+            for obj in page.get("items") or ():
+                see(obj)
+            rv = str((page.get("metadata") or {}).get("resourceVersion", ""))
+            self._tasks.append(asyncio.create_task(self._follow(path, params, rv, see)))
+
+    def _see_pod(self, obj: dict[str, Any]) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid"))
+        if (obj.get("spec") or {}).get("nodeName") and uid not in self._bound:
+            self._bound.add(uid)
+            self.binds.append((time.monotonic(), _rv(obj)))
+            self.changed.set()
+
+    def _see_lease(self, obj: dict[str, Any]) -> None:
+        holder = str((obj.get("spec") or {}).get("holderIdentity") or "")
+        if not self.holders or self.holders[-1][2] != holder:
+            self.holders.append((time.monotonic(), _rv(obj), holder))
+            self.changed.set()
+
+    async def _follow(self, path: str, params: dict[str, str], rv: str,
+                      see: Callable[[dict[str, Any]], None]) -> None:
+        while True:
+            try:
+                async for kind, obj in self._api.watch(path, {**params, "resourceVersion": rv}):
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion", rv))
+                    if kind in ("ADDED", "MODIFIED"):
+                        see(obj)
+            except ApiError as err:
+                if err.status != GONE:
+                    await asyncio.sleep(0.1)
+                    continue
+                page = await self._api.get(path, params)  # relist: still sees every bind
+                for obj in page.get("items") or ():
+                    see(obj)
+                rv = str((page.get("metadata") or {}).get("resourceVersion", ""))
+
+    async def until(self, test: Callable[[], bool], what: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not test():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), min(left, 0.05))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class _Replica:
+    def __init__(self, identity: str, ctx: RunContext) -> None:
+        self.identity = identity
+        self.log = ctx.workdir / f"replica-{identity}.log"
+        # Its own file: each replica needs its own metrics port (Trainmaster.config
+        # picks a free one per call).
+        config = ctx.workdir / f"replica-{identity}.yaml"
+        config.write_text(yaml.safe_dump(Trainmaster().config(ctx), sort_keys=False))
+        kubeconfig = ctx.kubeconfig
+        self.process = _Process(
+            [sys.executable, "-m", "trainmaster.scheduler.cli", "--config", str(config),
+             "--kubeconfig", str(kubeconfig), "--identity", identity, "--log-level", "INFO"],
+            self.log)
+
+    def spawn(self) -> None:
+        self.log.unlink(missing_ok=True)
+        self.process.spawn()
+
+    def tail(self, lines: int = 5) -> str:
+        """The end of its log, for an error message (the log goes with the run)."""
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def synced(self) -> bool:
+        try:
+            return SYNCED in self.log.read_bytes()
+        except OSError:
+            return False
+
+    def signal(self, sig: signal.Signals) -> None:
+        proc = self.process.proc
+        if proc is None or proc.poll() is not None:
+            raise BenchError(f"replica {self.identity} exited early; its log ends:\n"
+                             f"{self.tail()}")
+        os.killpg(proc.pid, sig)
+
+    async def stop(self) -> None:
+        await self.process.stop()
+
+
+async def _synced(replica: _Replica, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not replica.synced():
+        proc = replica.process.proc
+        if proc is None or proc.poll() is not None:
+            raise BenchError(f"replica {replica.identity} exited before its cache synced; "
+                             f"its log ends:\n{replica.tail()}")
+        if time.monotonic() > deadline:
+            raise BenchError(f"replica {replica.identity} not synced after {timeout:.0f}s")
+        await asyncio.sleep(0.05)
+
+
+async def _handover(observer: _Observer, leader: _Replica, standby: _Replica,
+                    sig: signal.Signals, total: int, timeout: float) -> Handover:
+    if observer.bound >= total:
+        raise BenchError(f"every pod was bound before {standby.identity} was ready: nothing "
+                         "left for a hand-over; use more --pods or a lower --client-qps")
+    pending = total - observer.bound
+    stopped = time.monotonic()
+    leader.signal(sig)
+    await observer.until(lambda: observer.holder() == standby.identity,
+                         f"the Lease to name {standby.identity}", timeout)
+    taken_at, lease_rv, _ = observer.holders[-1]
+
+    def first() -> float | None:
+        return next((t for t, rv in observer.binds if rv > lease_rv), None)
+
+    await observer.until(lambda: first() is not None or observer.bound >= total,
+                         f"{standby.identity}'s first bind", timeout)
+    bind_at = first()
+    if bind_at is None:
+        raise BenchError(f"the pods were all bound before {standby.identity} led (a bind "
+                         "by the old leader was late); use more --pods")
+    return Handover(sig.name, pending, round(taken_at - stopped, 3), round(bind_at - stopped, 3))
+
+
+async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdir: Path,
+                   namespace: str, report: Report) -> tuple[float, list[Handover], LeaderElection]:
+    ctx = RunContext(kubeconfig, namespace, workdir, options.bind_concurrency,
+                     options.client_qps)
+    election = LeaderElection()  # the bench config leaves the timings at their defaults
+    total = options.pods
+    a, b, c = _Replica("a", ctx), _Replica("b", ctx), _Replica("c", ctx)
+    observer = _Observer(api, namespace)
+    await observer.start()
+    if observer.bound:
+        raise BenchError(f"pods of {namespace} were bound before the replicas started: "
+                         "another trainmaster-scheduler runs on this cluster")
+    handovers = []
+    try:
+        started = time.monotonic()
+        a.spawn()
+        await observer.until(lambda: observer.holder() == "a", "replica a to lead",
+                             options.timeout)
+        b.spawn()
+        report("a leads; b started as its standby")
+        await observer.until(lambda: bool(observer.binds), "the first bind", options.timeout)
+        cold = observer.binds[0][0] - started
+        report(f"a: first bind {cold:.2f}s after its process start")
+        await _synced(b, options.timeout)
+        report(f"b synced; SIGTERM to a with {total - observer.bound} pods pending")
+        handovers.append(await _handover(observer, a, b, signal.SIGTERM, total,
+                                         options.timeout))
+        report(f"SIGTERM hand-over: Lease to b {handovers[-1].lease_seconds:.2f}s, first "
+               f"bind by b {handovers[-1].first_bind_seconds:.2f}s")
+        c.spawn()  # the next standby at once: a may still be finishing its exit
+        await _synced(c, options.timeout)
+        report(f"c synced as the standby; SIGKILL to b with {total - observer.bound} "
+               "pods pending")
+        handovers.append(await _handover(observer, b, c, signal.SIGKILL, total,
+                                         election.lease_duration + options.timeout))
+        report(f"SIGKILL hand-over: Lease to c {handovers[-1].lease_seconds:.2f}s, first "
+               f"bind by c {handovers[-1].first_bind_seconds:.2f}s")
+    finally:
+        for replica in (a, b, c):
+            await replica.stop()
+        await observer.stop()
+    return round(cold, 3), handovers, election
+
+
+async def _bench(options: FailoverOptions, kubeconfig: Path, report: Report) -> FailoverResult:
+    gangs = workload(options.pods, options.seed)
+    api = await Kube.connect(kubeconfig, pool=72)
+    async with api:
+        settle_limit = cluster_sizing(options.nodes).ready_timeout
+        report("waiting for every node to be Ready and untainted, then quiet")
+        await wait_nodes_settled(api, settle_limit)
+        await wait_nodes_quiet(api, timeout=settle_limit)
+        await ensure_podgroup_crd(api)
+        nodes = await api.list(node_path(), "type=kwok")
+        rdma = _rdma_resources(nodes)
+        await _warm_up(api, rdma, report)
+        namespace = f"bench-failover-{uuid.uuid4().hex[:5]}"
+        report(f"creating {len(gangs)} PodGroups and {options.pods} pending pods in {namespace}")
+        await _populate(api, namespace, gangs, Trainmaster.scheduler_name, rdma)
+        try:
+            if await count_pods(api, namespace) != options.pods:
+                raise BenchError(f"{namespace}: not every pod was created")
+            with tempfile.TemporaryDirectory(prefix="trainmaster-bench-failover-") as tmp:
+                cold, handovers, election = await _measure(api, options, kubeconfig,
+                                                           Path(tmp), namespace, report)
+        finally:
+            report(f"deleting {namespace}")
+            await delete_namespace(api, namespace, max(180.0, options.pods * 0.05))
+    return FailoverResult(len(nodes), options.pods, cold, tuple(handovers),
+                          election.lease_duration, election.retry_period, _load_average())
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+def run_failover_bench(options: FailoverOptions, report: Report = _silent) -> FailoverResult:
+    """Run the benchmark (starting and stopping a local cluster unless given one); SIGTERM
+    is handled like Ctrl-C so the replicas and the cluster are stopped on the way out."""
+    if options.nodes < 1 or options.pods < 1:
+        raise BenchError("--nodes and --pods must be at least 1")
+    if options.client_qps <= 0:
+        raise BenchError("--client-qps must be above 0")
+    if options.kubeconfig is None and options.pods * GPUS_PER_POD > options.nodes * 8:
+        raise BenchError(f"{options.pods} pods of {GPUS_PER_POD} GPUs do not fit on "
+                         f"{options.nodes} nodes of 8 GPUs")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with bench_cluster(options.nodes, options.kubeconfig, report) as kubeconfig:
+            try:
+                return asyncio.run(_bench(options, kubeconfig, report))
+            except ApiError as err:
+                raise BenchError(f"the API server call failed during the benchmark: {err}; "
+                                 "retry on a quieter machine") from None
+            except WaitTimeout as err:
+                raise BenchError(f"{err}; the machine may be too busy for this size (load "
+                                 f"average {os.getloadavg()[0]:.1f}): retry on a quieter "
+                                 "machine, or with fewer --nodes") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
