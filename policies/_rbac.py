@@ -54,6 +54,15 @@ share of the node, whatever its namespace (and gangs are PodGroups). Read only."
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 
+CLUSTER_WIDE_REPORTS: Mapping[tuple[str, str], frozenset[str]] = {
+    ("", "events"): frozenset({"create", "patch", "update"}),
+    ("events.k8s.io", "events"): frozenset({"create", "patch", "update"}),
+    ("", "pods/status"): frozenset({"patch"}),
+}
+"""What a scheduler writes wherever a pod names it, as kube-scheduler does: an Event and
+the pod's PodScheduled condition (trainmaster narrows the latter outside its namespaces
+with a ValidatingAdmissionPolicy). Exactly these verbs."""
+
 DANGEROUS_RESOURCES: Mapping[str, str] = {
     "secrets": "reads every credential of the namespace",
     "pods/exec": "runs commands in any pod, with that pod's identity",
@@ -160,7 +169,7 @@ def _cluster_roles(objects: Sequence[KubeObject]) -> dict[str, KubeObject]:
     "cluster",
     "Rights on namespaced resources are granted by Roles in the namespaces concerned; a "
     "ClusterRoleBinding grants only cluster-scoped resources (and a scheduler's reads of "
-    "pods and PodGroups).",
+    "pods and PodGroups, and its Events and PodScheduled reports).",
     defense_in_depth="the object builders",
 )
 def rbac_namespaced_rights_in_roles(
@@ -195,6 +204,8 @@ def rbac_namespaced_rights_in_roles(
                     if key in CLUSTER_SCOPED:
                         continue
                     if key in CLUSTER_WIDE_READS and verbs <= READ_VERBS:
+                        continue
+                    if verbs <= CLUSTER_WIDE_REPORTS.get((group, resource), frozenset()):
                         continue
                     yield Violation(
                         f"rules[{i}].resources",

@@ -226,3 +226,28 @@ def test_status_counts_a_pending_podgroup_gang(env: OperatorEnv) -> None:
     assert gang["pods"] == 4 and "Unschedulable" in gang["reason"]
     table = run("status", "--kubeconfig", str(env.kubeconfig), "-n", env.namespace).stdout
     assert "no pending gangs" not in table and "big" in table
+
+
+def test_queues_come_from_the_schedulers_ledger_when_it_publishes_one() -> None:
+    # One pod carries the research label; the other research GPUs are a gang's pods that
+    # carry none (admitted through their PodGroup's queue): only the ledger knows them.
+    labelled = _pod("n0", 8)
+    labelled["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "research"
+    pods = [labelled, _pod("n1", 8), _pod("n2", 8)]
+    ledger = [
+        {"name": "research", "cohort": "all", "nominalQuota": 16, "flavorsUsage": [
+            {"name": "default", "resources": [
+                {"name": "nvidia.com/gpu", "total": 24, "borrowed": 8}]}]},
+        {"name": "prod", "cohort": "all", "nominalQuota": 16, "flavorsUsage": [
+            {"name": "default", "resources": [
+                {"name": "nvidia.com/gpu", "total": 0, "borrowed": 0}]}]},
+    ]
+    queues = [{"name": "research", "nominalQuota": 16, "cohort": "all"}]
+    by_labels = summarize([], pods, [], at(1), queues)
+    assert [(q.name, q.in_use) for q in by_labels.queues] == [("research", 8)]
+    assert by_labels.queues_from == "pod labels"
+
+    view = summarize([], pods, [], at(1), queues, ledger=ledger)
+    assert view.queues_from == "scheduler ledger"
+    assert [(q.name, q.in_use, q.nominal_quota, q.borrowed, q.cohort) for q in view.queues] == [
+        ("prod", 0, 16, 0, "all"), ("research", 24, 16, 8, "all")]

@@ -109,6 +109,8 @@ from trainmaster.api._keys import (
     POD_GROUP_LABEL,
     PREEMPT_LOWER,
     QUEUE_LABEL,
+    QUEUE_LEDGER_COMPONENT,
+    QUEUE_LEDGER_KEY,
     RDMA_PREFIX,
     REAL_NODE_LABEL,
     RECOVERY_BASELINE_LABEL,
@@ -119,6 +121,7 @@ from trainmaster.api._keys import (
     UNHEALTHY_TAINT,
     app_labels,
     dataset_label,
+    queue_ledger_name,
     topology_label,
 )
 from trainmaster.api._quantity import (
@@ -203,6 +206,8 @@ __all__ = [
     "PREEMPT_LOWER",
     "PREFERRED",
     "QUEUE_LABEL",
+    "QUEUE_LEDGER_COMPONENT",
+    "QUEUE_LEDGER_KEY",
     "RDMA_PREFIX",
     "REAL_NODE_LABEL",
     "REASON_COMPLETED",
@@ -247,6 +252,7 @@ __all__ = [
     "parse_bytes",
     "parse_quantity",
     "parse_time",
+    "queue_ledger_name",
     "rule_for_size",
     "topology_label",
 ]

@@ -46,6 +46,10 @@ POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 """On a gang's pods: their PodGroup (scheduler-plugins' coscheduling label)."""
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 """The queue of a gang's PodGroup and pods (Kueue's LocalQueue label)."""
+QUEUE_LEDGER_COMPONENT: Final = "queue-ledger"
+"""app.kubernetes.io/component of the ConfigMap where trainmaster-scheduler publishes the
+GPUs it has admitted per queue (its ledger), under the data key QUEUE_LEDGER_KEY."""
+QUEUE_LEDGER_KEY: Final = "usage.yaml"
 TOPOLOGY_DOMAIN_ANNOTATION: Final = "trainmaster.io/topology-domain"
 """On a PodGroup: the topology level the gang must (or should) fit in."""
 TOPOLOGY_MODE_ANNOTATION: Final = "trainmaster.io/topology-mode"
@@ -91,6 +95,11 @@ def topology_label(level: str) -> str:
 def dataset_label(dataset: str) -> str:
     """The node label that says a node's cache holds `dataset`, warm."""
     return f"{DATASET_LABEL_PREFIX}{dataset}"
+
+
+def queue_ledger_name(scheduler_name: str) -> str:
+    """The ConfigMap (in the scheduler's own namespace) holding its queue ledger."""
+    return f"{scheduler_name}-queue-usage"
 
 
 def app_labels(name: str, component: str, instance: str) -> dict[str, str]:

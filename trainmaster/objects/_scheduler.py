@@ -8,8 +8,9 @@ from typing import Any
 
 import yaml
 
-from trainmaster.api import app_labels
+from trainmaster.api import app_labels, queue_ledger_name
 from trainmaster.objects._jobs import priority_class_name
+from trainmaster.objects._nodeagent import ADMISSION_API
 from trainmaster.objects._rbac import identity, role, role_binding
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
 from trainmaster.objects._security import (
@@ -30,8 +31,19 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
+    # A pod naming this scheduler in a namespace it does not serve is told so where its
+    # user looks: an Event (any namespace, as kube-scheduler's own role allows) and its
+    # PodScheduled condition. Outside the served namespaces the ValidatingAdmissionPolicy
+    # of `not_served_policy` narrows the status patch to that one condition of unbound pods.
+    {
+        "apiGroups": ["", "events.k8s.io"],
+        "resources": ["events"],
+        "verbs": ["create", "patch", "update"],
+    },
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
 ]
-"""The scheduler's cluster-wide rights (a ClusterRole): reading what it places on."""
+"""The scheduler's cluster-wide rights (a ClusterRole): reading what it places on, and
+reporting on pods (Events, the PodScheduled condition)."""
 
 SCHEDULER_NAMESPACE_RULES: list[dict[str, Any]] = [
     # delete: undoing a partly bound gang deletes its bound pods so their controller
@@ -44,14 +56,9 @@ SCHEDULER_NAMESPACE_RULES: list[dict[str, Any]] = [
         "resources": ["podgroups/status"],
         "verbs": ["patch", "update"],
     },
-    {
-        "apiGroups": ["", "events.k8s.io"],
-        "resources": ["events"],
-        "verbs": ["create", "patch", "update"],
-    },
 ]
-"""What the scheduler writes, in the training namespace only (a Role there): it places
-the pods of that namespace and no others."""
+"""What the scheduler writes in each namespace it serves (a Role and RoleBinding there,
+never cluster-wide): it binds the pods of those namespaces and no others."""
 
 LEASE_RULES: list[dict[str, Any]] = [
     {
@@ -63,6 +70,28 @@ LEASE_RULES: list[dict[str, Any]] = [
 """Leader election, in the scheduler's own namespace (a Role there)."""
 
 METRICS_PORT = 10259
+
+
+def served_namespaces(spec: ClusterSpec) -> list[str]:
+    """The namespaces whose pods the scheduler binds: the cluster's namespace first, then
+    `scheduler.namespaces` (each once)."""
+    return list(dict.fromkeys([spec.metadata.namespace, *spec.scheduler.namespaces]))
+
+
+def ledger_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """The scheduler publishes its queue ledger to one ConfigMap of its own namespace
+    (`queue_ledger_name`). `create` cannot be limited to a name, so it holds create on
+    configmaps there (nothing else lives in that namespace that it could read) and every
+    other verb on that one ConfigMap only."""
+    return [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "patch", "update"],
+            "resourceNames": [queue_ledger_name(spec.scheduler.name)],
+        },
+    ]
 
 
 def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
@@ -82,6 +111,7 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
         ],
         "defaultQueue": "default",
         "queues": config_queues(sched.queues),
+        "namespaces": served_namespaces(spec),
     }
 
 
@@ -99,6 +129,62 @@ def config_queues(queues: Sequence[Queue]) -> list[dict[str, Any]]:
         }
         for q in queues
     ]
+
+
+def not_served_policy(spec: ClusterSpec, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: outside the namespaces it serves, the
+    scheduler's ServiceAccount may patch a pod's status only to say it will not place it.
+
+    RBAC cannot say "only the PodScheduled condition" nor "only pods naming this
+    scheduler", so the cluster-wide `pods/status` patch it needs for that report is
+    narrowed here: the pod must name this scheduler, be unbound, and keep its phase and
+    every other condition. In the served namespaces its Role's rights apply unnarrowed.
+    """
+    name = f"{spec.metadata.name}-{spec.scheduler.name}-not-served"
+    user = f"system:serviceaccount:{system_namespace(spec)}:{spec.scheduler.name}"
+    served = ", ".join(f'"{n}"' for n in served_namespaces(spec))
+    kept = ("(!has({a}.status) || !has({a}.status.conditions) || {a}.status.conditions.all("
+            'c, c.type == "PodScheduled" || (has({b}.status) && has({b}.status.conditions) '
+            "&& {b}.status.conditions.exists(o, o == c))))")
+    phase = '(has({o}.status) && has({o}.status.phase) ? {o}.status.phase : "")'
+    validations = [
+        "has(oldObject.spec.schedulerName) && oldObject.spec.schedulerName == "
+        f'"{spec.scheduler.name}"',
+        '!has(oldObject.spec.nodeName) || oldObject.spec.nodeName == ""',
+        kept.format(a="object", b="oldObject") + " && " + kept.format(a="oldObject",
+                                                                       b="object"),
+        phase.format(o="object") + " == " + phase.format(o="oldObject"),
+    ]
+    what = ("may only set the PodScheduled condition of an unbound pod that names it, "
+            "outside the namespaces it serves")
+    policy = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["*"], "operations": ["UPDATE"],
+                "resources": ["pods/status"],
+            }]},
+            "matchConditions": [
+                {"name": "scheduler", "expression": f'request.userInfo.username == "{user}"'},
+                {"name": "not-served", "expression": f"!(request.namespace in [{served}])"},
+            ],
+            "validations": [
+                {"expression": expr, "message": f"{spec.scheduler.name} {what}",
+                 "reason": "Forbidden"}
+                for expr in validations
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
 
 
 def _priority_class(spec: ClusterSpec, queue: Queue, value: int, name: str) -> dict[str, Any]:
@@ -142,11 +228,15 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
             ns,
             labels,
             cluster_rules=SCHEDULER_RULES,
-            namespaced_rules={spec.metadata.namespace: SCHEDULER_NAMESPACE_RULES},
+            namespaced_rules={served: SCHEDULER_NAMESPACE_RULES
+                              for served in served_namespaces(spec)},
             role_name=f"{spec.metadata.name}-{name}",
         ),
+        *not_served_policy(spec, labels),
         role(f"{name}-leader-election", ns, labels, LEASE_RULES),
         role_binding(f"{name}-leader-election", ns, labels, name, ns),
+        role(f"{name}-queue-ledger", ns, labels, ledger_rules(spec)),
+        role_binding(f"{name}-queue-ledger", ns, labels, name, ns),
         *scrape_objects(spec, name, ns, labels, selector, METRICS_PORT),
         {
             "apiVersion": "v1",

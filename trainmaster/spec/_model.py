@@ -266,6 +266,11 @@ class SchedulerSpec(_Model):
     """Binding API calls in flight at once."""
     client_qps: int = Field(500, ge=1, le=100000)
     """Client-side API rate limit."""
+    namespaces: list[Name] = Field(default_factory=list, max_length=64)
+    """Namespaces whose pods the scheduler binds, besides the cluster's namespace (always
+    served). It gets bind rights (a RoleBinding) in each, which must exist before apply; a
+    pod naming this scheduler anywhere else stays pending with a `NamespaceNotServed`
+    Event and PodScheduled condition."""
 
 
 # --- cache ---------------------------------------------------------------------------

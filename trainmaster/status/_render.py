@@ -37,7 +37,7 @@ def render_view(view: ResourceView, console: Console) -> None:
                      f"[red]{s.fenced}[/]" if s.fenced else "0")
     console.print(gpus)
     if view.queues:
-        queues = Table(title="Queues (GPUs)")
+        queues = Table(title=f"Queues (GPUs, from the {view.queues_from})")
         for col in ("queue", "in use", "nominal quota", "borrowed", "cohort"):
             queues.add_column(col, justify="left" if col in ("queue", "cohort") else "right")
         for q in view.queues:
@@ -46,11 +46,15 @@ def render_view(view: ResourceView, console: Console) -> None:
             queues.add_row(q.name, str(q.in_use), quota, borrowed, q.cohort or "-")
         console.print(queues)
         if view.gpus_outside_queues:
+            why = ("pods the scheduler has not charged to a queue (on nodes outside its "
+                   "partition, or bound since it last published)"
+                   if view.queues_from == "scheduler ledger" else
+                   "pods outside any known queue (no kueue.x-k8s.io/queue-name label, or a "
+                   "queue the scheduler's config does not list)")
             console.print(
                 f"{view.gpus_outside_queues} of the {view.gpus_used} GPUs in use belong to "
-                "pods outside any known queue (no kueue.x-k8s.io/queue-name label, or a "
-                "queue the scheduler's config does not list), so the switches' use is "
-                "higher than the queues' sum.", highlight=False)
+                f"{why}, so the switches' use is higher than the queues' sum.",
+                highlight=False)
     jobs = Table(title="Training jobs")
     for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
         jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")

@@ -19,11 +19,15 @@ from typing import Any
 import yaml
 
 from trainmaster.api import (
+    APP_COMPONENT_LABEL,
+    APP_PART_OF_LABEL,
     GPU_RESOURCE,
     NODE_READY,
     PENDING,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
+    QUEUE_LEDGER_COMPONENT,
+    QUEUE_LEDGER_KEY,
     RESTARTING,
     TOPOLOGY_PREFIX,
     UNHEALTHY_TAINT,
@@ -92,9 +96,9 @@ class PendingGang:
 
 @dataclass
 class QueueRow:
-    """A queue's GPUs: in use by its bound pods (label ``kueue.x-k8s.io/queue-name``),
-    its nominal quota (from the scheduler's config; None: unlimited or unknown) and what
-    it borrows beyond it."""
+    """A queue's GPUs: in use (what the scheduler's ledger has admitted to it; without a
+    published ledger, its bound pods by label ``kueue.x-k8s.io/queue-name``), its nominal
+    quota (None: unlimited or unknown) and what it borrows beyond it."""
 
     name: str
     in_use: int
@@ -115,6 +119,10 @@ class ResourceView:
     """GPUs requested by bound, unfinished pods on the nodes (what the switches add up)."""
     gpus_outside_queues: int = 0
     """Of those, GPUs of pods in no known queue: why the queues' sum can be lower."""
+    queues_from: str = "pod labels"
+    """Where the queues' use comes from: `scheduler ledger` (what trainmaster-scheduler
+    admitted, as it publishes it) or `pod labels` (no ledger published: no scheduler
+    running, or no right to read it)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,6 +188,26 @@ def queue_rows(pods: list[dict[str, Any]], queues: list[dict[str, Any]]) -> list
     return rows
 
 
+def ledger_rows(ledger: list[dict[str, Any]]) -> list[QueueRow]:
+    """Queue rows from the scheduler's published ledger entries (``queues`` of its
+    ConfigMap: name, cohort, nominalQuota, flavorsUsage[].resources[] total/borrowed)."""
+    rows: dict[str, QueueRow] = {}
+    for entry in ledger:
+        name = str(entry.get("name") or "")
+        if not name:
+            continue
+        total = borrowed = 0
+        for flavor in entry.get("flavorsUsage") or []:
+            for res in (flavor or {}).get("resources") or []:
+                if (res or {}).get("name") == GPU_RESOURCE:
+                    total += int(res.get("total") or 0)
+                    borrowed += int(res.get("borrowed") or 0)
+        quota = entry.get("nominalQuota")
+        rows[name] = QueueRow(name, total, int(quota) if quota is not None else None,
+                              borrowed, entry.get("cohort"))
+    return [rows[name] for name in sorted(rows)]
+
+
 def summarize(
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],
@@ -188,9 +216,11 @@ def summarize(
     queues: list[dict[str, Any]] | None = None,
     podgroups: list[dict[str, Any]] | None = None,
     unbound: list[dict[str, Any]] | None = None,
+    ledger: list[dict[str, Any]] | None = None,
 ) -> ResourceView:
     """``pods``: bound, unfinished pods; ``unbound``: pods waiting for a node (members
-    of pending gangs); ``podgroups``: every PodGroup the scheduler serves."""
+    of pending gangs); ``podgroups``: every PodGroup the scheduler serves; ``ledger``:
+    the queue entries the scheduler published (None: none found, count by labels)."""
     levels = topology_levels(nodes)
     used: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -199,7 +229,10 @@ def summarize(
         if node and phase not in ("Succeeded", "Failed"):
             used[node] += _gpu_request(pod)
     view = ResourceView(levels)
-    view.queues = queue_rows(pods, queues or [])
+    if ledger is not None:
+        view.queues, view.queues_from = ledger_rows(ledger), "scheduler ledger"
+    else:
+        view.queues = queue_rows(pods, queues or [])
     switches: dict[tuple[str, str], SwitchUsage] = {}
     leaf = levels[-1] if levels else None
     for node in nodes:
@@ -346,7 +379,7 @@ async def read_view(kube: Kube, namespace: str | None = None) -> ResourceView:
     tjs = await _optional(kube, trainingjob_path(namespace))  # no CRD installed: none
     podgroups = await _optional(kube, podgroup_path(namespace))
     return summarize(nodes, pods, tjs, datetime.now(UTC), await _scheduler_queues(kube),
-                     podgroups, unbound)
+                     podgroups, unbound, await _scheduler_ledger(kube))
 
 
 async def _optional(kube: Kube, path: str) -> list[dict[str, Any]]:
@@ -378,6 +411,29 @@ async def _scheduler_queues(kube: Kube) -> list[dict[str, Any]]:
             continue
         out.extend(q for q in doc.get("queues") or [] if isinstance(q, dict))
     return out
+
+
+async def _scheduler_ledger(kube: Kube) -> list[dict[str, Any]] | None:
+    """The queue entries every trainmaster-scheduler published (its ledger ConfigMap);
+    None when there is none or it cannot be read, so the caller counts by labels."""
+    selector = (f"{APP_COMPONENT_LABEL}={QUEUE_LEDGER_COMPONENT},"
+                f"{APP_PART_OF_LABEL}=trainmaster")
+    try:
+        maps = await kube.list("/api/v1/configmaps", selector)
+    except ApiError:
+        return None
+    out: list[dict[str, Any]] = []
+    found = False
+    for cm in maps:
+        text = (cm.get("data") or {}).get(QUEUE_LEDGER_KEY)
+        try:
+            doc = yaml.safe_load(text) if text else None
+        except yaml.YAMLError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("queues"), list):
+            found = True
+            out.extend(q for q in doc["queues"] if isinstance(q, dict))
+    return out if found else None
 
 
 def collect_view(kubeconfig: Path | None, namespace: str | None = None) -> ResourceView:

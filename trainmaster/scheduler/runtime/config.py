@@ -3,8 +3,8 @@
 The file is what ``trainmaster.objects._scheduler.scheduler_config(spec)`` writes (camelCase
 keys: schedulerName, namespace, levels, gangTimeoutSeconds, bindConcurrency, clientQps,
 leaderElection {leaseName, leaseNamespace}, topologyPolicy, preemption, queues
-[{name, nominalQuota, cohort, borrowingLimit, preemption}], defaultQueue; by hand also
-nodeSelector). Keys the runtime does not know are an error rather than silently ignored,
+[{name, nominalQuota, cohort, borrowingLimit, preemption}], defaultQueue, namespaces; by
+hand also nodeSelector). Keys the runtime does not know are an error rather than silently ignored,
 so a typo never means a default.
 """
 
@@ -92,6 +92,14 @@ class SchedulerConfig:
     e.g. a second instance on its own nodes); others are not seen at all. Empty: every
     node."""
 
+    namespaces: tuple[str, ...] = ()
+    """The namespaces whose pods it binds (the spec's ``scheduler.namespaces`` and the
+    cluster's namespace); a pod naming it elsewhere is told so and left alone. Empty:
+    every namespace (a scheduler run by hand, with rights everywhere)."""
+
+    def serves(self, namespace: str) -> bool:
+        return not self.namespaces or namespace in self.namespaces
+
     @property
     def burst(self) -> int:
         return self.client_burst or max(int(self.client_qps), self.bind_concurrency)
@@ -115,6 +123,7 @@ class SchedulerConfig:
             "bindConcurrency", "clientQps", "clientBurst", "leaderElection", "topologyPolicy",
             "metricsAddress", "metricsPort", "backoffInitialSeconds", "backoffMaxSeconds",
             "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue", "nodeSelector",
+            "namespaces",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
         if unknown:
@@ -157,6 +166,11 @@ class SchedulerConfig:
             if not isinstance(selector, Mapping):
                 raise ConfigError("nodeSelector must be a mapping of label to value")
             out["node_selector"] = {str(k): str(v) for k, v in selector.items()}
+        if "namespaces" in data:
+            names = data["namespaces"]
+            if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+                raise ConfigError("namespaces must be a list of namespace names")
+            out["namespaces"] = tuple(dict.fromkeys(names))
         config = cls(**out)
         config.validate()
         return config

@@ -160,9 +160,10 @@ class EventRecorder:
         message: str,
         since: str,
         still_pending: Callable[[], bool] = lambda: True,
+        reason: str = "Unschedulable",
     ) -> None:
-        """Set ``PodScheduled=False, reason=Unschedulable`` with ``message`` (as
-        kube-scheduler does), merged by condition type. Skipped if, by the time the
+        """Set ``PodScheduled=False, reason=<reason>`` (kube-scheduler's Unschedulable by
+        default) with ``message``, merged by condition type. Skipped if, by the time the
         write runs, ``still_pending()`` says the pod was placed meanwhile: the binding set
         ``PodScheduled=True`` and a late False would be a lie."""
         body = {
@@ -171,7 +172,7 @@ class EventRecorder:
                     {
                         "type": POD_SCHEDULED,
                         "status": "False",
-                        "reason": "Unschedulable",
+                        "reason": reason,
                         "message": message,
                         "lastProbeTime": None,
                         "lastTransitionTime": since,

@@ -41,11 +41,12 @@ from .cycle import Cycle
 from .events import ApiWriter, EventRecorder, ObjectRef, default_identity
 from .gang_scheduler import CycleResult, GangScheduler
 from .gangs import LONE_PREFIX, Waiting, assemble, lone_gang, pinned_gang
+from .ledger import LedgerPublisher
 from .metrics import SchedulerMetrics
 from .preemptor import Preemptor, QuotaAdmission, nominations
 from .queue import queue_key
 from .records import GangRecords
-from .report import Reporter
+from .report import Reporter, not_served_message
 from .tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
@@ -89,6 +90,8 @@ class SchedulerRuntime:
         self.reporter = Reporter(self.recorder, config.report_interval, clock,
                                  is_pending=self._is_pending)
         self.admission = QuotaAdmission(self.cache)
+        self.ledger = LedgerPublisher(api, self.writer, config.scheduler_name,
+                                      config.leader_election.lease_namespace)
         self.preemptor = Preemptor(api, self.cache, config, self.recorder, self.writer,
                                    self.metrics, self.admission)
         self.reflectors = [
@@ -244,6 +247,7 @@ class SchedulerRuntime:
         ledger = self.cache.ledger
         if not ledger.enabled:
             return
+        self.ledger.update(ledger.usage())
         pending: dict[str, int] = {name: 0 for name in ledger.queues}
         for gang in self._records.queued().values():
             queue = self.admission.queue_of_gang(gang)
@@ -291,6 +295,18 @@ class SchedulerRuntime:
                 record.queued = None
             return False
         requests = [m.request for m in members]
+        namespace = key.split("/", 1)[0]
+        if not self.config.serves(namespace):
+            # Never queued: binding there would be refused (no RoleBinding), and the user
+            # would see nothing. Say so on the pods instead.
+            if record.queued is not None:
+                sched.remove(key)
+                record.queued = None
+            message = not_served_message(self.config.scheduler_name, namespace,
+                                         self.config.namespaces)
+            record.waiting = Waiting(key, message)
+            self.reporter.not_served(key, requests, message, self.cache.groups.get(key))
+            return False
         unsupported = sorted({m.unsupported for m in members if m.unsupported})
         gang: Gang | Waiting
         if unsupported:

@@ -3,7 +3,10 @@
 An unschedulable gang sets ``PodScheduled=False, reason=Unschedulable`` with the core's
 message on each of its pods (``kubectl get pods`` / ``describe`` show it) and gets one
 ``FailedScheduling`` Event on its PodGroup (on the pod for a lone pod). A placed gang
-gets one ``Scheduled`` Event there.
+gets one ``Scheduled`` Event there. A gang in a namespace the scheduler does not serve
+is never placed: its pods get ``PodScheduled=False, reason=NamespaceNotServed`` and a
+``NamespaceNotServed`` Warning each (and its PodGroup one), since a user who finds a pod
+pending looks at the pod first.
 
 Rate: the core's message names the best domain's free capacity, which changes whenever
 anything is bound or finishes. Re-patching every pod of every waiting gang on each change
@@ -24,12 +27,24 @@ from ..framework.results import Placement
 from .convert import PodGroupInfo
 from .events import EventRecorder, ObjectRef, now_rfc3339
 
+NOT_SERVED = "NamespaceNotServed"
+"""Reason of the Event and the PodScheduled condition of a pod in a namespace this
+scheduler does not serve."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Reported:
     message: str
     at: float
     since: str
+
+
+def not_served_message(scheduler: str, namespace: str, served: Sequence[str]) -> str:
+    """What a pod in an unserved namespace is told: why, and the field that changes it."""
+    return (f"namespace {namespace} is not served by {scheduler}, which binds pods only in "
+            f"{', '.join(served)}: add {namespace} to the cluster spec's "
+            "scheduler.namespaces (that renders its bind rights there), or run the pod in "
+            "a served namespace")
 
 
 def _ref(group: PodGroupInfo | None, pods: Sequence[PodRequest]) -> ObjectRef:
@@ -58,20 +73,46 @@ class Reporter:
         self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None
     ) -> bool:
         """Report unless the same message was reported, or any within ``interval``."""
-        if not pods:
+        if not self._due(key, pods, message):
             return False
-        now = self._clock()
-        prev = self._last.get(key)
-        if prev is not None and (prev.message == message or now - prev.at < self._interval):
-            return False
-        since = prev.since if prev is not None else now_rfc3339()
+        since = self._since(key)
         for pod in pods:
             self._recorder.pod_unschedulable(
                 pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid)
             )
         self._recorder.event(_ref(group, pods), "Warning", "FailedScheduling", message)
-        self._last[key] = _Reported(message, now, since)
+        self._last[key] = _Reported(message, self._clock(), since)
         return True
+
+    def not_served(
+        self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None
+    ) -> bool:
+        """Tell each pod (and its PodGroup) that this scheduler will not place it here;
+        once per message, like ``unschedulable``."""
+        if not self._due(key, pods, message):
+            return False
+        since = self._since(key)
+        for pod in pods:
+            self._recorder.pod_unschedulable(
+                pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid),
+                reason=NOT_SERVED,
+            )
+            self._recorder.event(_ref(None, [pod]), "Warning", NOT_SERVED, message)
+        if group is not None:
+            self._recorder.event(_ref(group, pods), "Warning", NOT_SERVED, message)
+        self._last[key] = _Reported(message, self._clock(), since)
+        return True
+
+    def _due(self, key: str, pods: Sequence[PodRequest], message: str) -> bool:
+        if not pods:
+            return False
+        prev = self._last.get(key)
+        return prev is None or (prev.message != message
+                                and self._clock() - prev.at >= self._interval)
+
+    def _since(self, key: str) -> str:
+        prev = self._last.get(key)
+        return prev.since if prev is not None else now_rfc3339()
 
     def scheduled(self, key: str, placement: Placement, group: PodGroupInfo | None) -> None:
         self._last.pop(key, None)

@@ -1,0 +1,184 @@
+"""`scheduler.namespaces` and the published queue ledger, on the real local control plane,
+with the scheduler running as its own ServiceAccount (a token of it) under the rights the
+spec renders: its Roles, ClusterRole and the not-served admission policy.
+
+- a scheduler-plugins PodGroup gang in a namespace the spec does not list gets a
+  `NamespaceNotServed` Warning and `PodScheduled=False` naming `scheduler.namespaces`,
+  and is never bound; the same scheduler identity is refused any other status write there;
+- a gang in a second, listed namespace is bound;
+- a gang whose pods carry no queue label, admitted through its PodGroup's queue, counts in
+  the ledger, and `trainmaster status` shows the scheduler's own numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, dynamic
+
+from tests.conftest import LocalCluster
+from tests.helpers import STACKS
+from tests.scheduler.live import SchedulerProcess, Scratch, processes, wait_for
+from trainmaster.objects import build_scheduler
+from trainmaster.objects._scheduler import scheduler_config
+from trainmaster.spec import ClusterSpec
+from trainmaster.status import collect_view
+
+pytestmark = pytest.mark.integration
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def _spec(scratch: Scratch, served: str, queue: str) -> ClusterSpec:
+    doc = yaml.safe_load((STACKS / "dev" / "cluster.yaml").read_text())
+    doc["metadata"].update(name=f"ns-{scratch.tag}", namespace=scratch.namespace)
+    doc["scheduler"].update(name=scratch.scheduler, namespaces=[served],
+                            queues=[{"name": "default"},
+                                    {"name": queue, "gpuQuota": 16}])
+    doc["jobs"] = []
+    return ClusterSpec.model_validate(doc)
+
+
+@contextlib.contextmanager
+def _rights(scratch: Scratch, spec: ClusterSpec) -> Iterator[list[dict[str, Any]]]:
+    """The scheduler's identity as rendered, applied as the administrator; cluster-scoped
+    objects deleted after (the namespaced ones go with their namespaces)."""
+    objs = [o for o in build_scheduler(spec) if o["kind"] in RBAC_KINDS]
+    dyn = dynamic.DynamicClient(scratch.api_client)
+    try:
+        for obj in objs:
+            dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).server_side_apply(
+                body=obj, name=obj["metadata"]["name"],
+                namespace=obj["metadata"].get("namespace"), field_manager="trainmaster")
+        yield objs
+    finally:
+        for obj in objs:
+            if "namespace" not in obj["metadata"]:
+                with contextlib.suppress(client.ApiException):
+                    dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
+                        name=obj["metadata"]["name"])
+
+
+def _token_kubeconfig(admin: Path, scratch: Scratch, account: str, ns: str, out: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
+    token = scratch.core.create_namespaced_service_account_token(
+        account, ns, {"spec": {"expirationSeconds": 3600}}).status.token
+    doc = yaml.safe_load(admin.read_text())
+    doc["users"] = [{"name": account, "user": {"token": token}}]
+    for ctx in doc["contexts"]:
+        ctx["context"]["user"] = account
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+def _scheduled(pod: Any) -> Any:
+    return next((c for c in pod.status.conditions or [] if c.type == "PodScheduled"), None)
+
+
+def _gang(scratch: Scratch, namespace: str, name: str, size: int,
+          queue: str | None = None) -> list[str]:
+    group: dict[str, Any] = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": name, "labels": {QUEUE_LABEL: queue} if queue else {}},
+        "spec": {"minMember": size}}
+    scratch.custom.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1",
+                                                   namespace, "podgroups", group)
+    names = [f"{name}-{i}" for i in range(size)]
+    for pod in names:  # no queue label on the pods: the PodGroup's queue is theirs
+        scratch.core.create_namespaced_pod(namespace, scratch.pod(pod, gpus=8, group=name))
+    return names
+
+
+def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_ledger(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    served, far = f"{scratch.namespace}-b", f"{scratch.namespace}-c"
+    system = f"{scratch.namespace}-system"
+    queue = f"research-{scratch.tag}"
+    spec = _spec(scratch, served, queue)
+    for ns in (served, far, system):
+        scratch.core.create_namespace({"metadata": {"name": ns}})
+    try:
+        for i in range(4):
+            scratch.add_node(f"n{i}")
+        wait_for(scratch.nodes_ready, "scratch nodes Ready")
+        with _rights(scratch, spec), processes() as procs:
+            kubeconfig = _token_kubeconfig(local_cluster.kubeconfig, scratch,
+                                           scratch.scheduler, system, tmp_path / "sa.yaml")
+            config = tmp_path / "config.yaml"
+            config.write_text(yaml.safe_dump(scheduler_config(spec)))
+            procs.append(SchedulerProcess(kubeconfig, scratch, tmp_path, "sa", "--config",
+                                          str(config), "--lease-namespace", system))
+            told = _gang(scratch, far, "far", 2)
+            bound_b = _gang(scratch, served, "team", 2)
+            ledgered = _gang(scratch, scratch.namespace, "train", 2, queue=queue)
+
+            def placed(ns: str, names: list[str]) -> bool:
+                pods = scratch.core.list_namespaced_pod(ns).items
+                return {p.metadata.name for p in pods if p.spec.node_name} == set(names)
+
+            wait_for(lambda: placed(served, bound_b), "the served namespace's gang bound")
+            wait_for(lambda: placed(scratch.namespace, ledgered), "the training gang bound")
+
+            def conditions() -> dict[str, Any] | None:
+                pods = scratch.core.list_namespaced_pod(far).items
+                conds = {p.metadata.name: _scheduled(p) for p in pods}
+                return conds if all(c is not None for c in conds.values()) \
+                    and set(conds) == set(told) else None
+
+            conds = wait_for(conditions, "PodScheduled conditions in the unserved namespace")
+            for cond in conds.values():
+                assert (cond.status, cond.reason) == ("False", "NamespaceNotServed")
+                assert "scheduler.namespaces" in cond.message and far in cond.message
+
+            def events() -> set[tuple[str, str]] | None:
+                found = {(e.involved_object.kind, e.involved_object.name)
+                         for e in scratch.core.list_namespaced_event(far).items
+                         if e.reason == "NamespaceNotServed" and e.type == "Warning"}
+                want = {("Pod", n) for n in told} | {("PodGroup", "far")}
+                return found if found == want else None
+
+            wait_for(events, "NamespaceNotServed Events on the pods and their PodGroup")
+            assert not placed(far, told) and not any(
+                p.spec.node_name for p in scratch.core.list_namespaced_pod(far).items)
+
+            # The same identity may not write anything else of a pod status there.
+            as_scheduler = client.CoreV1Api(_sa_client(kubeconfig))
+            ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+            with pytest.raises(client.ApiException) as refused:
+                as_scheduler.patch_namespaced_pod_status(told[0], far, ready)
+            assert refused.value.status in (403, 422)
+            assert "PodScheduled" in str(refused.value.body)
+
+            # The ledger: 16 GPUs of the unlabelled gang in its PodGroup's queue.
+            metric = f'trainmaster_scheduler_queue_gpus_in_use{{queue="{queue}"}}'
+            wait_for(lambda: procs[0].metrics().get(metric) == 16, "the queue gauge at 16")
+
+            def status_rows() -> dict[str, tuple[int, int | None, int]] | None:
+                view = collect_view(local_cluster.kubeconfig)
+                rows = {q.name: (q.in_use, q.nominal_quota, q.borrowed) for q in view.queues}
+                ok = view.queues_from == "scheduler ledger" and rows.get(queue, (0,))[0] == 16
+                return rows if ok else None
+
+            rows = wait_for(status_rows, "trainmaster status to show the ledger")
+            assert rows[queue] == (16, 16, 0)
+            assert rows[queue][0] == procs[0].metrics()[metric]
+    finally:
+        for ns in (served, far, system):
+            with contextlib.suppress(client.ApiException):
+                scratch.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            with contextlib.suppress(client.ApiException):
+                scratch.core.delete_namespace(ns)
+
+
+def _sa_client(kubeconfig: Path) -> client.ApiClient:
+    from trainmaster.kubeclient import generated_client
+
+    return generated_client(kubeconfig)
