@@ -61,6 +61,7 @@ class Guard:
 
     def __init__(self, placer: Placer) -> None:
         self._placer = placer
+        self._shapes: dict[str, tuple[Gang, int]] = {}  # gang key -> (gang, GPUs per pod)
         self.new_cycle()
 
     def new_cycle(self) -> None:
@@ -91,16 +92,35 @@ class Guard:
                     hist[f] = hist.get(f, 0) + 1
         return sum((f // per_pod) * n for f, n in self._hist.items())
 
+    def _uniform_gpus(self, gang: Gang) -> int:
+        """GPUs per pod if every member asks the same (else 0), once per queued gang."""
+        known = self._shapes.get(gang.key)
+        if known is not None and known[0] is gang:
+            return known[1]
+        first = gang.members[0]
+        per_pod = first.effective_requests.get(GPU, 0)
+        if any(p.effective_requests != first.effective_requests for p in gang.members):
+            per_pod = 0
+        self._shapes[gang.key] = (gang, per_pod)
+        return per_pod
+
+    def forget(self, key: str) -> None:
+        """The gang left the queue (placed): drop its cached shape."""
+        self._shapes.pop(key, None)
+
     def hopeless(self, snapshot: ClusterState, gang: Gang, blocked: Collection[str]) -> bool:
         """True only if no placement of ``gang`` exists now. For a gang of identical GPU
         pods: fewer free pod slots on the schedulable, unblocked nodes than pods (exact
         for a gang that may use the whole cluster: every policy then places it whenever
         the slots exist), or, for a ``required`` level, no domain there with enough free
         GPUs (a necessary condition only)."""
-        first = gang.members[0]
-        per_pod = first.effective_requests.get(GPU, 0)
-        if per_pod <= 0 or any(p.effective_requests != first.effective_requests
-                               for p in gang.members):
+        if (isinstance(blocked, BlockedNodes) and blocked.snapshot is snapshot
+                and len(blocked.indices) >= len(snapshot.columns.nodes)):
+            # Reservations cover every node: no placer may put a pod anywhere. Under
+            # saturation this is most of the queue in most cycles.
+            return True
+        per_pod = self._uniform_gpus(gang)
+        if per_pod <= 0:
             return False
         buckets = snapshot.gpu_buckets
         count = len(gang.members)
