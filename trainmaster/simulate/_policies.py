@@ -69,6 +69,11 @@ class Guard:
         self._size = -1  # len(blocked) when the histogram was made
         self._seen: set[str] = set()  # for a plain collection of names
         self._hist: dict[int, int] = {}  # free GPUs -> blocked nodes with that many
+        self._memo_of: object = None  # the BlockedNodes the memo below is for
+        self._memo_size = -1
+        self._memo_placed = -1
+        self._memo: dict[int, int] = {}  # GPUs per pod -> unblocked free pod slots
+        self._placed = 0  # placements this guard has handed out (the snapshot changed)
 
     def _blocked_slots(self, snapshot: ClusterState, blocked: Collection[str],
                        per_pod: int) -> int:
@@ -124,9 +129,24 @@ class Guard:
             return False
         buckets = snapshot.gpu_buckets
         count = len(gang.members)
-        slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
-        if blocked and slots >= count:
-            slots -= self._blocked_slots(snapshot, blocked, per_pod)
+        if slots_memo := (self._memo_of is blocked and self._memo_size == len(blocked)
+                          and self._memo_placed == self._placed):
+            slots = self._memo.get(per_pod, -1)
+        else:
+            slots = -1
+        if slots < 0:
+            slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
+            if blocked and slots >= count:
+                slots -= self._blocked_slots(snapshot, blocked, per_pod)
+                # Free slots outside the reservations, for every gang of this pod size
+                # until a placement or a new reservation (the cycle's BlockedNodes only:
+                # its identity and size say it has not changed; the snapshot changes
+                # within a pass only by this guard's placements).
+                if isinstance(blocked, BlockedNodes):
+                    if not slots_memo:
+                        self._memo_of, self._memo_size = blocked, len(blocked)
+                        self._memo_placed, self._memo = self._placed, {}
+                    self._memo[per_pod] = slots
         if slots < count:
             return True
         if gang.topology.mode is TopologyMode.REQUIRED:
@@ -149,4 +169,7 @@ class Guard:
     ) -> Placement | Unschedulable:
         if gang.members and self.hopeless(snapshot, gang, blocked):
             return Unschedulable(gang.key, "not enough free GPUs")
-        return self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
+        found = self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
+        if isinstance(found, Placement):
+            self._placed += 1  # assumed next (or undone): the buckets may change
+        return found

@@ -8,7 +8,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ..framework.interface import FilterPlugin, ScorePlugin
-from ..framework.model import GPU, Gang, TopologyMode
+from ..framework.model import CPU, GPU, Gang, TopologyMode
 from ..framework.resources import primary_resource
 from ..plugins import DEFAULT_FILTERS, DEFAULT_SCORER
 from ..state import BlockedNodes, ClusterState
@@ -103,6 +103,13 @@ def _too_few_unblocked(snapshot: ClusterState, gang: Gang, blocked: Collection[s
     most of its time building searches that found nothing)."""
     if not isinstance(blocked, BlockedNodes) or blocked.snapshot is not snapshot or not blocked:
         return False
+    unblocked = len(snapshot.columns.nodes) - len(blocked.indices)
+    if unblocked <= 0:
+        # Every node reserved: the answer is None unless the gang needs nothing of its
+        # primary resource (GPUs if any member asks for some, else CPU); the first member
+        # usually says so, without summing a large gang.
+        return any(p.effective_requests.get(GPU, 0) > 0 for p in gang.members) or any(
+            p.effective_requests.get(CPU, 0) > 0 for p in gang.members)
     totals: dict[str, int] = {}
     for pod in gang.members:
         for r, q in pod.effective_requests.items():
@@ -112,7 +119,7 @@ def _too_few_unblocked(snapshot: ClusterState, gang: Gang, blocked: Collection[s
     if need <= 0:
         return False
     least = -(-need // max(snapshot.max_capacity.get(primary, 0), 1))
-    return len(snapshot.columns.nodes) - len(blocked.indices) < least
+    return unblocked < least
 
 
 def _best_node_target(
