@@ -387,6 +387,7 @@ class Simulation:
         """The bind port: the gang starts at once."""
         index = self.queued.pop(placement.gang)
         self.sched.remove(placement.gang)
+        self.guard.forget(placement.gang)
         self.pending.pop(placement.gang, None)
         self._start(index, [(b.pod, b.node) for b in placement.bindings])
 

@@ -61,6 +61,7 @@ class Guard:
 
     def __init__(self, placer: Placer) -> None:
         self._placer = placer
+        self._shapes: dict[str, tuple[Gang, int]] = {}  # gang key -> (gang, GPUs per pod)
         self.new_cycle()
 
     def new_cycle(self) -> None:
@@ -68,6 +69,11 @@ class Guard:
         self._size = -1  # len(blocked) when the histogram was made
         self._seen: set[str] = set()  # for a plain collection of names
         self._hist: dict[int, int] = {}  # free GPUs -> blocked nodes with that many
+        self._memo_of: object = None  # the BlockedNodes the memo below is for
+        self._memo_size = -1
+        self._memo_placed = -1
+        self._memo: dict[int, int] = {}  # GPUs per pod -> unblocked free pod slots
+        self._placed = 0  # placements this guard has handed out (the snapshot changed)
 
     def _blocked_slots(self, snapshot: ClusterState, blocked: Collection[str],
                        per_pod: int) -> int:
@@ -91,22 +97,56 @@ class Guard:
                     hist[f] = hist.get(f, 0) + 1
         return sum((f // per_pod) * n for f, n in self._hist.items())
 
+    def _uniform_gpus(self, gang: Gang) -> int:
+        """GPUs per pod if every member asks the same (else 0), once per queued gang."""
+        known = self._shapes.get(gang.key)
+        if known is not None and known[0] is gang:
+            return known[1]
+        first = gang.members[0]
+        per_pod = first.effective_requests.get(GPU, 0)
+        if any(p.effective_requests != first.effective_requests for p in gang.members):
+            per_pod = 0
+        self._shapes[gang.key] = (gang, per_pod)
+        return per_pod
+
+    def forget(self, key: str) -> None:
+        """The gang left the queue (placed): drop its cached shape."""
+        self._shapes.pop(key, None)
+
     def hopeless(self, snapshot: ClusterState, gang: Gang, blocked: Collection[str]) -> bool:
         """True only if no placement of ``gang`` exists now. For a gang of identical GPU
         pods: fewer free pod slots on the schedulable, unblocked nodes than pods (exact
         for a gang that may use the whole cluster: every policy then places it whenever
         the slots exist), or, for a ``required`` level, no domain there with enough free
         GPUs (a necessary condition only)."""
-        first = gang.members[0]
-        per_pod = first.effective_requests.get(GPU, 0)
-        if per_pod <= 0 or any(p.effective_requests != first.effective_requests
-                               for p in gang.members):
+        if (isinstance(blocked, BlockedNodes) and blocked.snapshot is snapshot
+                and len(blocked.indices) >= len(snapshot.columns.nodes)):
+            # Reservations cover every node: no placer may put a pod anywhere. Under
+            # saturation this is most of the queue in most cycles.
+            return True
+        per_pod = self._uniform_gpus(gang)
+        if per_pod <= 0:
             return False
         buckets = snapshot.gpu_buckets
         count = len(gang.members)
-        slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
-        if blocked and slots >= count:
-            slots -= self._blocked_slots(snapshot, blocked, per_pod)
+        if slots_memo := (self._memo_of is blocked and self._memo_size == len(blocked)
+                          and self._memo_placed == self._placed):
+            slots = self._memo.get(per_pod, -1)
+        else:
+            slots = -1
+        if slots < 0:
+            slots = sum((free // per_pod) * len(nodes) for free, nodes in buckets.items())
+            if blocked and slots >= count:
+                slots -= self._blocked_slots(snapshot, blocked, per_pod)
+                # Free slots outside the reservations, for every gang of this pod size
+                # until a placement or a new reservation (the cycle's BlockedNodes only:
+                # its identity and size say it has not changed; the snapshot changes
+                # within a pass only by this guard's placements).
+                if isinstance(blocked, BlockedNodes):
+                    if not slots_memo:
+                        self._memo_of, self._memo_size = blocked, len(blocked)
+                        self._memo_placed, self._memo = self._placed, {}
+                    self._memo[per_pod] = slots
         if slots < count:
             return True
         if gang.topology.mode is TopologyMode.REQUIRED:
@@ -129,4 +169,7 @@ class Guard:
     ) -> Placement | Unschedulable:
         if gang.members and self.hopeless(snapshot, gang, blocked):
             return Unschedulable(gang.key, "not enough free GPUs")
-        return self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
+        found = self._placer(snapshot, gang, filters=filters, scorer=scorer, blocked=blocked)
+        if isinstance(found, Placement):
+            self._placed += 1  # assumed next (or undone): the buckets may change
+        return found

@@ -8,9 +8,10 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ..framework.interface import FilterPlugin, ScorePlugin
-from ..framework.model import GPU, Gang, TopologyMode
+from ..framework.model import CPU, GPU, Gang, TopologyMode
+from ..framework.resources import primary_resource
 from ..plugins import DEFAULT_FILTERS, DEFAULT_SCORER
-from ..state import ClusterState
+from ..state import BlockedNodes, ClusterState
 from .search import Search, last_rank, min_depth
 
 
@@ -41,6 +42,8 @@ def reservation_target(
     try:
         cap_rank, last = last_rank(snapshot, gang)
     except ValueError:
+        return None
+    if _too_few_unblocked(snapshot, gang, blocked):
         return None
     required = gang.topology.mode is TopologyMode.REQUIRED
     node_depth = min_depth(snapshot, cap_rank) if required else 0
@@ -88,6 +91,35 @@ def reservation_target(
                 )
             return ReservationTarget(snapshot.level_names[rank], name, free_names)
     return None
+
+
+def _too_few_unblocked(snapshot: ClusterState, gang: Gang, blocked: Collection[str]) -> bool:
+    """True when the cycle's reservations leave fewer unblocked nodes than the gang needs
+    even at the largest node capacity: then no rank has an answer (the node rank needs
+    one unblocked node of that capacity, a domain that many unblocked nodes), so the
+    answer is None without building a ``Search``. Same answer, O(members): under
+    saturation the earlier starving gangs reserve the whole cluster, and every starving
+    gang behind them asked again in every cycle (the spread policy at 10,000 nodes spent
+    most of its time building searches that found nothing)."""
+    if not isinstance(blocked, BlockedNodes) or blocked.snapshot is not snapshot or not blocked:
+        return False
+    unblocked = len(snapshot.columns.nodes) - len(blocked.indices)
+    if unblocked <= 0:
+        # Every node reserved: the answer is None unless the gang needs nothing of its
+        # primary resource (GPUs if any member asks for some, else CPU); the first member
+        # usually says so, without summing a large gang.
+        return any(p.effective_requests.get(GPU, 0) > 0 for p in gang.members) or any(
+            p.effective_requests.get(CPU, 0) > 0 for p in gang.members)
+    totals: dict[str, int] = {}
+    for pod in gang.members:
+        for r, q in pod.effective_requests.items():
+            totals[r] = totals.get(r, 0) + q
+    primary = primary_resource(totals)
+    need = totals.get(primary, 0)
+    if need <= 0:
+        return False
+    least = -(-need // max(snapshot.max_capacity.get(primary, 0), 1))
+    return unblocked < least
 
 
 def _best_node_target(
