@@ -112,7 +112,36 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
         "defaultQueue": "default",
         "queues": config_queues(sched.queues),
         "namespaces": served_namespaces(spec),
+        **config_fair_sharing(sched),
     }
+
+
+def _resources(resources: Sequence[Any]) -> dict[str, Any]:
+    return {"resources": [r.model_dump(by_alias=True, exclude_none=True) for r in resources]
+            } if resources else {}
+
+
+def _weight(fair: Any) -> dict[str, Any]:
+    return {"fairSharing": {"weight": fair.weight}} if fair.weight != 1.0 else {}
+
+
+def config_fair_sharing(sched: Any) -> dict[str, Any]:
+    """The spec's cohorts and fair-sharing settings as scheduler config keys (only those
+    set, so a spec without them renders the config it always did)."""
+    out: dict[str, Any] = {}
+    if sched.cohorts:
+        out["cohorts"] = [
+            {"name": c.name, **({"parent": c.parent} if c.parent else {}),
+             **_resources(c.resources), **_weight(c.fair_sharing)}
+            for c in sched.cohorts
+        ]
+    fair = sched.fair_sharing
+    if fair.enable:
+        out["fairSharing"] = {"enable": True,
+                              "preemptionStrategies": list(fair.preemption_strategies)}
+    if fair.usage_half_life_seconds is not None:
+        out["admissionFairSharing"] = {"usageHalfLifeSeconds": fair.usage_half_life_seconds}
+    return out
 
 
 def config_queues(queues: Sequence[Queue]) -> list[dict[str, Any]]:
@@ -125,6 +154,10 @@ def config_queues(queues: Sequence[Queue]) -> list[dict[str, Any]]:
             **({"cohort": q.cohort} if q.cohort is not None else {}),
             **({"borrowingLimit": q.borrowing_limit} if q.borrowing_limit is not None
                else {}),
+            **({"lendingLimit": q.lending_limit} if q.lending_limit is not None else {}),
+            **_resources([r for r in q.resources if q.nominal_quota is None
+                          or r.name != "nvidia.com/gpu"]),
+            **_weight(q.fair_sharing),
             "preemption": q.preemption,
         }
         for q in queues

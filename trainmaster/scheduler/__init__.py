@@ -72,7 +72,25 @@ from .placement.place import Placer, place_gang
 from .placement.victims import nominate_victims, select_victims
 from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
 from .plugins.preemption import Preemption, Victim, priced
-from .plugins.quota import DEFAULT_QUEUE, QueueLedger, QueueSpec, gang_gpus, queue_specs
+from .placement.fair_victims import (
+    Candidate,
+    may_preempt_for_quota,
+    priced_candidates,
+    quota_admits,
+)
+from .plugins.quota import (
+    DEFAULT_QUEUE,
+    CohortSpec,
+    FairSharing,
+    QueueLedger,
+    QueueSpec,
+    ResourceQuota,
+    cohort_specs,
+    fair_sharing,
+    gang_amounts,
+    gang_gpus,
+    queue_specs,
+)
 from .runtime.cycle import Cycle
 from .runtime.gang_scheduler import GangScheduler
 from .state import BlockedNodes, ClusterState, LiveDomain
@@ -85,7 +103,7 @@ if TYPE_CHECKING:
         topology_label,
     )
     from .runtime.config import ConfigError, SchedulerConfig
-    from .runtime.convert import pod_requests, resource_map
+    from .runtime.convert import base_units, pod_requests, resource_map
     from .runtime.loop import SchedulerRuntime
     from .runtime.service import ServiceOptions, serve
 
@@ -98,6 +116,7 @@ _RUNTIME = {
     "SchedulerRuntime": "runtime.loop",
     "ServiceOptions": "runtime.service",
     "pod_requests": "runtime.convert",
+    "base_units": "runtime.convert",
     "resource_map": "runtime.convert",
     "serve": "runtime.service",
     "topology_label": "_keys",
@@ -133,12 +152,15 @@ __all__ = [
     "TOPOLOGY_MODE_ANNOTATION",
     "Binding",
     "BlockedNodes",
+    "Candidate",
     "ClusterState",
     "Code",
+    "CohortSpec",
     "ConfigError",
     "Cycle",
     "CycleState",
     "DomainChoicePlugin",
+    "FairSharing",
     "FilterPlugin",
     "Gang",
     "GangScheduler",
@@ -158,6 +180,7 @@ __all__ = [
     "QueueSpec",
     "Registry",
     "ReservePlugin",
+    "ResourceQuota",
     "SchedulerConfig",
     "SchedulerRuntime",
     "ScorePlugin",
@@ -173,13 +196,20 @@ __all__ = [
     "TopologyMode",
     "Unschedulable",
     "Victim",
+    "base_units",
+    "cohort_specs",
+    "fair_sharing",
     "fit_count",
+    "gang_amounts",
     "gang_gpus",
+    "may_preempt_for_quota",
     "nominate_victims",
     "place_gang",
     "pod_requests",
     "priced",
+    "priced_candidates",
     "queue_specs",
+    "quota_admits",
     "resource_map",
     "select_victims",
     "serve",

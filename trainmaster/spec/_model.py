@@ -216,6 +216,62 @@ def default_topology_policy(levels: Sequence[str]) -> list[TopologyRule]:
     ]
 
 
+GPU_RESOURCE_NAME = "nvidia.com/gpu"
+
+ResourceAmount = Annotated[
+    int | str, Field(union_mode="left_to_right", examples=[8, "64", "500m", "512Gi"])]
+
+
+class ResourceQuota(_Model):
+    """One resource's quota (Kueue's `resources` entry of a flavor): nvidia.com/gpu, cpu,
+    memory or an RDMA resource."""
+
+    name: str = Field(pattern=r"^([a-z0-9.-]+/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$",
+                      examples=["nvidia.com/gpu", "cpu", "memory", "rdma/rail0"])
+    """The resource name, as pods request it."""
+    nominal_quota: ResourceAmount = 0
+    """How much the queue (or cohort) holds without borrowing (a Kubernetes quantity)."""
+    borrowing_limit: ResourceAmount | None = None
+    """How much beyond `nominalQuota` it may borrow from its cohort; unset: no limit."""
+    lending_limit: ResourceAmount | None = None
+    """How much of `nominalQuota` it lends its cohort; unset: all it leaves idle."""
+
+
+class FairSharingWeight(_Model):
+    """Kueue's `fairSharing` of a queue or cohort."""
+
+    weight: float = Field(1.0, gt=0)
+    """Its share of what its cohort lends, relative to its siblings' weights."""
+
+
+class Cohort(_Model):
+    """A cohort with a parent, quota of its own and a fair-sharing weight (Kueue's
+    Cohort). Cohorts only queues name need not be declared."""
+
+    name: Name
+    """Cohort name, which queues name in `cohort` and cohorts in `parent`."""
+    parent: Name | None = None
+    """The cohort this one borrows from and lends to (cohorts form a tree)."""
+    resources: list[ResourceQuota] = []
+    """Quota of the cohort itself, lent to every queue below it."""
+    fair_sharing: FairSharingWeight = FairSharingWeight()
+    """Its weight against its sibling cohorts and queues."""
+
+
+class FairSharingConfig(_Model):
+    """Kueue's `fairSharing` scheduler settings (and Admission Fair Sharing's half-life)."""
+
+    enable: bool = False
+    """Admit borrowing work, and preempt between borrowers, by dominant resource share."""
+    preemption_strategies: list[Literal["LessThanOrEqualToFinalShare",
+                                        "LessThanInitialShare"]] = [
+        "LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+    """Kueue's strategies, tried in order."""
+    usage_half_life_seconds: float | None = Field(None, gt=0)
+    """Order admission by usage decayed with this half-life (usage over time) instead of
+    usage now; unset: usage now."""
+
+
 class Queue(_Model):
     """A queue with a GPU quota (Kueue's ClusterQueue names), a priority and a preemption
     switch. trainmaster-scheduler enforces the quota when it admits a gang."""
@@ -232,6 +288,14 @@ class Queue(_Model):
     borrowing_limit: int | None = Field(None, ge=0)
     """GPUs beyond `nominalQuota` the queue may borrow from its cohort; unset is as much
     as the cohort has idle. Needs `cohort`."""
+    lending_limit: int | None = Field(None, ge=0)
+    """GPUs of `nominalQuota` the queue lends its cohort; unset: all it leaves idle."""
+    resources: list[ResourceQuota] = []
+    """Quotas of other resources (cpu, memory, rdma/...); a resource without one is not
+    counted against the queue. `nvidia.com/gpu` may be set here instead of
+    `nominalQuota`."""
+    fair_sharing: FairSharingWeight = FairSharingWeight()
+    """Its weight against the other queues and cohorts of its cohort."""
     priority: int = Field(0, ge=0, le=1_000_000_000)
     """Priority of the queue's PriorityClass (its jobs' priority unless they set one)."""
     preemption: bool = True
@@ -240,8 +304,15 @@ class Queue(_Model):
 
     @property
     def quota(self) -> int | None:
-        """The nominal quota, whichever of its two names set it."""
-        return self.nominal_quota if self.nominal_quota is not None else self.gpu_quota
+        """The GPU nominal quota, whichever of its three places set it."""
+        if self.nominal_quota is not None:
+            return self.nominal_quota
+        if self.gpu_quota is not None:
+            return self.gpu_quota
+        for r in self.resources:
+            if r.name == GPU_RESOURCE_NAME and isinstance(r.nominal_quota, int):
+                return r.nominal_quota
+        return None
 
 
 class SchedulerSpec(_Model):
@@ -260,6 +331,10 @@ class SchedulerSpec(_Model):
     """Rules by job size, first match wins."""
     queues: list[Queue] = [Queue(name="default")]
     """Queues jobs name in `jobs[].queue`."""
+    cohorts: list[Cohort] = []
+    """Cohorts with a parent, quota or weight (hierarchical cohorts)."""
+    fair_sharing: FairSharingConfig = FairSharingConfig()
+    """Fair sharing between borrowers (off by default)."""
     replicas: int = Field(2, ge=1, le=5)
     """Scheduler replicas (one leads through a Lease)."""
     bind_concurrency: int = Field(64, ge=1, le=1024)

@@ -11,10 +11,20 @@ import re
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 
-from trainmaster.api import format_bytes, parse_bytes
+from trainmaster.api import format_bytes, parse_bytes, parse_quantity
 from trainmaster.spec._capacity import DomainCapacity
 from trainmaster.spec._errors import SpecIssue
-from trainmaster.spec._model import DATASET_SCHEMES, ClusterSpec, Job, Queue, Switch, Topology
+from trainmaster.spec._model import (
+    DATASET_SCHEMES,
+    GPU_RESOURCE_NAME,
+    ClusterSpec,
+    Cohort,
+    Job,
+    Queue,
+    ResourceQuota,
+    Switch,
+    Topology,
+)
 from trainmaster.spec._rules import job_domain_rule
 
 MAX_NODES = 100_000
@@ -192,7 +202,7 @@ def _domains(spec: ClusterSpec) -> tuple[str, ...]:
 
 def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
     sched = spec.scheduler
-    yield from queue_issues(sched.queues)
+    yield from queue_issues(sched.queues, cohorts=sched.cohorts)
     domains = _domains(spec)
     for i, rule in enumerate(sched.topology_policy):
         if rule.domain not in domains:
@@ -202,8 +212,60 @@ def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
             )
 
 
-def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues") -> Iterator[SpecIssue]:
-    """The rules of a queue list (also `trainmaster simulate --queues`' file)."""
+def _resource_issues(resources: Sequence[ResourceQuota], path: str,
+                     has_cohort: bool) -> Iterator[SpecIssue]:
+    for name in sorted(_dupes([r.name for r in resources])):
+        yield SpecIssue(f"{path}.resources", f"resource {name!r} is listed more than once")
+    for k, r in enumerate(resources):
+        at = f"{path}.resources[{k}]"
+        amounts = {}
+        for key, value in (("nominalQuota", r.nominal_quota),
+                           ("borrowingLimit", r.borrowing_limit),
+                           ("lendingLimit", r.lending_limit)):
+            if value is None:
+                continue
+            try:
+                amounts[key] = parse_quantity(value)
+            except ValueError:
+                yield SpecIssue(f"{at}.{key}", f"{value!r} is not a quantity: write e.g. "
+                                "8, 64, 500m or 512Gi")
+                continue
+            if amounts[key] < 0:
+                yield SpecIssue(f"{at}.{key}", "must be >= 0")
+        if "lendingLimit" in amounts and "nominalQuota" in amounts \
+                and amounts["lendingLimit"] > amounts["nominalQuota"]:
+            yield SpecIssue(f"{at}.lendingLimit", "lends more than nominalQuota: use at most "
+                            f"{r.nominal_quota}")
+        if not has_cohort and (r.borrowing_limit is not None or r.lending_limit is not None):
+            yield SpecIssue(f"{at}.borrowingLimit" if r.borrowing_limit is not None
+                            else f"{at}.lendingLimit",
+                            "borrowing and lending need a cohort: add `cohort:` (or "
+                            "`parent:`) or drop the limit")
+
+
+def _cohort_issues(cohorts: Sequence[Cohort], where: str) -> Iterator[SpecIssue]:
+    for name in sorted(_dupes([c.name for c in cohorts])):
+        yield SpecIssue(where, f"cohort name {name!r} is used more than once")
+    parents = {c.name: c.parent for c in cohorts}
+    for i, cohort in enumerate(cohorts):
+        yield from _resource_issues(cohort.resources, f"{where}[{i}]",
+                                    cohort.parent is not None)
+        seen, at = [cohort.name], cohort.parent
+        while at is not None:
+            if at in seen:
+                yield SpecIssue(f"{where}[{i}].parent", "the cohorts' parents form a cycle ("
+                                + " -> ".join([*seen, at]) + "): a cohort tree has a root")
+                break
+            seen.append(at)
+            at = parents.get(at)
+
+
+def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues",
+                 cohorts: Sequence[Cohort] = (),
+                 cohorts_where: str = "scheduler.cohorts") -> Iterator[SpecIssue]:
+    """The rules of a queue list and its cohorts (also `trainmaster simulate --queues`'
+    file)."""
+    yield from _cohort_issues(cohorts, cohorts_where)
     for name in sorted(_dupes([q.name for q in queues])):
         yield SpecIssue(where, f"queue name {name!r} is used more than once")
     for i, queue in enumerate(queues):
@@ -214,7 +276,19 @@ def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues") -> It
         if queue.borrowing_limit is not None and queue.cohort is None:
             yield SpecIssue(f"{path}.borrowingLimit",
                             "borrowing needs a cohort: add `cohort: <name>` or drop it")
-        if queue.cohort is not None and queue.quota is None:
+        if queue.lending_limit is not None and queue.cohort is None:
+            yield SpecIssue(f"{path}.lendingLimit",
+                            "lending needs a cohort: add `cohort: <name>` or drop it")
+        if queue.lending_limit is not None and queue.quota is not None \
+                and queue.lending_limit > queue.quota:
+            yield SpecIssue(f"{path}.lendingLimit",
+                            f"lends more than nominalQuota: use at most {queue.quota}")
+        yield from _resource_issues(queue.resources, path, queue.cohort is not None)
+        gpu_here = any(r.name == GPU_RESOURCE_NAME for r in queue.resources)
+        if gpu_here and (queue.nominal_quota is not None or queue.gpu_quota is not None):
+            yield SpecIssue(f"{path}.resources", "nvidia.com/gpu is set twice: drop it here "
+                            "or drop nominalQuota")
+        if queue.cohort is not None and queue.quota is None and not queue.resources:
             yield SpecIssue(f"{path}.cohort", "a queue in a cohort needs a nominalQuota "
                             "(an unlimited queue has nothing to lend)")
 

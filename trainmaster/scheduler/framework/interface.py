@@ -208,6 +208,20 @@ class Admission(Protocol):
     def admitted(self, gang: Gang, placement: Placement) -> None: ...
 
 
+@runtime_checkable
+class OrderedAdmission(Protocol):
+    """An ``Admission`` that also sees every cycle's gangs, in order, before it is asked
+    about any (fair sharing admits borrowing work by the queues' shares)."""
+
+    def cycle_start(self, gangs: Sequence[Gang]) -> None: ...
+
+    def preemptible(self, gang: Gang) -> bool:
+        """Whether a gang its quota refused may still preempt (fair sharing frees
+        quota): it then fails as unschedulable, not unresolvable, and reaches the
+        post-filter."""
+        ...
+
+
 def filter_key(pod: PodRequest, filters: Sequence[FilterPlugin]) -> Hashable:
     """Pods with equal keys get the same answer from ``filters`` on every node: each
     filter's own ``cache_key``, in order."""

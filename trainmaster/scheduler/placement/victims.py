@@ -17,7 +17,7 @@ all subsets.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ..framework.interface import FilterPlugin, ScorePlugin
 from ..framework.model import Gang
@@ -46,23 +46,27 @@ def select_victims(
     scorer: ScorePlugin,
     blocked: Collection[str] = (),
     placer: Placer = place_gang,
+    admits: Callable[[Sequence[Victim]], bool] | None = None,
 ) -> Preemption | None:
     """The cheapest minimal set of whole gangs whose eviction lets ``gang`` fit, with
     the placement it would get; None when evicting every candidate would not do, or
     when the gang fits without evicting anything. ``placer`` is the placement the cycle
-    uses (the simulator passes its baseline policies)."""
+    uses (the simulator passes its baseline policies); ``admits``: whether the gang's
+    quota lets it in with those victims gone (fair sharing frees quota, not only nodes)."""
     ordered = sorted(candidates, key=victim_cost)
     if not ordered:
         return None
     sim = snapshot.copy()
 
     def fits() -> Placement | None:
+        if admits is not None and not admits(chosen):
+            return None
         result = placer(sim, gang, filters=filters, scorer=scorer, blocked=blocked)
         return result if isinstance(result, Placement) else None
 
+    chosen: list[Victim] = []
     if fits() is not None:
         return None  # it fits as things are: nothing to preempt
-    chosen: list[Victim] = []
     placement: Placement | None = None
     for victim in ordered:
         _evict(sim, victim)
@@ -93,13 +97,14 @@ def nominate_victims(
     filters: Sequence[FilterPlugin],
     scorer: ScorePlugin,
     placer: Placer = place_gang,
+    admits: Callable[[Sequence[Victim]], bool] | None = None,
 ) -> Preemption | None:
     """``select_victims`` with the nodes nominated to other preemptors blocked (freed
     nodes are for their preemptor only); the nodes found are then nominated to ``gang``
     in ``nominated`` (the cycle's ``GangScheduler.nominated``)."""
     others: set[str] = set().union(*(n for k, n in nominated.items() if k != gang.key))
     found = select_victims(snapshot, gang, candidates, filters=filters, scorer=scorer,
-                           blocked=others, placer=placer)
+                           blocked=others, placer=placer, admits=admits)
     if found is not None:
         nominated[gang.key] = found.nodes
     return found

@@ -31,7 +31,10 @@ class Victim:
     work_lost: float = 0.0
     """GPU-seconds since its last checkpoint (since its start without one)."""
     borrowed: bool = False
-    """Its queue uses GPUs lent by the preemptor's cohort."""
+    """Its queue uses GPUs lent by the preemptor's cohort (or fair sharing lets the
+    preemptor take them back): evictable whatever its priority."""
+    share: float = 0.0
+    """Its side's fair share (fair sharing): the highest share is evicted first."""
 
     @property
     def gpus(self) -> int:
@@ -64,9 +67,11 @@ def priced(victim: Victim, preemptor_priority: int, now: float, since: float) ->
     return dataclasses.replace(victim, work_lost=work_lost(now, since, victim.gpus))
 
 
-def victim_cost(victim: Victim) -> tuple[bool, int, float, int, str]:
-    """Cheapest first: borrowed, lowest priority, least work lost, fewest GPUs, name."""
-    return (not victim.borrowed, victim.priority, victim.work_lost, victim.gpus, victim.gang)
+def victim_cost(victim: Victim) -> tuple[bool, float, int, float, int, str]:
+    """Cheapest first: borrowed, highest fair share, lowest priority, least work lost,
+    fewest GPUs, name."""
+    return (not victim.borrowed, -victim.share, victim.priority, victim.work_lost,
+            victim.gpus, victim.gang)
 
 
 def set_cost(victims: Iterable[Victim]) -> tuple[int, float, int]:

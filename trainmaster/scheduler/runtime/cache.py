@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from trainmaster.kubeclient import DELETED
 
-from ..framework.model import GPU, NodeInfo, PodRequest
+from ..framework.model import NodeInfo, PodRequest
 from ..plugins.quota import QueueLedger
 from ..state import ClusterState, PodState
 from .config import SchedulerConfig
@@ -57,8 +57,9 @@ class ClusterCache:
         """Pods bound to nodes the snapshot does not know yet."""
         self._early: list[tuple[str, JSON]] = []
         self._node_updates: dict[str, NodeInfo] = {}
-        self.ledger = QueueLedger(config.queues, config.default_queue)
-        """GPUs in use per queue: bound pods and pods assumed by a cycle."""
+        self.ledger = QueueLedger(config.queues, config.default_queue, config.cohorts,
+                                  config.fair_sharing)
+        """Resources in use per queue: bound pods and pods assumed by a cycle."""
         self.started: dict[str, float] = {}
         """uid -> when a bound pod started (its work since then may be lost)."""
         self.ours: dict[str, int] = {}
@@ -216,8 +217,7 @@ class ClusterCache:
             self.note_started(uid, bound.started)
             if bound.scheduler_name == self.config.scheduler_name:
                 self.own(uid, bound.request.priority)
-            self.ledger.charge(uid, self.queue_of(request, bound.queue),
-                               request.requests.get(GPU, 0))
+            self.ledger.charge(uid, self.queue_of(request, bound.queue), request.requests)
             if self.config.node_selector and node not in self.nodes:
                 return  # a node outside our partition
             try:

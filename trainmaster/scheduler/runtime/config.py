@@ -3,8 +3,10 @@
 The file is what ``trainmaster.objects._scheduler.scheduler_config(spec)`` writes (camelCase
 keys: schedulerName, namespace, levels, gangTimeoutSeconds, bindConcurrency, clientQps,
 leaderElection {leaseName, leaseNamespace}, topologyPolicy, preemption, queues
-[{name, nominalQuota, cohort, borrowingLimit, preemption}], defaultQueue, namespaces; by
-hand also nodeSelector). Keys the runtime does not know are an error rather than silently ignored,
+[{name, nominalQuota, cohort, borrowingLimit, lendingLimit, resources, fairSharing,
+preemption}], cohorts [{name, parent, resources, fairSharing}], fairSharing {enable,
+preemptionStrategies}, admissionFairSharing {usageHalfLifeSeconds}, defaultQueue, namespaces; by hand also
+nodeSelector). Keys the runtime does not know are an error rather than silently ignored,
 so a typo never means a default.
 """
 
@@ -21,7 +23,17 @@ import yaml
 from trainmaster.api import PolicyRule, default_policy, rule_for_size
 
 from ..framework.model import CLUSTER_LEVEL, NODE_LEVEL, TopologyConstraint, TopologyMode
-from ..plugins.quota import DEFAULT_QUEUE, QueueSpec, queue_specs
+from ..plugins.quota import (
+    DEFAULT_QUEUE,
+    CohortSpec,
+    FairSharing,
+    QueueSpec,
+    cohort_specs,
+    fair_sharing,
+    queue_specs,
+)
+from ..state.fair_share import STRATEGIES
+from .convert import base_units
 
 
 class ConfigError(ValueError):
@@ -87,6 +99,9 @@ class SchedulerConfig:
     """Queue quotas (Kueue's names); empty: no quota is enforced."""
     default_queue: str = DEFAULT_QUEUE
     """The queue of gangs whose PodGroup and pods name none."""
+    cohorts: tuple[CohortSpec, ...] = ()
+    """Cohorts with a parent, quota or weight (cohorts only queues name need none)."""
+    fair_sharing: FairSharing = dataclasses.field(default_factory=FairSharing)
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Only nodes with all these labels are this scheduler's (a partition of the cluster,
     e.g. a second instance on its own nodes); others are not seen at all. Empty: every
@@ -124,6 +139,7 @@ class SchedulerConfig:
             "metricsAddress", "metricsPort", "backoffInitialSeconds", "backoffMaxSeconds",
             "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue", "nodeSelector",
             "namespaces",
+            "cohorts", "fairSharing", "admissionFairSharing",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
         if unknown:
@@ -161,6 +177,11 @@ class SchedulerConfig:
             out["topology_policy"] = tuple(_rule(r) for r in data["topologyPolicy"])
         if "queues" in data:
             out["queues"] = _queues(data["queues"])
+        if "cohorts" in data:
+            out["cohorts"] = _cohorts(data["cohorts"])
+        if "fairSharing" in data or "admissionFairSharing" in data:
+            out["fair_sharing"] = _fair_sharing(data.get("fairSharing"),
+                                                data.get("admissionFairSharing"))
         if "nodeSelector" in data:
             selector = data["nodeSelector"]
             if not isinstance(selector, Mapping):
@@ -226,14 +247,14 @@ def _leader_election(raw: Any, doc: Mapping[str, Any]) -> LeaderElection:
 def _queues(raw: Any) -> tuple[QueueSpec, ...]:
     if not isinstance(raw, list) or not all(isinstance(q, Mapping) and "name" in q for q in raw):
         raise ConfigError("queues must be a list of mappings with a name")
-    allowed = {"name", "nominalQuota", "gpuQuota", "borrowingLimit", "cohort", "preemption",
-               "priority"}
+    allowed = {"name", "nominalQuota", "gpuQuota", "borrowingLimit", "lendingLimit", "cohort",
+               "preemption", "priority", "resources", "fairSharing"}
     for q in raw:
         unknown = sorted(set(q) - allowed)
         if unknown:
             raise ConfigError(f"queues[{q['name']}]: unknown keys {', '.join(unknown)}")
     try:
-        specs = tuple(queue_specs(raw))
+        specs = tuple(queue_specs(raw, base_units))
     except (TypeError, ValueError) as err:
         raise ConfigError(f"queues: {err}") from None
     names = [q.name for q in specs]
@@ -245,6 +266,45 @@ def _queues(raw: Any) -> tuple[QueueSpec, ...]:
             if value is not None and value < 0:
                 raise ConfigError(f"queues[{q.name}].{what} must be >= 0, got {value}")
     return specs
+
+
+def _cohorts(raw: Any) -> tuple[CohortSpec, ...]:
+    if not isinstance(raw, list) or not all(isinstance(c, Mapping) and "name" in c for c in raw):
+        raise ConfigError("cohorts must be a list of mappings with a name")
+    for c in raw:
+        unknown = sorted(set(c) - {"name", "parent", "resources", "fairSharing"})
+        if unknown:
+            raise ConfigError(f"cohorts[{c['name']}]: unknown keys {', '.join(unknown)}")
+    try:
+        specs = tuple(cohort_specs(raw, base_units))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"cohorts: {err}") from None
+    parents = {c.name: c.parent for c in specs}
+    for name in parents:  # the spec's validation says the same with the field's path
+        seen, at = {name}, parents[name]
+        while at is not None:
+            if at in seen:
+                raise ConfigError(f"cohorts[{name}]: its parents form a cycle through {at}")
+            seen.add(at)
+            at = parents.get(at)
+    return specs
+
+
+def _fair_sharing(raw: Any, admission: Any) -> FairSharing:
+    for key, value in (("fairSharing", raw), ("admissionFairSharing", admission)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigError(f"{key} must be a mapping")
+    try:
+        fair = fair_sharing(raw, admission)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"fairSharing: {err}") from None
+    bad = [s for s in fair.preemption_strategies if s not in STRATEGIES]
+    if bad:
+        raise ConfigError(f"fairSharing.preemptionStrategies: {', '.join(bad)} unknown; use "
+                          f"{' or '.join(STRATEGIES)}")
+    if fair.usage_half_life is not None and fair.usage_half_life <= 0:
+        raise ConfigError("admissionFairSharing.usageHalfLifeSeconds must be > 0")
+    return fair
 
 
 def _rule(raw: Any) -> PolicyRule:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..framework.gangs import GangManager
-from ..framework.interface import Admission
+from ..framework.interface import Admission, OrderedAdmission
 from ..framework.model import Gang
 from ..framework.registry import Handle, PluginFactory, Profile
 from ..framework.results import Placement, Unschedulable
@@ -118,7 +118,10 @@ class GangScheduler:
         blocked = BlockedNodes(self.snapshot, cache=self._block_cache)
         held: list[Reservation] = []
         nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
-        for gang in self.queue.ordered():
+        ordered = self.queue.ordered()
+        if isinstance(self.admission, OrderedAdmission):
+            self.admission.cycle_start(ordered)
+        for gang in ordered:
             if nominated:  # nodes freed by preemption are for their preemptor only
                 own = self.nominated.get(gang.key, frozenset())
                 # rare (only while preemptors wait), so a fresh set without the cache
@@ -194,7 +197,10 @@ class GangScheduler:
         if self.admission is not None:
             refused = self.admission.refusal(gang)
             if refused is not None:
-                return Unschedulable(gang.key, refused, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+                code = (Code.UNSCHEDULABLE if isinstance(self.admission, OrderedAdmission)
+                        and self.admission.preemptible(gang)
+                        else Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+                return Unschedulable(gang.key, refused, code)
         if gang.members:
             for plugin in self.profile.pre_filters:
                 status = plugin.pre_filter(gang.members[0])

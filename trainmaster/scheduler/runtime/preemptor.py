@@ -36,12 +36,18 @@ from .._keys import (
     PODGROUP_KIND,
     PREEMPTION_BY_SCHEDULER,
 )
-from ..framework.model import GPU, Gang, PodRequest
+from ..framework.model import Gang, PodRequest
 from ..framework.results import Placement
 from ..framework.status import Code, Status
+from ..placement.fair_victims import (
+    Candidate,
+    may_preempt_for_quota,
+    priced_candidates,
+    quota_admits,
+)
 from ..placement.victims import nominate_victims
-from ..plugins.preemption import Preemption, Victim, priced
-from ..plugins.quota import gang_gpus
+from ..plugins.preemption import Preemption, Victim
+from ..plugins.quota import gang_amounts
 from ..state import PodState
 from .cache import ClusterCache
 from .config import SchedulerConfig
@@ -75,12 +81,22 @@ class QuotaAdmission:
         ledger = self.cache.ledger
         if not ledger.enabled:
             return None
-        reason = ledger.refusal(self.queue_of_gang(gang), gang_gpus(gang))
+        reason = ledger.refusal(self.queue_of_gang(gang), gang_amounts(gang))
         if reason is None:
             self.refused.pop(gang.key, None)
         else:
             self.refused[gang.key] = reason
         return reason
+
+    def cycle_start(self, gangs: Sequence[Gang]) -> None:
+        """Fair sharing: what every queue has waiting this cycle."""
+        ledger = self.cache.ledger
+        if ledger.fair.enable:
+            ledger.set_waiting((self.queue_of_gang(g), gang_amounts(g)) for g in gangs)
+
+    def preemptible(self, gang: Gang) -> bool:
+        return may_preempt_for_quota(self.cache.ledger, self.queue_of_gang(gang),
+                                     gang_amounts(gang))
 
     def admitted(self, gang: Gang, placement: Placement) -> None:
         cache = self.cache
@@ -93,8 +109,9 @@ class QuotaAdmission:
         if not cache.ledger.enabled:
             return
         queue = self.queue_of_gang(gang)
+        cache.ledger.admitted_waiting(queue, gang_amounts(gang))
         for binding in placement.bindings:
-            cache.ledger.charge(binding.pod.uid, queue, binding.pod.requests.get(GPU, 0))
+            cache.ledger.charge(binding.pod.uid, queue, binding.pod.requests)
 
 
 class Preemptor:
@@ -124,7 +141,10 @@ class Preemptor:
     # --- who may preempt, and whom ----------------------------------------------------
 
     def may_preempt(self, gang: Gang, nominated: frozenset[str]) -> bool:
-        if not self.config.preemption or gang.key in self.admission.refused:
+        if not self.config.preemption:
+            return False
+        if gang.key in self.admission.refused and not may_preempt_for_quota(
+                self.cache.ledger, self.admission.queue_of_gang(gang), gang_amounts(gang)):
             return False
         if nominated and any(node in nominated for pod, node, _ in self.cache.snapshot.pods()
                              if pod.uid in self.cache.terminating):
@@ -144,13 +164,9 @@ class Preemptor:
             del self.evicting[gang.key]
         return True
 
-    def reclaim_from(self, gang: Gang) -> set[str]:
-        """Queues whose gangs ``gang`` may evict whatever their priority: those that
-        borrow from its cohort, while its own queue stays within its nominal quota."""
-        return self.cache.ledger.reclaimable_from(self.admission.queue_of_gang(gang),
-                                                  gang_gpus(gang))
-
-    def candidates(self, gang: Gang, reclaim_from: set[str]) -> list[Victim]:
+    def candidates(self, gang: Gang) -> list[Victim]:
+        """Our running gangs ``gang`` may evict, priced: lower priority, borrowers of
+        what its queue lent, and (fair sharing) borrowers above its share."""
         cache, ledger = self.cache, self.cache.ledger
         members: dict[str, list[tuple[PodRequest, str]]] = {}
         unfit: set[str] = set()
@@ -162,7 +178,7 @@ class Preemptor:
                 continue
             members.setdefault(key, []).append((pod, node))
         now = self._wall()
-        out = []
+        running = []
         for key, pods in members.items():
             if key in unfit or key == gang.key:
                 continue
@@ -172,27 +188,28 @@ class Preemptor:
             group = cache.groups.get(key)
             checkpoint = group.last_checkpoint if group is not None else 0.0
             started = min(cache.started.get(p.uid, now) for p, _ in pods)
-            victim = priced(Victim(key, priority, tuple(pods),
-                                   borrowed=victim_queue in reclaim_from),
-                            gang.priority, now, max(started, checkpoint))
-            if victim is not None:
-                out.append(victim)
-        return out
+            running.append(Candidate(Victim(key, priority, tuple(pods)), victim_queue,
+                                     max(started, checkpoint)))
+        return priced_candidates(ledger, self.admission.queue_of_gang(gang),
+                                 gang_amounts(gang), gang.priority, now, running)
 
     def try_preempt(self, sched: GangScheduler, gang: Gang) -> Preemption | None:
         if not self.config.preemption:
             return None
-        reclaim = self.reclaim_from(gang)
+        ledger, queue, need = self.cache.ledger, self.admission.queue_of_gang(gang), \
+            gang_amounts(gang)
         lowest = self.cache.lowest_priority()
-        if not reclaim and (lowest is None or lowest >= gang.priority):
+        if not ledger.reclaimable_from(queue, need) and not ledger.fair.enable \
+                and (lowest is None or lowest >= gang.priority):
             return None  # nobody below it (the common case: one priority): no pod scan
         if not self.may_preempt(gang, sched.nominated.get(gang.key, frozenset())):
             return None
-        candidates = self.candidates(gang, reclaim)
+        candidates = self.candidates(gang)
         if not candidates:
             return None
         found = nominate_victims(self.cache.snapshot, gang, candidates, sched.nominated,
-                                 filters=sched.profile.filters, scorer=sched.profile.scorer)
+                                 filters=sched.profile.filters, scorer=sched.profile.scorer,
+                                 admits=quota_admits(ledger, queue, need))
         if found is None:
             return None
         uids = {pod.uid for v in found.victims for pod, _ in v.pods}
@@ -234,7 +251,8 @@ class Preemptor:
         ref = (ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
                          PODGROUP_API_VERSION) if group is not None
                else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
-        why = "reclaiming its queue's quota" if victim.borrowed else "higher priority"
+        why = (f"fair sharing, its side's share {victim.share:.3g}" if victim.share
+               else "reclaiming its queue's quota" if victim.borrowed else "higher priority")
         self.recorder.event(
             ref, "Warning", EVENT_PREEMPTED,
             f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): "
