@@ -162,7 +162,7 @@ class Preemptor:
                 continue
             members.setdefault(key, []).append((pod, node))
         now = self._wall()
-        out = []
+        out: list[Victim] = []
         for key, pods in members.items():
             if key in unfit or key == gang.key:
                 continue
