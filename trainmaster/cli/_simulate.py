@@ -63,6 +63,9 @@ def simulate_cmd(
     scaling_exponent: Annotated[float, typer.Option(
         help="Elastic throughput at k of n pods: (k/n)**exponent of full speed "
         "(1: linear).")] = 1.0,
+    elastic_share: Annotated[float, typer.Option(
+        help="With --synthetic: this share of the multi-pod jobs is elastic, from half "
+        "their pods to all.")] = 0.0,
     rescale_seconds: Annotated[float, typer.Option(
         help="Progress lost at each size change of an elastic job.")] = 30.0,
     report: Annotated[Path | None, typer.Option(
@@ -85,6 +88,7 @@ def simulate_cmd(
         bench_cluster,
         file_queues,
         load_trace,
+        make_elastic,
         policy_names,
         resolve,
         simulate,
@@ -105,6 +109,9 @@ def simulate_cmd(
         faults = FaultModel(node_mtbf_hours, repair_minutes, checkpoint_minutes,
                             restart_seconds, seed)
         model = ElasticModel(scaling_exponent, rescale_seconds)
+        if elastic_share and not synthetic:
+            raise ValueError("--elastic-share goes with --synthetic; a trace says which "
+                             "jobs are elastic in its min_pods column")
         if elastic not in ELASTIC_MODES:
             raise ValueError(f"--elastic must be one of {', '.join(ELASTIC_MODES)}, "
                              f"got {elastic!r}")
@@ -126,6 +133,11 @@ def simulate_cmd(
               else file_queues(queues_file) if queues_file is not None else QueueConfig())
     workload = (load_trace(trace) if trace is not None
                 else synthetic_jobs(jobs, seed, cluster.gpus, cluster.largest_node_gpus, load))
+    if elastic_share:
+        try:
+            workload = make_elastic(workload, elastic_share, seed)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     resolve(workload, queues, str(trace) if trace is not None else None)  # names bad rows
     _err.print(f"{len(cluster.nodes)} nodes, {cluster.gpus} GPUs, {len(workload)} jobs "
                f"(loaded in {time.perf_counter() - started:.1f} s); policies: {', '.join(names)}",

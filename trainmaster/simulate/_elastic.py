@@ -13,9 +13,14 @@ costs (docs/simulate.md, "Elastic jobs").
 
 from __future__ import annotations
 
+import dataclasses
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainmaster.scheduler import DEFAULT_RESCALE_SECONDS
+
+from ._jobs import Job
 
 MODES = ("trace", "off", "compare")
 """``--elastic``: honour the trace's ``min_pods``; run every job rigid at ``pods``; both."""
@@ -37,3 +42,17 @@ class ElasticModel:
         if pods >= full:
             return 1.0
         return float((pods / full) ** self.exponent)
+
+
+def make_elastic(jobs: Sequence[Job], share: float, seed: int) -> list[Job]:
+    """``jobs`` with a seeded ``share`` of the multi-pod ones made elastic, from half
+    their pods (rounded up) to all of them: a synthetic workload's ``min_pods``."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"--elastic-share must be in [0, 1], got {share}")
+    rng = random.Random(f"elastic-{seed}")
+    out = []
+    for job in jobs:
+        if job.pods > 1 and job.min_pods is None and rng.random() < share:
+            job = dataclasses.replace(job, min_pods=(job.pods + 1) // 2)
+        out.append(job)
+    return out

@@ -95,6 +95,9 @@ class _Run:
     """Its remaining work when this attempt started."""
     spawned: int = 0
     """Pods made for it so far in this attempt (unique names for the ones regrown)."""
+    gpu_seconds: float = 0.0
+    """GPU-seconds it held at the sizes it ran (kept for elastic jobs: their ETTR)."""
+    counted: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -273,6 +276,7 @@ class Simulation:
 
     def _start(self, index: int, bindings: Sequence[tuple[PodRequest, str]]) -> None:
         run = self.runs[index]
+        run.counted = self.now
         for pod, node in bindings:
             self.snapshot.confirm(pod.uid)
             self.node_jobs[node].add(index)
@@ -298,6 +302,7 @@ class Simulation:
 
     def _stop(self, index: int) -> None:
         run = self.runs[index]
+        self._account(run)
         for pod in run.pods:
             self.snapshot.remove(pod.uid)
         if self.ledger is not None:
@@ -541,8 +546,13 @@ class Simulation:
         self._push(run.resumed + run.remaining / self._speed(run), FINISH, index, run.version)
         self._ask_to_grow(index)
 
+    def _account(self, run: _Run) -> None:
+        run.gpu_seconds += (self.now - run.counted) * run.gpus
+        run.counted = self.now
+
     def _grow(self, index: int, bindings: Sequence[tuple[PodRequest, str]]) -> None:
         run = self.runs[index]
+        self._account(run)
         self._progress(run)
         for pod, node in bindings:
             self.snapshot.confirm(pod.uid)
@@ -556,6 +566,7 @@ class Simulation:
     def _shrink(self, index: int, gone: set[str]) -> None:
         """The pods ``gone`` (uids) leave; the job goes on without them."""
         run = self.runs[index]
+        self._account(run)
         self._progress(run)
         for pod in run.pods:
             if pod.uid in gone:
@@ -645,7 +656,9 @@ class Simulation:
             fragmentation_integral=frag_int,
             fragmentation_seconds=frag_s,
             useful_gpu_seconds=sum(r.job.gpus * r.job.duration_s for r in runs),
-            held_gpu_seconds=sum(r.job.gpus * (r.finished - r.first_start) for r in runs),
+            # an elastic job: the GPU-seconds it held at the sizes it ran
+            held_gpu_seconds=sum(r.gpu_seconds if self._elastic_job(r.job)
+                                 else r.job.gpus * (r.finished - r.first_start) for r in runs),
             jobs_finished=sum(r.finished >= 0 for r in runs),
             failures=self.failures,
             restarts=self.restarts,
