@@ -38,6 +38,7 @@ def test_elastic_gang_is_admitted_at_partial_size_and_grows(
         assert scratch.bound() == first  # the third has nowhere to go: it stays pending
 
         scratch.add_node("c")  # capacity frees: the gang grows to 3
+        wait_for(scratch.nodes_ready, "node c Ready")
         grown = wait_for(lambda: (b := scratch.bound()) and len(b) == 3 and b,
                          "the gang grown to 3")
         assert {k: v for k, v in grown.items() if k != waiting} == first
