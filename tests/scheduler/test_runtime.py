@@ -138,3 +138,33 @@ def test_a_refused_bind_undoes_the_gang_and_backs_off() -> None:
         await rt.shutdown()
 
     asyncio.run(run())
+
+
+def test_elastic_gang_binds_what_fits_then_grows() -> None:
+    pods = [pod_obj(f"e{i}", group="e", gpus=8) for i in range(3)]
+    group = group_obj("e", 2)
+    group["metadata"]["annotations"]["trainmaster.io/max-members"] = "3"
+    cluster = Cluster([node_obj("n1"), node_obj("n2")], pods, [group])
+    _api, rt = runtime(cluster)
+
+    async def run() -> None:
+        await rt.start()
+        result = await rt.step()
+        assert result is not None and len(result.placed) == 1
+        await rt.idle()
+        assert len(cluster.binds) == 2  # admitted at 2 of 3: more than its minimum
+        # No bind echo is needed (the cache skips updates of pods it holds as bound):
+        # the bind itself hands the rest back as a grow, which does not fit.
+        result = await rt.step()
+        assert result is not None and not result.placed
+        (grow,) = rt.scheduler.queue.ordered()
+        assert grow.grows and grow.placed == 2 and len(grow.members) == 1
+        assert len(cluster.binds) == 2
+        rt.cache.on_node("ADDED", node_obj("n3"))  # capacity grows
+        await rt.step()
+        await rt.idle()
+        assert sorted(cluster.binds) == ["e0", "e1", "e2"]
+        assert len(set(cluster.binds.values())) == 3
+        await rt.shutdown()
+
+    asyncio.run(run())

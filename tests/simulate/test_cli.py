@@ -69,6 +69,9 @@ def test_job_that_can_never_run_exits_1(tmp_path: Path,
         ["simulate", "--synthetic"],
         ["simulate", "--nodes", "4"],
         ["simulate", "--nodes", "4", "--synthetic", "--policy", "best"],
+        ["simulate", "--nodes", "4", "--synthetic", "--elastic", "sometimes"],
+        ["simulate", "--nodes", "4", "--synthetic", "--scaling-exponent", "2"],
+        ["simulate", "--nodes", "4", "--synthetic", "--elastic-share", "1.5"],
     ],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:
@@ -171,3 +174,19 @@ def test_report_has_a_per_queue_table(tmp_path: Path) -> None:
 def test_missing_queues_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["simulate", "--nodes", "2", "--synthetic", "--queues", str(tmp_path / "no.yaml")])
     assert rc == 2 and "no.yaml: cannot read the file" in capsys.readouterr().err
+
+
+def test_elastic_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "e.csv"
+    trace.write_text("id,submit_s,duration_s,pods,gpus_per_pod,queue,priority,topology,min_pods\n"
+                     "a,0,100,1,8,,,,\ne,10,200,2,8,,,,1\n")
+    rc = main(["simulate", "--nodes", "2", "--trace", str(trace), "--policy", "trainmaster",
+               "--elastic", "compare", "--json"])
+    assert rc == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["policy"] for r in results] == ["trainmaster/elastic", "trainmaster/rigid"]
+    elastic, rigid = (r["elastic"] for r in results)
+    # by hand: tests/simulate/test_elastic.py (admitted at 1 pod at 10, grown at 100)
+    assert (elastic["jobs"], elastic["jct_mean_s"], elastic["rescales"]) == (1, 275.0, 1)
+    assert (rigid["jct_mean_s"], rigid["rescales"]) == (290.0, 0)
+    assert elastic["rigid_jct_mean_s"] == rigid["rigid_jct_mean_s"] == 100.0

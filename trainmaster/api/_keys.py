@@ -50,6 +50,9 @@ QUEUE_LEDGER_COMPONENT: Final = "queue-ledger"
 """app.kubernetes.io/component of the ConfigMap where trainmaster-scheduler publishes the
 GPUs it has admitted per queue (its ledger), under the data key QUEUE_LEDGER_KEY."""
 QUEUE_LEDGER_KEY: Final = "usage.yaml"
+MAX_MEMBERS_ANNOTATION: Final = "trainmaster.io/max-members"
+"""On an elastic gang's PodGroup: its members (maxNodes); `minMember` is its minimum. The
+scheduler admits it at the largest size in [minMember, max-members] that fits."""
 TOPOLOGY_DOMAIN_ANNOTATION: Final = "trainmaster.io/topology-domain"
 """On a PodGroup: the topology level the gang must (or should) fit in."""
 TOPOLOGY_MODE_ANNOTATION: Final = "trainmaster.io/topology-mode"

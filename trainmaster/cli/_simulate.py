@@ -40,7 +40,7 @@ def simulate_cmd(
         "--spec the spec's scheduler.queues.")] = None,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Workload CSV: id,submit_s,duration_s,pods,gpus_per_pod"
-        "[,queue,priority,topology].")] = None,
+        "[,queue,priority,topology,min_pods].")] = None,
     synthetic: Annotated[bool, typer.Option(
         "--synthetic", help="Generate the workload (see docs/simulate.md).")] = False,
     jobs: Annotated[int, typer.Option(min=1, help="Synthetic jobs.")] = 1000,
@@ -57,6 +57,17 @@ def simulate_cmd(
         help="Jobs checkpoint this often (0: never).")] = 30,
     restart_seconds: Annotated[float, typer.Option(
         help="From a failure to the job queued again.")] = 300,
+    elastic: Annotated[str, typer.Option(
+        help="trace: jobs with min_pods run elastic; off: every job rigid at pods; "
+        "compare: each policy both ways.")] = "trace",
+    scaling_exponent: Annotated[float, typer.Option(
+        help="Elastic throughput at k of n pods: (k/n)**exponent of full speed "
+        "(1: linear).")] = 1.0,
+    elastic_share: Annotated[float, typer.Option(
+        help="With --synthetic: this share of the multi-pod jobs is elastic, from half "
+        "their pods to all.")] = 0.0,
+    rescale_seconds: Annotated[float, typer.Option(
+        help="Progress lost at each size change of an elastic job.")] = 30.0,
     report: Annotated[Path | None, typer.Option(
         "--report", help="Write PNG plots and index.html here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
@@ -70,11 +81,14 @@ def simulate_cmd(
 
     _out, _err = stdout_console(), stderr_console()
     from trainmaster.simulate import (
+        ELASTIC_MODES,
+        ElasticModel,
         FaultModel,
         QueueConfig,
         bench_cluster,
         file_queues,
         load_trace,
+        make_elastic,
         policy_names,
         resolve,
         simulate,
@@ -94,6 +108,13 @@ def simulate_cmd(
         names = policy_names(policy)
         faults = FaultModel(node_mtbf_hours, repair_minutes, checkpoint_minutes,
                             restart_seconds, seed)
+        model = ElasticModel(scaling_exponent, rescale_seconds)
+        if elastic_share and not synthetic:
+            raise ValueError("--elastic-share goes with --synthetic; a trace says which "
+                             "jobs are elastic in its min_pods column")
+        if elastic not in ELASTIC_MODES:
+            raise ValueError(f"--elastic must be one of {', '.join(ELASTIC_MODES)}, "
+                             f"got {elastic!r}")
     except ValueError as err:
         raise UsageError(str(err)) from None
     from trainmaster.spec import SpecReadError
@@ -112,12 +133,19 @@ def simulate_cmd(
               else file_queues(queues_file) if queues_file is not None else QueueConfig())
     workload = (load_trace(trace) if trace is not None
                 else synthetic_jobs(jobs, seed, cluster.gpus, cluster.largest_node_gpus, load))
+    if elastic_share:
+        try:
+            workload = make_elastic(workload, elastic_share, seed)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     resolve(workload, queues, str(trace) if trace is not None else None)  # names bad rows
     _err.print(f"{len(cluster.nodes)} nodes, {cluster.gpus} GPUs, {len(workload)} jobs "
                f"(loaded in {time.perf_counter() - started:.1f} s); policies: {', '.join(names)}",
                highlight=False)
     result = simulate(cluster, workload, names, faults, queues=queues,
-                      progress=lambda line: _err.print(line, highlight=False))
+                      progress=lambda line: _err.print(line, highlight=False),
+                      elastic=None if elastic == "off" else model,
+                      compare_elastic=elastic == "compare")
     if report is not None:
         from trainmaster.simulate import write_report
 
@@ -143,6 +171,23 @@ def simulate_cmd(
     _out.print(table)
     if queues.configured:
         _out.print(_queue_table(result.to_json()["results"]))
+    if any("elastic" in r for r in result.to_json()["results"]):
+        _out.print(_elastic_table(result.to_json()["results"]))
+
+
+def _elastic_table(results: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="elastic jobs (min_pods) and the others")
+    for head in ("policy", "elastic\njobs", "their JCT\nmean (s)",
+                 "other jobs'\nJCT mean (s)", "rescales"):
+        table.add_column(head, justify="left" if head == "policy" else "right", no_wrap=True)
+    for r in results:
+        e = r.get("elastic")
+        if e is not None:
+            table.add_row(r["policy"], str(e["jobs"]), _fmt(e["jct_mean_s"]),
+                          _fmt(e["rigid_jct_mean_s"]), str(e["rescales"]))
+    return table
 
 
 def _queue_table(results: list[dict[str, Any]]) -> Any:

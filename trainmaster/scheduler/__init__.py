@@ -68,15 +68,22 @@ from .framework.model import (
     TopologyMode,
 )
 from .framework.resources import fit_count
-from .placement.place import Placer, place_gang
-from .placement.victims import nominate_victims, select_victims
-from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
-from .plugins.preemption import Preemption, Victim, priced
 from .placement.fair_victims import (
     Candidate,
     may_preempt_for_quota,
     priced_candidates,
     quota_admits,
+)
+from .placement.place import Placer, place_gang
+from .placement.victims import nominate_victims, select_victims
+from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
+from .plugins.preemption import (
+    DEFAULT_RESCALE_SECONDS,
+    Preemption,
+    Victim,
+    elastic_parts,
+    priced,
+    rescale_cost,
 )
 from .plugins.quota import (
     DEFAULT_QUEUE,
@@ -141,6 +148,7 @@ __all__ = [
     "DEFAULT_FILTERS",
     "DEFAULT_PLUGINS",
     "DEFAULT_QUEUE",
+    "DEFAULT_RESCALE_SECONDS",
     "DEFAULT_SCORER",
     "GPU",
     "MEMORY",
@@ -198,6 +206,7 @@ __all__ = [
     "Victim",
     "base_units",
     "cohort_specs",
+    "elastic_parts",
     "fair_sharing",
     "fit_count",
     "gang_amounts",
@@ -210,6 +219,7 @@ __all__ = [
     "priced_candidates",
     "queue_specs",
     "quota_admits",
+    "rescale_cost",
     "resource_map",
     "select_victims",
     "serve",

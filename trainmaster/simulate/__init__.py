@@ -8,6 +8,8 @@ from trainmaster.simulate._report import write_report
 
 from ._cluster import SimCluster, bench_cluster, spec_cluster
 from ._convert import CONVERTERS, convert_trace
+from ._elastic import MODES as ELASTIC_MODES
+from ._elastic import ElasticModel, make_elastic
 from ._engine import Simulation
 from ._faults import FaultModel
 from ._jobs import Job, WorkloadError
@@ -20,7 +22,9 @@ from ._trace import TraceError, load_trace, parse_trace
 
 __all__ = [
     "CONVERTERS",
+    "ELASTIC_MODES",
     "POLICIES",
+    "ElasticModel",
     "FaultModel",
     "Job",
     "PolicyResult",
@@ -34,6 +38,7 @@ __all__ = [
     "convert_trace",
     "file_queues",
     "load_trace",
+    "make_elastic",
     "parse_trace",
     "percentile",
     "policy_names",

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from trainmaster.scheduler import (
+    DEFAULT_RESCALE_SECONDS,
     GPU,
     Gang,
     GangScheduler,
@@ -31,6 +32,7 @@ from trainmaster.scheduler import (
     Preemption,
     QueueLedger,
     Victim,
+    elastic_parts,
     gang_gpus,
     nominate_victims,
     priced,
@@ -66,6 +68,8 @@ class RunningGang:
     started: float
     checkpoint: float
     """Its last checkpoint (its start without one)."""
+    min_pods: int = 0
+    """An elastic job's minimum (its members above it go for a rescale); 0: rigid."""
 
 
 class Preemptor:
@@ -73,6 +77,8 @@ class Preemptor:
         self.config = config
         self.ledger = ledger
         self.placer = placer
+        self.rescale_seconds = DEFAULT_RESCALE_SECONDS
+        """What a shrink costs an elastic victim (the simulation's ``ElasticModel``)."""
 
     def may_preempt(self, queue: str) -> bool:
         """The scheduler's switch and the queue's (the spec renders ``Never`` as the
@@ -98,14 +104,18 @@ class Preemptor:
         reclaim = self.ledger.reclaimable_from(queue, gang_gpus(gang))
         if not reclaim and (lowest is None or lowest >= gang.priority):
             return None  # nobody below it: no scan (as the runtime)
-        candidates = []
+        candidates: list[Victim] = []
         for run in running():
             if run.key == gang.key:
                 continue
             victim = priced(Victim(run.key, run.priority, run.bindings,
                                    borrowed=run.queue in reclaim),
                             gang.priority, now, max(run.started, run.checkpoint))
-            if victim is not None:
+            if victim is None:
+                continue
+            if run.min_pods:  # shrinking it is the cheap option, as in the runtime
+                candidates.extend(elastic_parts(victim, run.min_pods, self.rescale_seconds))
+            else:
                 candidates.append(victim)
         if free_gpus + sum(v.gpus for v in candidates) < gang_gpus(gang):
             return None  # even evicting all of them would not free enough GPUs

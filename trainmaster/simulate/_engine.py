@@ -17,10 +17,17 @@ that instant (each loses the work since its last checkpoint and is queued again 
 ``restart_seconds``, as after a failure, but counted as a preemption, not a restart) and
 the cycle runs again at the same instant for the preemptor. With one unlimited queue
 (the default) none of this runs: no hook, no extra work per event.
+
+Elastic jobs (``min_pods``, with an ``ElasticModel``): the gang is the scheduler's
+elastic gang, admitted at the largest size that fits; the pods it lacks wait as a grow
+gang (behind every waiting gang) and join when placed. A node failure or a preemption
+that leaves at least ``min_pods`` running shrinks the job instead of stopping it. Each
+size change costs ``rescale_seconds`` without progress; speed follows ``_elastic``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import time
@@ -48,6 +55,7 @@ from trainmaster.scheduler import (
 
 from ._admission import LedgerAdmission, Preemptor, RunningGang
 from ._cluster import SimCluster
+from ._elastic import ElasticModel
 from ._faults import FailureClock, FaultModel
 from ._jobs import Job, WorkloadError
 from ._metrics import PolicyResult, QueueFigures, Series
@@ -79,10 +87,27 @@ class _Run:
     held: float = 0.0
     """Seconds it held its GPUs, over all attempts."""
     preempted: int = 0
+    version: int = 0
+    """Bumped at every start and size change: a FINISH event of an older one is stale."""
+    resumed: float = 0.0
+    """When its progress (re)started at its current size (after a rescale's pause)."""
+    begun_with: float = 0.0
+    """Its remaining work when this attempt started."""
+    spawned: int = 0
+    """Pods made for it so far in this attempt (unique names for the ones regrown)."""
+    gpu_seconds: float = 0.0
+    """GPU-seconds it held at the sizes it ran (kept for elastic jobs: their ETTR)."""
+    counted: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        """GPUs it holds now."""
+        return len(self.pods) * self.job.gpus_per_pod
 
 
-def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterState) -> TopologyConstraint:
-    gang = job.gang(config.policy)
+def _topology(job: Job, config: SchedulerConfig, snapshot: ClusterState,
+              elastic: bool = False) -> TopologyConstraint:
+    gang = job.gang(config.policy, elastic)
     topology = TopologyConstraint(gang.domain, TopologyMode(gang.mode))
     try:
         snapshot.rank(topology.level)
@@ -136,8 +161,12 @@ class Simulation:
         queues: QueueConfig = QueueConfig(),
         check: bool = False,
         progress: Progress | None = None,
+        elastic: ElasticModel | None = None,
     ) -> None:
         self.cluster = cluster
+        self.elastic = elastic
+        """None: every job runs rigid at ``pods`` (``--elastic off``)."""
+        self.rescales = 0
         self.policy = policy
         self.faults = faults
         self.queues = queues
@@ -162,6 +191,8 @@ class Simulation:
                 and (len(set(self.priority_of)) > 1
                      or any(q.cohort is not None for q in queues.queues))):
             self.preemptor = Preemptor(queues, self.ledger, placer)
+            if elastic is not None:
+                self.preemptor.rescale_seconds = elastic.rescale_seconds
         self.cycle = Cycle(self.sched, self, self if self.preemptor is not None else None,
                            instant_evictions=True, on_pass=self.guard.new_cycle)
         self.pending: dict[str, Gang] = {}
@@ -172,10 +203,17 @@ class Simulation:
         self.preemptions = 0
         self.runs = [_Run(job, job.duration_s) for job in jobs]
         self.topologies: list[TopologyConstraint] = []
+        self.size_rules = tuple((rule.max_nodes, TopologyConstraint(rule.domain,
+                                                                    TopologyMode(rule.mode)))
+                                for rule in config.policy)
+        self.growing: dict[str, int] = {}
+        """Grow gangs (an elastic job's missing pods) -> job index."""
         room = _Room(self.snapshot)
         for job in jobs:
-            topology = _topology(job, config, self.snapshot)
-            room.check(job, topology)
+            sized = self._elastic_job(job)
+            topology = _topology(job, config, self.snapshot, sized)
+            room.check(dataclasses.replace(job, pods=job.min_pods or job.pods) if sized
+                       else job, topology)
             self.topologies.append(topology)
         self.leaf_of = {n.name: n.topology for n in cluster.nodes}
         self.leaf_gpus = max(cluster.largest_leaf_gpus, 1)
@@ -194,7 +232,11 @@ class Simulation:
         """Jobs whose last attempt ran to the end (a test checks it equals the job count)."""
 
     def _queue_of_gang(self, key: str) -> str:
-        return self.queue_of[self.queued[key]]
+        index = self.queued.get(key)
+        return self.queue_of[self.growing[key] if index is None else index]
+
+    def _elastic_job(self, job: Job) -> bool:
+        return self.elastic is not None and job.elastic
 
     # --- events ---------------------------------------------------------------------
 
@@ -215,6 +257,11 @@ class Simulation:
                        priority=priority, creation_timestamp=job.submit_s, gang=group)
             for k in range(job.pods)
         )
+        run.spawned = job.pods
+        if self._elastic_job(job):
+            return Gang(name, members, topology=self.topologies[index], priority=priority,
+                        creation_timestamp=job.submit_s, min_member=job.min_pods or 0,
+                        elastic=True, size_rules=() if job.topology else self.size_rules)
         return Gang(name, members, topology=self.topologies[index], priority=priority,
                     creation_timestamp=job.submit_s)
 
@@ -229,26 +276,33 @@ class Simulation:
 
     def _start(self, index: int, bindings: Sequence[tuple[PodRequest, str]]) -> None:
         run = self.runs[index]
+        run.counted = self.now
         for pod, node in bindings:
             self.snapshot.confirm(pod.uid)
             self.node_jobs[node].add(index)
         run.pods = tuple(p for p, _ in bindings)
         run.nodes = tuple(sorted({n for _, n in bindings}))
-        run.started = self.now
-        if self.preemptor is not None:
+        run.started = run.resumed = self.now
+        run.begun_with = run.remaining
+        run.version += 1
+        if self.preemptor is not None or self._elastic_job(run.job):
             run.bindings = tuple(bindings)
+        if self.preemptor is not None:
             self.running.add(index)
             self.running_priorities[self.priority_of[index]] += 1
         if run.first_start < 0:
             run.first_start = self.now
         leaves = {self.leaf_of[n] for n in run.nodes}
-        if len(leaves) > math.ceil(run.job.gpus / self.leaf_gpus):
+        if len(leaves) > math.ceil(run.gpus / self.leaf_gpus):
             run.split = True
-        self.allocated += run.job.gpus
-        self._push(self.now + run.remaining, FINISH, index, run.attempt)
+        self.allocated += run.gpus
+        self._push(self.now + run.remaining / self._speed(run), FINISH, index, run.version)
+        if len(run.pods) < run.job.pods:
+            self._ask_to_grow(index)
 
     def _stop(self, index: int) -> None:
         run = self.runs[index]
+        self._account(run)
         for pod in run.pods:
             self.snapshot.remove(pod.uid)
         if self.ledger is not None:
@@ -257,17 +311,19 @@ class Simulation:
         if self.preemptor is not None:
             self.running.discard(index)
             self.running_priorities[self.priority_of[index]] -= 1
-            run.bindings = ()
+        run.bindings = ()
         for node in run.nodes:
             self.node_jobs[node].discard(index)
-        self.allocated -= run.job.gpus
+        self.allocated -= run.gpus
         run.held += self.now - run.started
         run.pods, run.nodes = (), ()
+        if self.growing.pop(f"default/j{index}", None) is not None:
+            self.sched.remove(f"default/j{index}")  # its missing pods are not wanted now
 
     def _finish(self, index: int, attempt: int) -> None:
         run = self.runs[index]
-        if attempt != run.attempt or not run.pods:
-            return  # killed by a failure since; its restart has its own finish
+        if attempt != run.version or not run.pods:
+            return  # killed or resized since: a later event finishes it
         self._stop(index)
         run.remaining = 0.0
         run.finished = self.now
@@ -278,7 +334,7 @@ class Simulation:
         if node.name not in self.down:
             self.failures += 1
             for index in sorted(self.node_jobs[node.name]):
-                self._kill(index)
+                self._lose(index, node.name)
             free = self.snapshot.free(node.name).get(GPU, 0)
             holder = PodRequest(f"down-{node.name}-{self.failures}", namespace="sim-faults",
                                 requests={GPU: free} if free > 0 else {})
@@ -295,9 +351,17 @@ class Simulation:
         failure: it counts as a preemption, not a restart (as the operator records it)."""
         run = self.runs[index]
         ran = self.now - run.started
-        saved = min(self.faults.saved_work(ran), run.remaining)
-        self.lost_gpu_seconds += (ran - saved) * run.job.gpus
-        run.remaining -= saved
+        if self._elastic_job(run.job):
+            # its progress at the sizes it ran, less the work since the last checkpoint
+            self._progress(run)
+            done = run.begun_with - run.remaining
+            lost = min(done, (ran - self.faults.saved_work(ran)) * self._speed(run))
+            self.lost_gpu_seconds += lost * run.job.gpus
+            run.remaining += lost
+        else:
+            saved = min(self.faults.saved_work(ran), run.remaining)
+            self.lost_gpu_seconds += (ran - saved) * run.job.gpus
+            run.remaining -= saved
         self._stop(index)
         run.attempt += 1
         if preempted:
@@ -362,7 +426,7 @@ class Simulation:
                     self._repair(index)
                 else:  # ARRIVE, RESTART
                     self._submit(index)
-            if self.queued:
+            if self.queued or self.growing:
                 self._cycle()
             if self.check:
                 self._check_invariants()
@@ -384,7 +448,12 @@ class Simulation:
         self.cycle.run()
 
     def bind(self, placement: Placement) -> None:
-        """The bind port: the gang starts at once."""
+        """The bind port: the gang starts at once (a grow: its pods join at once)."""
+        grown = self.growing.pop(placement.gang, None)
+        if grown is not None:
+            self.sched.remove(placement.gang)
+            self._grow(grown, [(b.pod, b.node) for b in placement.bindings])
+            return
         index = self.queued.pop(placement.gang)
         self.sched.remove(placement.gang)
         self.guard.forget(placement.gang)
@@ -398,16 +467,26 @@ class Simulation:
         return Status(Code.UNSCHEDULABLE, (), "Preemption")
 
     def evict(self, victims: Sequence[Victim], preemptor: Gang) -> None:
-        """The evict port: each victim stops at once, keeping its last checkpoint."""
+        """The evict port: each victim stops at once, keeping its last checkpoint; an
+        elastic gang that loses only its members above its minimum shrinks instead."""
+        stopped = {v.gang for v in victims if not v.shrink}
         for victim in victims:
-            self._kill(self.index_of[victim.gang], preempted=True)
+            index = self.index_of[victim.gang]
+            if victim.gang in stopped:
+                if self.runs[index].pods:
+                    self._kill(index, preempted=True)
+                continue
+            self.preemptions += 1
+            self.runs[index].preempted += 1
+            self._shrink(index, {pod.uid for pod, _ in victim.pods})
 
     def _running(self) -> Iterator[RunningGang]:
         for index in sorted(self.running):
             run = self.runs[index]
             checkpoint = run.started + self.faults.saved_work(self.now - run.started)
             yield RunningGang(run.key, self.priority_of[index], self.queue_of[index],
-                              run.bindings, run.started, checkpoint)
+                              run.bindings, run.started, checkpoint,
+                              (run.job.min_pods or 0) if self._elastic_job(run.job) else 0)
 
     def _preempt(self, key: str) -> bool:
         assert self.preemptor is not None
@@ -420,6 +499,100 @@ class Simulation:
             return False
         self.evict(found.victims, gang)
         return True
+
+    # --- elastic jobs ---------------------------------------------------------------
+
+    def _speed(self, run: _Run) -> float:
+        if self.elastic is None:
+            return 1.0
+        return self.elastic.speed(len(run.pods), run.job.pods)
+
+    def _progress(self, run: _Run) -> None:
+        """Account the work done at the current size up to now."""
+        if self.now > run.resumed:
+            run.remaining = max(0.0, run.remaining - (self.now - run.resumed) * self._speed(run))
+            run.resumed = self.now
+
+    def _ask_to_grow(self, index: int) -> None:
+        """(Re)submit the grow gang of a running elastic job: the pods it lacks."""
+        run = self.runs[index]
+        missing = run.job.pods - len(run.pods)
+        key = f"default/j{index}"
+        if missing <= 0:
+            if self.growing.pop(key, None) is not None:
+                self.sched.remove(key)
+            return
+        priority = self.priority_of[index]
+        members = tuple(
+            PodRequest(f"j{index}-{run.attempt}-{run.spawned + k}",
+                       requests={GPU: run.job.gpus_per_pod}, priority=priority,
+                       creation_timestamp=run.job.submit_s, gang=f"j{index}")
+            for k in range(missing))
+        run.spawned += missing
+        job = run.job
+        self.growing[key] = index
+        self.sched.submit(Gang(f"j{index}", members, topology=self.topologies[index],
+                               priority=priority, creation_timestamp=job.submit_s,
+                               min_member=1, elastic=True, placed=len(run.pods),
+                               size_rules=() if job.topology else self.size_rules))
+
+    def _resized(self, index: int) -> None:
+        """After a size change: the rescale pause, a new finish, the grow gang."""
+        run = self.runs[index]
+        assert self.elastic is not None
+        self.rescales += 1
+        run.resumed = self.now + self.elastic.rescale_seconds
+        run.version += 1
+        run.nodes = tuple(sorted({n for _, n in run.bindings}))
+        self._push(run.resumed + run.remaining / self._speed(run), FINISH, index, run.version)
+        self._ask_to_grow(index)
+
+    def _account(self, run: _Run) -> None:
+        run.gpu_seconds += (self.now - run.counted) * run.gpus
+        run.counted = self.now
+
+    def _grow(self, index: int, bindings: Sequence[tuple[PodRequest, str]]) -> None:
+        run = self.runs[index]
+        self._account(run)
+        self._progress(run)
+        for pod, node in bindings:
+            self.snapshot.confirm(pod.uid)
+            self.node_jobs[node].add(index)
+        run.pods += tuple(p for p, _ in bindings)
+        run.bindings += tuple(bindings)
+        run.nodes = tuple(sorted({*run.nodes, *(n for _, n in bindings)}))
+        self.allocated += len(bindings) * run.job.gpus_per_pod
+        self._resized(index)
+
+    def _shrink(self, index: int, gone: set[str]) -> None:
+        """The pods ``gone`` (uids) leave; the job goes on without them."""
+        run = self.runs[index]
+        self._account(run)
+        self._progress(run)
+        for pod in run.pods:
+            if pod.uid in gone:
+                self.snapshot.remove(pod.uid)
+                if self.ledger is not None:
+                    self.ledger.release(pod.uid)
+        self.allocated -= len(gone) * run.job.gpus_per_pod
+        run.pods = tuple(p for p in run.pods if p.uid not in gone)
+        run.bindings = tuple(b for b in run.bindings if b[0].uid not in gone)
+        nodes = {n for _, n in run.bindings}
+        for node in run.nodes:
+            if node not in nodes:
+                self.node_jobs[node].discard(index)
+        self._resized(index)
+
+    def _lose(self, index: int, node: str) -> None:
+        """A node failed under job ``index``: an elastic job left with at least its
+        minimum shrinks; anything else stops."""
+        run = self.runs[index]
+        gone = {p.uid for p, on in run.bindings if on == node}
+        if (self._elastic_job(run.job) and gone
+                and len(run.pods) - len(gone) >= (run.job.min_pods or run.job.pods)):
+            self._shrink(index, gone)
+        else:
+            self._kill(index)
 
     def _fragmentation(self) -> float:
         head = self.sched.queue.ordered()[0]
@@ -453,7 +626,7 @@ class Simulation:
         running: Counter[str] = Counter()
         for index, run in enumerate(self.runs):
             if run.pods:
-                running[self.queue_of[index]] += run.job.gpus
+                running[self.queue_of[index]] += run.gpus
         for name in set(running) | set(self.ledger.queues):
             used = self.ledger.used(name)
             if used != running[name]:
@@ -484,7 +657,9 @@ class Simulation:
             fragmentation_integral=frag_int,
             fragmentation_seconds=frag_s,
             useful_gpu_seconds=sum(r.job.gpus * r.job.duration_s for r in runs),
-            held_gpu_seconds=sum(r.job.gpus * (r.finished - r.first_start) for r in runs),
+            # an elastic job: the GPU-seconds it held at the sizes it ran
+            held_gpu_seconds=sum(r.gpu_seconds if self._elastic_job(r.job)
+                                 else r.job.gpus * (r.finished - r.first_start) for r in runs),
             jobs_finished=sum(r.finished >= 0 for r in runs),
             failures=self.failures,
             restarts=self.restarts,
@@ -493,6 +668,9 @@ class Simulation:
             wall_seconds=wall,
             preemptions=self.preemptions,
             queues=self._queue_figures(span) if self.queues.configured else None,
+            elastic_jobs=([r.job.elastic for r in runs] if any(r.job.elastic for r in runs)
+                          else None),
+            rescales=self.rescales,
         )
 
     def _queue_figures(self, span: float) -> list[QueueFigures]:

@@ -30,15 +30,25 @@ class Job:
     """None: the scheduler's default policy by gang size."""
     line: int = 0
     """Line in the trace file (0 for synthetic jobs), for error messages."""
+    min_pods: int | None = None
+    """An elastic job's fewest pods (``pods`` is then its most, and ``duration_s`` its
+    work at ``pods``); None: rigid."""
 
     @property
     def gpus(self) -> int:
         return self.pods * self.gpus_per_pod
 
-    def gang(self, policy: Iterable[SizeRule]) -> GangShape:
-        """What it asks the scheduler for: the mapping the operator's PodGroups use too."""
+    @property
+    def elastic(self) -> bool:
+        return self.min_pods is not None and self.min_pods < self.pods
+
+    def gang(self, policy: Iterable[SizeRule], elastic: bool = False) -> GangShape:
+        """What it asks the scheduler for: the mapping the operator's PodGroups use too
+        (``elastic``: with its range, when the run honours it)."""
         own = (self.topology.level, self.topology.mode.value) if self.topology else None
-        return gang_shape(self.pods, self.gpus_per_pod, self.queue, self.priority, own, policy)
+        span = (self.min_pods or self.pods, self.pods) if elastic and self.elastic else None
+        return gang_shape(self.pods, self.gpus_per_pod, self.queue, self.priority, own, policy,
+                          span)
 
     def where(self) -> str:
         return f"job {self.id!r}" + (f" (line {self.line})" if self.line else "")

@@ -14,6 +14,9 @@
   scheduler's ``trainmaster_scheduler_preemptions_total`` counts them.
 * ``ettr``: effective training time ratio, GPU-weighted: sum(GPUs x work) /
   sum(GPUs x (finish - first start)); 1.0 without failures.
+* ``elastic`` (only when the workload has elastic jobs, ``min_pods``): how many, their
+  mean JCT and the other (rigid) jobs' mean JCT, and the size changes (``rescales``). A
+  run with ``--elastic off`` reports the same split, with the elastic jobs run rigid.
 """
 
 from __future__ import annotations
@@ -104,6 +107,9 @@ class PolicyResult:
     preemptions: int = 0
     queues: list[QueueFigures] | None = None
     """Per queue, when the simulation has queues (``--spec`` or ``--queues``)."""
+    elastic_jobs: list[bool] | None = None
+    """Per job, whether the trace makes it elastic; None when none is."""
+    rescales: int = 0
 
     @property
     def gpu_allocation(self) -> float:
@@ -142,4 +148,16 @@ class PolicyResult:
             "jobs_finished": self.jobs_finished,
             **({"queues": [q.to_json() for q in self.queues]} if self.queues is not None
                else {}),
+            **({"elastic": self._elastic_json()} if self.elastic_jobs is not None else {}),
+        }
+
+    def _elastic_json(self) -> dict[str, Any]:
+        flags = self.elastic_jobs or []
+        mine = [j for j, e in zip(self.jcts, flags, strict=True) if e]
+        others = [j for j, e in zip(self.jcts, flags, strict=True) if not e]
+        return {
+            "jobs": len(mine),
+            "jct_mean_s": round(sum(mine) / len(mine), 3) if mine else None,
+            "rigid_jct_mean_s": round(sum(others) / len(others), 3) if others else None,
+            "rescales": self.rescales,
         }

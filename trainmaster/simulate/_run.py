@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._cluster import SimCluster
+from ._elastic import ElasticModel
 from ._engine import Progress, Simulation
 from ._faults import FaultModel
 from ._jobs import Job
@@ -43,15 +44,25 @@ def simulate(
     queues: QueueConfig = QueueConfig(),
     check: bool = False,
     progress: Progress | None = None,
+    elastic: ElasticModel | None = ElasticModel(),
+    compare_elastic: bool = False,
 ) -> SimulationResult:
+    """``elastic``: how elastic jobs run (None: every job rigid); ``compare_elastic``:
+    each policy twice, ``<policy>/elastic`` and ``<policy>/rigid``."""
     started = time.perf_counter()
     results = []
-    for name in policies:
-        sim = Simulation(cluster, jobs, name, POLICIES[name], faults, queues=queues,
-                         check=check, progress=progress)
+    runs: list[tuple[str, str, ElasticModel | None]] = [(name, name, elastic)
+                                                        for name in policies]
+    if compare_elastic:
+        model = elastic or ElasticModel()
+        runs = [(f"{name}/{label}", name, how) for name in policies
+                for label, how in (("elastic", model), ("rigid", None))]
+    for label, name, how in runs:
+        sim = Simulation(cluster, jobs, label, POLICIES[name], faults, queues=queues,
+                         check=check, progress=progress, elastic=how)
         result = sim.run()
         if progress is not None:
-            progress(f"{name}: {result.jobs_finished} jobs in {result.wall_seconds:.1f} s")
+            progress(f"{label}: {result.jobs_finished} jobs in {result.wall_seconds:.1f} s")
         results.append(result)
     return SimulationResult(len(cluster.nodes), cluster.gpus, len(jobs),
                             time.perf_counter() - started, tuple(results))

@@ -1,5 +1,7 @@
 """Read a workload trace: CSV with ``id,submit_s,duration_s,pods,gpus_per_pod`` and,
-optionally, ``queue,priority,topology`` (in that order; a prefix of them is fine).
+optionally, ``queue,priority,topology,min_pods`` (in that order; a prefix of them is fine).
+
+``min_pods`` makes a job elastic: it runs on ``min_pods`` to ``pods`` pods (empty: rigid).
 
 ``topology`` is ``<mode>:<level>``, e.g. ``required:leaf`` or ``preferred:spine``; empty
 means the scheduler's default for the gang's size. Every error names the line and the
@@ -18,7 +20,7 @@ from trainmaster.scheduler import TopologyConstraint, TopologyMode
 from ._jobs import Job, WorkloadError
 
 REQUIRED_COLUMNS = ("id", "submit_s", "duration_s", "pods", "gpus_per_pod")
-OPTIONAL_COLUMNS = ("queue", "priority", "topology")
+OPTIONAL_COLUMNS = ("queue", "priority", "topology", "min_pods")
 
 
 class TraceError(WorkloadError):
@@ -93,11 +95,17 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Job]:
             column = "topology"
             text = cells.get(column) or ""
             topology = parse_topology(text) if text else None
+            column = "min_pods"
+            text = cells.get(column) or ""
+            least = (int(_number(text, column, integer=True, minimum=1, strict=False))
+                     if text else None)
+            if least is not None and least > pods:
+                raise ValueError(f"min_pods must be <= pods ({pods}), got {least}")
         except ValueError as err:
             raise TraceError(f"{source}:{line}: column {column!r}: {err}") from None
         seen[cells["id"]] = line
         jobs.append(Job(cells["id"], submit, duration, pods, gpus, queue, priority, topology,
-                        line))
+                        line, least))
     if not jobs:
         raise TraceError(f"{source}: no jobs after the header")
     jobs.sort(key=lambda j: j.submit_s)

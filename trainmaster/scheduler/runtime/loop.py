@@ -469,6 +469,11 @@ class SchedulerRuntime:
             if seen is not None:
                 self.metrics.latency.observe(self._clock() - seen)
             self.reporter.scheduled(gang.key, placement, group)
+            if self.cache.pending_members(gang.key):
+                # An elastic gang placed at part size: the rest is now a grow. Its bound
+                # members' echoes may never reach on_pod (the cache skips updates of pods
+                # it already holds as bound), so nothing else would re-assemble it.
+                self.cache.touch(gang.key)
             return
         self.outcomes.append(outcome)
         # Back off before placing it again: a bind refused for good (a webhook, RBAC)

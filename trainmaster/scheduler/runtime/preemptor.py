@@ -46,7 +46,7 @@ from ..placement.fair_victims import (
     quota_admits,
 )
 from ..placement.victims import nominate_victims
-from ..plugins.preemption import Preemption, Victim
+from ..plugins.preemption import Preemption, Victim, elastic_parts
 from ..plugins.quota import gang_amounts
 from ..state import PodState
 from .cache import ClusterCache
@@ -190,8 +190,16 @@ class Preemptor:
             started = min(cache.started.get(p.uid, now) for p, _ in pods)
             running.append(Candidate(Victim(key, priority, tuple(pods)), victim_queue,
                                      max(started, checkpoint)))
-        return priced_candidates(ledger, self.admission.queue_of_gang(gang),
-                                 gang_amounts(gang), gang.priority, now, running)
+        priced_victims = priced_candidates(ledger, self.admission.queue_of_gang(gang),
+                                           gang_amounts(gang), gang.priority, now, running)
+        out: list[Victim] = []
+        for victim in priced_victims:
+            group = cache.groups.get(victim.gang)
+            if group is not None and group.elastic:  # shrinking it is the cheap option
+                out.extend(elastic_parts(victim, group.min_member))
+            else:
+                out.append(victim)
+        return out
 
     def try_preempt(self, sched: GangScheduler, gang: Gang) -> Preemption | None:
         if not self.config.preemption:
@@ -253,11 +261,13 @@ class Preemptor:
                else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
         why = (f"fair sharing, its side's share {victim.share:.3g}" if victim.share
                else "reclaiming its queue's quota" if victim.borrowed else "higher priority")
+        cost = (f"shrunk by {len(victim.pods)} members (elastic): {victim.gpus} GPUs freed, "
+                f"{victim.work_lost:.0f} GPU-seconds of rescale" if victim.shrink else
+                f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
+                "checkpoint")
         self.recorder.event(
             ref, "Warning", EVENT_PREEMPTED,
-            f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): "
-            f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
-            "checkpoint",
+            f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): {cost}",
         )
 
     async def _evict(self, pod: PodRequest, gang: Gang) -> None:
