@@ -138,3 +138,38 @@ def test_the_victim_search_uses_the_placer_it_is_given() -> None:
                            scorer=DEFAULT_SCORER, placer=counting)
     assert found is not None and [v.gang for v in found.victims] == ["default/low"]
     assert len(asked) >= 3  # as things are, after one eviction, after pruning
+
+
+def test_shrinking_an_elastic_gang_is_cheaper_than_stopping_a_rigid_one() -> None:
+    # One leaf of 4 nodes, full: an elastic gang (min 2) on 3 nodes with much work since
+    # its checkpoint, and a rigid gang on 1 with a little. A 1-node gang of higher
+    # priority takes one of the elastic gang's members above its minimum: a rescale.
+    from trainmaster.scheduler import elastic_parts, rescale_cost
+
+    snap = ClusterState(fabric_nodes(1, 1, 4), LEVELS)
+    elastic = _running(snap, "el", ["s0-l0-n0", "s0-l0-n1", "s0-l0-n2"], work=1e6)
+    rigid = _running(snap, "rigid", ["s0-l0-n3"], work=5_000.0)
+    above, rest = elastic_parts(elastic, 2)
+    assert above.shrink and len(above.pods) == 1 and above.pods[0][0].name == "el-2"
+    assert above.work_lost == rescale_cost(24) and rest.work_lost == 1e6
+    found = _select(snap, 1, [above, rest, rigid])
+    assert found is not None
+    assert [(v.gang, v.shrink) for v in found.victims] == [("default/el", True)]
+    assert found.nodes == {"s0-l0-n2"}
+
+
+def test_an_elastic_gang_is_stopped_only_with_its_members_above_the_minimum() -> None:
+    # The preemptor needs 3 whole nodes: the elastic gang (min 1, on 3) must go entirely,
+    # its surplus and its rest together; never the rest alone.
+    from trainmaster.scheduler import elastic_parts
+
+    snap = ClusterState(fabric_nodes(1, 1, 3), LEVELS)
+    elastic = _running(snap, "el", ["s0-l0-n0", "s0-l0-n1", "s0-l0-n2"], work=0.0)
+    above, rest = elastic_parts(elastic, 1)
+    # rest (work 0) is cheaper than the rescale: the search must still take above first
+    found = _select(snap, 3, [rest, above])
+    assert found is not None
+    assert sorted((v.shrink, len(v.pods)) for v in found.victims) == [(False, 1), (True, 2)]
+    # and a gang needing 2 nodes is served by the shrink alone
+    found = _select(snap, 2, [rest, above])
+    assert found is not None and [v.shrink for v in found.victims] == [True]

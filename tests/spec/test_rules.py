@@ -167,6 +167,24 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "scheduler.topologyPolicy[0].domain",
         "'rack' is not a topology domain",
     ),
+    (
+        "elastic-min-above-max",
+        _set("jobs.0.elastic", {"minNodes": 3, "maxNodes": 2}),
+        "jobs[0].elastic.minNodes",
+        "minNodes 3 is more than maxNodes 2",
+    ),
+    (
+        "elastic-nodes-outside",
+        _set("jobs.0.elastic", {"minNodes": 3, "maxNodes": 4}),
+        "jobs[0].nodes",
+        "outside elastic [3, 4]: set nodes between minNodes and maxNodes",
+    ),
+    (
+        "elastic-min-zero",
+        _set("jobs.0.elastic", {"minNodes": 0, "maxNodes": 2}),
+        "jobs[0].elastic.minNodes",
+        "less than the minimum 1",
+    ),
     ("cpu-too-big", _set("jobs.1.cpuPerPod", 500), "jobs[1].cpuPerPod", "more than the 96 cores"),
 ]
 

@@ -54,7 +54,8 @@ class GangShape:
     """What the scheduler is asked to place for one attempt of a job."""
 
     pods: int
-    """Members, one per node: the PodGroup's minMember."""
+    """Members that must run, one per node: the PodGroup's minMember (an elastic job's
+    minNodes)."""
     gpus_per_pod: int
     queue: str
     priority: int | None
@@ -62,9 +63,22 @@ class GangShape:
     domain: str
     """The topology domain the gang must (mode `required`) or should fit in."""
     mode: str
+    max_pods: int | None = None
+    """An elastic job's members (maxNodes; annotation `trainmaster.io/max-members`): the
+    gang has this many pods and runs with any number from `pods` up. None: rigid."""
+    sized: bool = False
+    """The topology follows the size actually placed (an elastic job without its own
+    constraint): `domain`/`mode` are the policy's for `pods` only, and the PodGroup names
+    no topology, so the scheduler applies its policy to the size it places."""
+
+    @property
+    def members(self) -> int:
+        """Pods in the gang: `max_pods` for an elastic job, else `pods`."""
+        return self.max_pods if self.max_pods is not None else self.pods
 
     @property
     def gpus(self) -> int:
+        """GPUs of the members that must run (minResources)."""
         return self.pods * self.gpus_per_pod
 
 
@@ -78,8 +92,15 @@ def rule_for_size(policy: Iterable[SizeRule], pods: int) -> tuple[str, str]:
 
 
 def gang_shape(pods: int, gpus_per_pod: int, queue: str, priority: int | None,
-               own: tuple[str, str] | None, policy: Iterable[SizeRule]) -> GangShape:
+               own: tuple[str, str] | None, policy: Iterable[SizeRule],
+               elastic: tuple[int, int] | None = None) -> GangShape:
     """The gang of a job: its own (domain, mode) when it names one, else the policy's rule
-    for its size."""
+    for its size. ``elastic``: (minNodes, maxNodes); the gang then must run ``minNodes``
+    pods and has ``maxNodes``, and ``pods`` is not used."""
+    if elastic is not None:
+        low, high = elastic
+        domain, mode = own if own is not None else rule_for_size(policy, low)
+        return GangShape(low, gpus_per_pod, queue, priority, domain, mode,
+                         max_pods=high, sized=own is None)
     domain, mode = own if own is not None else rule_for_size(policy, pods)
     return GangShape(pods, gpus_per_pod, queue, priority, domain, mode)

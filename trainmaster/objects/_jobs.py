@@ -25,6 +25,7 @@ from trainmaster.api import (
     GPU_RESOURCE,
     GROUP,
     JOB_LABEL,
+    MAX_MEMBERS_ANNOTATION,
     POD_GROUP_LABEL,
     PODGROUP_API_VERSION,
     QUEUE_LABEL,
@@ -282,10 +283,14 @@ def build_pod_group(
     gang = gang_name(job.name, attempt)
     meta = _meta(spec, job, gang, "gang", owner,
                  {ATTEMPT_LABEL: str(attempt), QUEUE_LABEL: shape.queue})
-    meta["annotations"] = {
+    # An elastic job without its own constraint names no topology: the scheduler applies
+    # its policy (the spec's topologyPolicy) to the size it actually places.
+    meta["annotations"] = {} if shape.sized else {
         TOPOLOGY_DOMAIN_ANNOTATION: shape.domain,
         TOPOLOGY_MODE_ANNOTATION: shape.mode,
     }
+    if shape.max_pods is not None:
+        meta["annotations"][MAX_MEMBERS_ANNOTATION] = str(shape.max_pods)
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": "PodGroup",
@@ -410,8 +415,9 @@ def build_gang_job(
         "metadata": metadata,
         "spec": {
             "completionMode": "Indexed",
-            "completions": job.nodes,
-            "parallelism": job.nodes,
+            # An elastic job's gang has maxNodes pods; the scheduler binds those that fit.
+            "completions": job_gang(spec, job).members,
+            "parallelism": job_gang(spec, job).members,
             "backoffLimit": 0,
             "template": {
                 "metadata": {

@@ -71,7 +71,14 @@ from .framework.resources import fit_count
 from .placement.place import Placer, place_gang
 from .placement.victims import nominate_victims, select_victims
 from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
-from .plugins.preemption import Preemption, Victim, priced
+from .plugins.preemption import (
+    DEFAULT_RESCALE_SECONDS,
+    Preemption,
+    Victim,
+    elastic_parts,
+    priced,
+    rescale_cost,
+)
 from .plugins.quota import DEFAULT_QUEUE, QueueLedger, QueueSpec, gang_gpus, queue_specs
 from .runtime.cycle import Cycle
 from .runtime.gang_scheduler import GangScheduler
@@ -122,6 +129,7 @@ __all__ = [
     "DEFAULT_FILTERS",
     "DEFAULT_PLUGINS",
     "DEFAULT_QUEUE",
+    "DEFAULT_RESCALE_SECONDS",
     "DEFAULT_SCORER",
     "GPU",
     "MEMORY",
@@ -173,6 +181,7 @@ __all__ = [
     "TopologyMode",
     "Unschedulable",
     "Victim",
+    "elastic_parts",
     "fit_count",
     "gang_gpus",
     "nominate_victims",
@@ -180,6 +189,7 @@ __all__ = [
     "pod_requests",
     "priced",
     "queue_specs",
+    "rescale_cost",
     "resource_map",
     "select_victims",
     "serve",

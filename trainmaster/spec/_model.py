@@ -476,6 +476,17 @@ class JobTopology(_Model):
     """`required` (wait for one domain) or `preferred` (spread if it must)."""
 
 
+class Elastic(_Model):
+    """The range of sizes an elastic job runs at (torchrun's `--nnodes=MIN:MAX`)."""
+
+    min_nodes: int = Field(ge=1, le=100000)
+    """Fewest nodes the job runs on: it is admitted only when this many fit, and shrinks
+    (node loss, preemption) no lower."""
+    max_nodes: int = Field(ge=1, le=100000)
+    """Most nodes: the gang has this many pods; those that do not fit wait and are bound
+    when capacity frees (the job grows)."""
+
+
 class LaunchArguments(_Model):
     """How hyper-parameters and the resume checkpoint become arguments of the command;
     an unset field takes the launcher's default (docs/spec.md, "Launch arguments")."""
@@ -551,6 +562,9 @@ class Job(_Model):
     """How failures are retried."""
     topology: JobTopology | None = None
     """Overrides `scheduler.topologyPolicy`."""
+    elastic: Elastic | None = None
+    """Run at any size from `minNodes` to `maxNodes` (docs/scheduler.md, "Elastic jobs");
+    `nodes` must lie in the range. Unset: exactly `nodes`."""
     queue: Name = "default"
     """Queue from `scheduler.queues`."""
     priority: int | None = Field(None, ge=0, le=1_000_000_000)

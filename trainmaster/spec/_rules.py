@@ -21,12 +21,15 @@ def rule_for_size(policy: Iterable[TopologyRule], nodes: int) -> TopologyRule:
 def job_gang(spec: ClusterSpec, job: Job) -> GangShape:
     """The gang a job asks the scheduler for."""
     own = (job.topology.domain, job.topology.mode) if job.topology is not None else None
+    elastic = ((job.elastic.min_nodes, job.elastic.max_nodes)
+               if job.elastic is not None else None)
     return gang_shape(job.nodes, job.gpus_per_pod, job.queue, job.priority, own,
-                      spec.scheduler.topology_policy)
+                      spec.scheduler.topology_policy, elastic)
 
 
 def job_domain_rule(spec: ClusterSpec, job: Job) -> TopologyRule:
     """The topology constraint that applies to a job: its own, else the scheduler policy's
-    rule for its size."""
-    gang = job_gang(spec, job)
-    return TopologyRule(domain=gang.domain, mode=gang.mode)  # type: ignore[arg-type]
+    rule for its size (`nodes`, also for an elastic job: the size the spec checks)."""
+    if job.topology is not None:
+        return TopologyRule(domain=job.topology.domain, mode=job.topology.mode)
+    return rule_for_size(spec.scheduler.topology_policy, job.nodes)

@@ -290,11 +290,27 @@ def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
         yield from check_job(spec, job, f"jobs[{i}]", capacity)
 
 
+def _elastic_range(job: Job, path: str) -> Iterator[SpecIssue]:
+    """minNodes <= maxNodes, and `nodes` within the range (the schema checks each bound
+    alone; these relate the fields)."""
+    if job.elastic is None:
+        return
+    low, high = job.elastic.min_nodes, job.elastic.max_nodes
+    if low > high:
+        yield SpecIssue(f"{path}.elastic.minNodes",
+                        f"minNodes {low} is more than maxNodes {high}: set minNodes <= maxNodes")
+    elif not low <= job.nodes <= high:
+        yield SpecIssue(f"{path}.nodes",
+                        f"nodes {job.nodes} is outside elastic [{low}, {high}]: set nodes "
+                        f"between minNodes and maxNodes")
+
+
 def check_job(
     spec: ClusterSpec, job: Job, path: str, capacity: DomainCapacity | None = None
 ) -> Iterator[SpecIssue]:
     """The checks of one job against its (already checked) cluster: queue, datasets, env,
     hyper-parameters, and that its pods fit the nodes and its topology."""
+    yield from _elastic_range(job, path)
     queues = {q.name for q in spec.scheduler.queues}
     datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
     if job.queue not in queues:

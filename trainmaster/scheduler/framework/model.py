@@ -9,6 +9,7 @@ as in Kubernetes.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -175,12 +176,21 @@ class TopologyConstraint:
     mode: TopologyMode = TopologyMode.PREFERRED
 
 
+SizeRule = tuple[int | None, TopologyConstraint]
+"""(largest group size in pods it covers, or None for every size; the constraint)."""
+
+
 @dataclass(frozen=True)
 class Gang:
     """A pod group scheduled all-or-nothing.
 
     ``min_member`` is how many members must exist before the gang is considered at all
     (0 means ``len(members)``); once it is ready, *every* member is placed, or none.
+
+    An ``elastic`` gang is all-or-nothing for ``required_members`` only: the placement
+    takes the largest number of members, from ``len(members)`` down to
+    ``required_members``, that fits (``sized``); the rest stay pending and are placed
+    later, when capacity frees (a *grow*: a gang with ``placed`` members running).
     """
 
     name: str
@@ -190,6 +200,13 @@ class Gang:
     topology: TopologyConstraint = TopologyConstraint()
     priority: int = 0
     creation_timestamp: float = 0.0
+    elastic: bool = False
+    placed: int = 0
+    """Members of the group already placed (assumed or bound) outside ``members``."""
+    size_rules: tuple[SizeRule, ...] = ()
+    """An elastic gang's topology by the group's size (``placed`` + members placed): the
+    first rule covering it, else the whole cluster, preferred. Empty: ``topology`` at
+    every size."""
 
     key: str = field(init=False, repr=False, compare=False)
 
@@ -205,6 +222,28 @@ class Gang:
     @property
     def required_members(self) -> int:
         return self.min_member or len(self.members)
+
+    @property
+    def grows(self) -> bool:
+        """An elastic gang already running (at least its minimum placed): what it asks
+        for now is optional, so it waits behind every gang that is not running yet, never
+        preempts and never reserves."""
+        return self.elastic and self.placed > 0
+
+    def topology_for(self, pods: int) -> TopologyConstraint:
+        """The constraint for placing ``pods`` members now (``placed`` + ``pods`` in all)."""
+        size = self.placed + pods
+        for limit, constraint in self.size_rules:
+            if limit is None or size <= limit:
+                return constraint
+        return self.topology if not self.size_rules else TopologyConstraint()
+
+    def sized(self, pods: int) -> Gang:
+        """The rigid gang of this gang's first ``pods`` members, with the topology for
+        that size: what one elastic placement attempt asks for."""
+        return dataclasses.replace(self, members=self.members[:pods], min_member=0,
+                                   elastic=False, size_rules=(),
+                                   topology=self.topology_for(pods))
 
     @classmethod
     def of_pod(cls, pod: PodRequest) -> Gang:

@@ -52,8 +52,8 @@ def plannable(gang: Gang, level: str, filters: Sequence[FilterPlugin] = DEFAULT_
     """A complete gang at ``level`` or on one node (it sits in one domain of ``level``
     either way) whose members all ask for GPUs and share one set of node constraints
     (equal cache keys for ``filters``: selector, affinity, tolerations by default)."""
-    if gang.topology.level not in (level, NODE_LEVEL) or not gang.members:
-        return False
+    if gang.topology.level not in (level, NODE_LEVEL) or not gang.members or gang.elastic:
+        return False  # an elastic gang's size is the cycle's choice, not the plan's
     if len(gang.members) < gang.required_members:
         return False
     key = filter_key(gang.members[0], filters)

@@ -13,6 +13,9 @@ The search works on a copy of the cluster state, never on the live one:
 Step 1 makes the highest victim priority the least possible (a prefix of the priority
 order is taken); step 2 is greedy on work lost and GPUs, not an exhaustive search over
 all subsets.
+
+Elastic gangs come as two parts (``elastic_parts``): the members above the minimum (a
+shrink) are always taken before, and kept evicted with, the rest of their gang.
 """
 
 from __future__ import annotations
@@ -37,6 +40,26 @@ def _restore(sim: ClusterState, victim: Victim) -> None:
         sim.add_bound(pod, node)
 
 
+def _shrinks_first(ordered: list[Victim]) -> list[Victim]:
+    """``ordered`` with each elastic gang's members above its minimum moved just before
+    the rest of that gang if they came after it (a tie in cost)."""
+    shrinks = {v.gang: v for v in ordered if v.shrink}
+    out: list[Victim] = []
+    taken: set[str] = set()
+    for victim in ordered:
+        if victim.shrink:
+            if victim.gang not in taken:
+                out.append(victim)
+                taken.add(victim.gang)
+            continue
+        above = shrinks.get(victim.gang)
+        if above is not None and victim.gang not in taken:
+            out.append(above)
+            taken.add(victim.gang)
+        out.append(victim)
+    return out
+
+
 def select_victims(
     snapshot: ClusterState,
     gang: Gang,
@@ -51,7 +74,7 @@ def select_victims(
     the placement it would get; None when evicting every candidate would not do, or
     when the gang fits without evicting anything. ``placer`` is the placement the cycle
     uses (the simulator passes its baseline policies)."""
-    ordered = sorted(candidates, key=victim_cost)
+    ordered = _shrinks_first(sorted(candidates, key=victim_cost))
     if not ordered:
         return None
     sim = snapshot.copy()
@@ -73,6 +96,8 @@ def select_victims(
     if placement is None:
         return None
     for victim in sorted(chosen, key=victim_cost, reverse=True):
+        if victim.shrink and any(v.gang == victim.gang and not v.shrink for v in chosen):
+            continue  # the rest of its gang stays evicted: so do its members above minimum
         _restore(sim, victim)
         if fits() is None:
             _evict(sim, victim)

@@ -8,6 +8,12 @@ lowest priority, then the least work lost (GPU-seconds since the victim's last
 checkpoint), then the fewest GPUs, then by name (deterministic). The search for the
 victim set is ``placement/victims.py`` (it needs the placement); the runtime's
 ``Preemptor`` and the simulator's price their candidates here.
+
+An elastic gang running above its minimum is two candidates (``elastic_parts``): its
+members above the minimum, whose eviction only shrinks it (priced at a rescale: every
+GPU of the gang idle for ``rescale_seconds``, not the work since its checkpoint), and
+the rest, whose eviction stops it (priced like a whole gang). The search never takes the
+rest without the members above the minimum.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class Victim:
     """GPU-seconds since its last checkpoint (since its start without one)."""
     borrowed: bool = False
     """Its queue uses GPUs lent by the preemptor's cohort."""
+    shrink: bool = False
+    """Only an elastic gang's members above its minimum: the gang runs on without them."""
 
     @property
     def gpus(self) -> int:
@@ -62,6 +70,31 @@ def priced(victim: Victim, preemptor_priority: int, now: float, since: float) ->
     if not evictable(victim, preemptor_priority):
         return None
     return dataclasses.replace(victim, work_lost=work_lost(now, since, victim.gpus))
+
+
+DEFAULT_RESCALE_SECONDS = 30.0
+"""What a shrink costs an elastic gang: its ranks re-rendezvous at the smaller size from
+a checkpoint written on the way out (SIGTERM), about this long with every GPU idle."""
+
+
+def rescale_cost(gpus: int, rescale_seconds: float = DEFAULT_RESCALE_SECONDS) -> float:
+    """GPU-seconds an elastic gang of ``gpus`` GPUs loses to one rescale."""
+    return max(0.0, rescale_seconds) * gpus
+
+
+def elastic_parts(victim: Victim, minimum: int,
+                  rescale_seconds: float = DEFAULT_RESCALE_SECONDS) -> tuple[Victim, ...]:
+    """A priced elastic ``victim`` as its members above ``minimum`` (the highest ranks,
+    by pod name; a shrink, priced ``rescale_cost`` of the whole gang) and the rest
+    (stopping it: the whole gang's ``work_lost``). At or below its minimum: itself."""
+    surplus = len(victim.pods) - max(1, minimum)
+    if surplus <= 0:
+        return (victim,)
+    pods = sorted(victim.pods, key=lambda bound: bound[0].name)
+    above = dataclasses.replace(victim, pods=tuple(pods[-surplus:]), shrink=True,
+                                work_lost=rescale_cost(victim.gpus, rescale_seconds))
+    rest = dataclasses.replace(victim, pods=tuple(pods[:-surplus]))
+    return above, rest
 
 
 def victim_cost(victim: Victim) -> tuple[bool, int, float, int, str]:

@@ -20,6 +20,7 @@ from trainmaster.api import epoch_seconds, parse_quantity
 from .._keys import (
     CHECKPOINT_ANNOTATION,
     DATASETS_ANNOTATION,
+    MAX_MEMBERS_ANNOTATION,
     POD_GROUP_LABEL,
     PREEMPT_LOWER,
     QUEUE_LABEL,
@@ -258,6 +259,13 @@ class PodGroupInfo:
     """The PodGroup's ``kueue.x-k8s.io/queue-name`` label."""
     last_checkpoint: float = 0.0
     """``trainmaster.io/last-checkpoint-time``: 0 when its job never reported one."""
+    max_members: int | None = None
+    """``trainmaster.io/max-members`` of an elastic gang (above ``min_member``); None:
+    rigid, or an unreadable value (then the gang is rigid at minMember)."""
+
+    @property
+    def elastic(self) -> bool:
+        return self.max_members is not None
 
     @property
     def key(self) -> str:
@@ -285,4 +293,13 @@ def pod_group_info(obj: JSON) -> PodGroupInfo:
         creation_timestamp=_epoch(meta.get("creationTimestamp")),
         queue=(meta.get("labels") or {}).get(QUEUE_LABEL) or None,
         last_checkpoint=_epoch(annotations.get(CHECKPOINT_ANNOTATION)),
+        max_members=_max_members(annotations.get(MAX_MEMBERS_ANNOTATION)),
     )
+
+
+def _max_members(text: str | None) -> int | None:
+    try:
+        value = int(text) if text else 0
+    except ValueError:
+        return None
+    return value if value > 0 else None

@@ -78,7 +78,7 @@ class Cycle:
                 if not self._eligible(failure, quiet, outcome):
                     continue
                 gang = self.scheduler.gangs.get(failure.gang)
-                if gang is None:
+                if gang is None or gang.grows:  # scale-out never evicts anybody
                     continue
                 status = self.post_filter.post_filter(gang)
                 outcome.post_filtered[failure.gang] = status

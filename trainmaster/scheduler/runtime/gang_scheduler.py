@@ -35,6 +35,7 @@ from ..framework.model import Gang
 from ..framework.registry import Handle, PluginFactory, Profile
 from ..framework.results import Placement, Unschedulable
 from ..framework.status import Code, Status
+from ..placement.elastic import sizes as elastic_sizes
 from ..placement.place import Placer, place_gang
 from ..placement.reservation import ReservationTarget, reservation_target
 from ..plugins import DEFAULT_PLUGINS, REGISTRY
@@ -143,9 +144,12 @@ class GangScheduler:
                 self._reservations.pop(gang.key, None)
                 self._usable_at.pop(gang.key, None)
                 continue
+            if gang.grows:
+                continue  # growing is opportunistic: it reserves nothing
             since = self._unschedulable_since.setdefault(gang.key, now)
             if now - since >= self._starvation_after:
-                reservation = self._reserve_domain(gang, blocked)
+                needed = gang.sized(gang.required_members) if gang.elastic else gang
+                reservation = self._reserve_domain(needed, blocked)
                 if reservation is not None:
                     held.append(reservation)
                     blocked.update(reservation.nodes)
@@ -191,6 +195,23 @@ class GangScheduler:
             return False
 
     def _schedule_one(self, gang: Gang, blocked: BlockedNodes) -> Placement | Unschedulable:
+        if gang.elastic and len(gang.members) >= gang.required_members:
+            return self._schedule_elastic(gang, blocked)
+        return self._schedule_rigid(gang, blocked)
+
+    def _schedule_elastic(self, gang: Gang, blocked: BlockedNodes) -> Placement | Unschedulable:
+        """The largest size that is admitted and fits, from every member down to the
+        minimum; else the minimum's answer. Each size is placed as a rigid gang with the
+        topology for that size, so quota and topology apply to what is actually placed."""
+        for pods in elastic_sizes(self.snapshot, gang):
+            if pods == gang.required_members:
+                break  # the minimum: answered (and explained) below
+            outcome = self._schedule_rigid(gang.sized(pods), blocked)
+            if isinstance(outcome, Placement):
+                return outcome
+        return self._schedule_rigid(gang.sized(gang.required_members), blocked)
+
+    def _schedule_rigid(self, gang: Gang, blocked: BlockedNodes) -> Placement | Unschedulable:
         if self.admission is not None:
             refused = self.admission.refusal(gang)
             if refused is not None:

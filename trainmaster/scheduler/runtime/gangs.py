@@ -14,6 +14,9 @@ Rules:
   term on the level's label) to the one domain the placed members are in.
 * Topology comes from the PodGroup's ``trainmaster.io/topology-domain`` / ``-mode``
   annotations, else from the config's policy by group size.
+* An elastic PodGroup (``trainmaster.io/max-members``) becomes an elastic gang: its
+  minimum is ``minMember`` less the members placed (at least one once it runs: a grow),
+  and without topology annotations the policy applies to the size actually placed.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ def assemble(
     ordered = tuple(sorted(members, key=lambda p: p.name))
     placed = len(placed_nodes)
     required = group.min_member or placed + len(ordered)
+    if group.elastic:
+        return _elastic(group, ordered, placed_nodes, config)
     topology = group.topology or config.topology_for(required)
     if placed and topology.mode is TopologyMode.REQUIRED and topology.level != CLUSTER_LEVEL:
         pinned = _pinned(ordered, placed_nodes, topology.level)
@@ -127,4 +132,34 @@ def assemble(
         priority=max((p.priority for p in ordered), default=0),
         creation_timestamp=group.creation_timestamp
         or min((p.creation_timestamp for p in ordered), default=0.0),
+    )
+
+
+def _elastic(group: PodGroupInfo, ordered: tuple[PodRequest, ...],
+             placed_nodes: Sequence[NodeInfo], config: SchedulerConfig) -> Gang:
+    """An elastic group's pending members: admitted at ``minMember`` or more (nothing
+    placed yet), or grown by one or more (it runs). A running group's required topology
+    holds the added members to the placed members' domain, as for a rigid gang."""
+    placed = len(placed_nodes)
+    rules = () if group.topology is not None else tuple(
+        (rule.max_nodes, TopologyConstraint(rule.domain, TopologyMode(rule.mode)))
+        for rule in config.policy)
+    topology = group.topology or config.topology_for(placed + len(ordered))
+    if placed and topology.mode is TopologyMode.REQUIRED and topology.level != CLUSTER_LEVEL:
+        pinned = _pinned(ordered, placed_nodes, topology.level)
+        if pinned is not None:
+            ordered = pinned
+            rules = ()  # held to the placed members' domain: the rules no longer apply
+    return Gang(
+        name=group.name,
+        namespace=group.namespace,
+        members=ordered,
+        min_member=max(1, group.min_member - placed),
+        topology=topology,
+        priority=max((p.priority for p in ordered), default=0),
+        creation_timestamp=group.creation_timestamp
+        or min((p.creation_timestamp for p in ordered), default=0.0),
+        elastic=True,
+        placed=placed,
+        size_rules=rules,
     )

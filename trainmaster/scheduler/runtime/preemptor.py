@@ -40,7 +40,7 @@ from ..framework.model import GPU, Gang, PodRequest
 from ..framework.results import Placement
 from ..framework.status import Code, Status
 from ..placement.victims import nominate_victims
-from ..plugins.preemption import Preemption, Victim, priced
+from ..plugins.preemption import Preemption, Victim, elastic_parts, priced
 from ..plugins.quota import gang_gpus
 from ..state import PodState
 from .cache import ClusterCache
@@ -175,7 +175,11 @@ class Preemptor:
             victim = priced(Victim(key, priority, tuple(pods),
                                    borrowed=victim_queue in reclaim_from),
                             gang.priority, now, max(started, checkpoint))
-            if victim is not None:
+            if victim is None:
+                continue
+            if group is not None and group.elastic:  # shrinking it is the cheap option
+                out.extend(elastic_parts(victim, group.min_member))
+            else:
                 out.append(victim)
         return out
 
@@ -235,11 +239,13 @@ class Preemptor:
                          PODGROUP_API_VERSION) if group is not None
                else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
         why = "reclaiming its queue's quota" if victim.borrowed else "higher priority"
+        cost = (f"shrunk by {len(victim.pods)} members (elastic): {victim.gpus} GPUs freed, "
+                f"{victim.work_lost:.0f} GPU-seconds of rescale" if victim.shrink else
+                f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
+                "checkpoint")
         self.recorder.event(
             ref, "Warning", EVENT_PREEMPTED,
-            f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): "
-            f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
-            "checkpoint",
+            f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): {cost}",
         )
 
     async def _evict(self, pod: PodRequest, gang: Gang) -> None:

@@ -1,7 +1,9 @@
 """The queue-sort extension point: pending gangs in scheduling order.
 
 Order: priority descending, then creation timestamp ascending, then ``namespace/name``
-(siblings of one gang stay together: the queue holds gangs, not pods).
+(siblings of one gang stay together: the queue holds gangs, not pods). Elastic gangs
+that are already running and ask to grow go after every other gang: a job waiting for
+its minimum comes before any job's scale-out, whatever the priorities.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from collections.abc import Iterator
 from ..framework.model import Gang
 
 
-def queue_key(gang: Gang) -> tuple[int, float, str]:
-    """Sort key: priority desc, creation time asc, ``namespace/name`` asc."""
-    return (-gang.priority, gang.creation_timestamp, gang.key)
+def queue_key(gang: Gang) -> tuple[bool, int, float, str]:
+    """Sort key: grows last, then priority desc, creation time asc, ``namespace/name``."""
+    return (gang.grows, -gang.priority, gang.creation_timestamp, gang.key)
 
 
 class GangQueue:
