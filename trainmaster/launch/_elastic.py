@@ -161,14 +161,13 @@ def say(message: str) -> None:
     print(f"trainmaster launch: elastic: {message}", file=sys.stderr, flush=True)
 
 
-Start = Callable[[list[str], dict[str, str]], "subprocess.Popen[bytes]"]
-
-
 class Agent:
     """One launcher of an elastic gang: rendezvous, and the training command per round."""
 
     def __init__(self, config: ElasticConfig, command: list[str], env: Mapping[str, str],
-                 checkpoint_dir: Path | None, start: Start, bind_host: str = "") -> None:
+                 checkpoint_dir: Path | None,
+                 start: Callable[[list[str], dict[str, str]], subprocess.Popen[bytes]],
+                 bind_host: str = "") -> None:
         self.config = config
         self.command = command
         self.env = dict(env)
