@@ -171,9 +171,9 @@ def _result(scenario: str, node: str, what: str, since: float, before: int, afte
             checkpoint: int | None, operator: float | None = None) -> ElasticResult:
     rounds = [r for _, r, _ in ready.values() if r is not None]
     firsts = [f for r in rounds if (f := r.first_step()) is not None]
-    leader = min(ready)  # the leader (rank 0) is the lowest index once the round starts
-    leader_round = ready[leader][1]
-    resumed = leader_round.resumed() if leader_round is not None else None
+    # Rank 0 is the leader's rank, not the lowest index: leadership stays where the first
+    # round put it. Only rank 0 logs "rank 0: resumed from".
+    resumed = next((step for r in rounds if (step := r.resumed()) is not None), None)
     return ElasticResult(
         scenario, node, what,
         detect_seconds=min(r.started for r in rounds) - since,
@@ -233,7 +233,7 @@ def run_elastic_drill(stack: RealStack, report: Report) -> list[ElasticResult]:
         grow = _result("elastic-grow", killed.node, "kubelet resumed, fence lifted",
                        returned_at, high - 1, high, larger,
                        _last_before(stack, larger, grow_round),
-                       _on_demand(stack, larger[min(larger)][0]))
+                       _on_demand(stack, [name for name, _, _ in larger.values()]))
         report(f"elastic-grow: {grow.row()}")
         return [shrink, grow]
 
@@ -259,12 +259,15 @@ def _last_before(stack: RealStack, ready: dict[int, tuple[str, RoundLog | None, 
 ON_DEMAND = re.compile(r"^rank 0 checkpoint \S+ step (\d+) \(on demand\)$")
 
 
-def _on_demand(stack: RealStack, pod: str) -> int | None:
-    """The step of the last checkpoint rank 0 wrote because its launcher asked for it."""
-    log = pod_log(stack.nodes, stack.namespace, pod)
-    steps = [int(m.group(1)) for ln in (log.lines if log else [])
-             if (m := ON_DEMAND.match(ln.text))]
-    return steps[-1] if steps else None
+def _on_demand(stack: RealStack, pods: list[str]) -> int | None:
+    """The step of the last checkpoint rank 0 (whichever pod holds it) wrote because its
+    launcher asked for it."""
+    steps = []
+    for pod in pods:
+        log = pod_log(stack.nodes, stack.namespace, pod)
+        steps += [(ln.time, int(m.group(1))) for ln in (log.lines if log else [])
+                  if (m := ON_DEMAND.match(ln.text))]
+    return max(steps)[1] if steps else None
 
 
 def _node_ready(kube: SyncKube, name: str) -> bool:
