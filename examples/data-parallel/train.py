@@ -8,9 +8,17 @@ Rank 0 writes a checkpoint every --checkpoint-every steps to $TRAINMASTER_CHECKP
 `step-<N>.tmp/` is filled, marked COMPLETE and renamed to `step-<N>/`, so a reader (the
 launcher's watcher, a restarted gang) never sees half of one. Given a checkpoint through
 $TRAINMASTER_RESUME_FROM or --resume-from, rank 0 loads it and sends it to every rank, and
-the gang continues at the step after it with the same weights. Batches are drawn from a
-generator seeded by (seed, step, rank), so the steps after a resume are the steps that
-would have followed: their losses match the uninterrupted run's exactly.
+the gang continues at the step after it with the same weights. Each step's *global* batch
+(--batch-size rows) is drawn from a generator seeded by (seed, step) and every rank takes
+its contiguous share of it, so the steps after a resume are the steps that would have
+followed (their losses match the uninterrupted run's exactly at the same world size), and
+a gang resumed at another world size (elastic training) re-shards the same data and keeps
+the global batch: only the order of the floating-point sums changes.
+
+Checkpoint on demand (the elastic launcher's contract, docs/operator.md): when the file
+$TRAINMASTER_CHECKPOINT_NOW_FILE exists at a step boundary, rank 0 writes a checkpoint of
+that step and removes the file. A lost peer (a broken all-reduce) ends the rank with exit
+code 1 and a line saying so, for the launcher to re-rendezvous.
 
 The environment is what trainmaster's launch script gives each pod (RANK or
 JOB_COMPLETION_INDEX, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); flags come from the job's
@@ -33,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collective import Group, data_address
 
 FEATURES = 64
+CHECKPOINT_NOW_ENV = "TRAINMASTER_CHECKPOINT_NOW_FILE"
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -43,7 +52,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    default=int(env.get("TM_HP_CHECKPOINT_EVERY", 20)))
     p.add_argument("--learning-rate", type=float,
                    default=float(env.get("TM_HP_LEARNING_RATE", 0.05)))
-    p.add_argument("--batch-size", type=int, default=int(env.get("TM_HP_BATCH_SIZE", 256)))
+    p.add_argument("--batch-size", type=int, default=int(env.get("TM_HP_BATCH_SIZE", 256)),
+                   help="The global batch: rows per step across all ranks.")
     p.add_argument("--step-seconds", type=float, default=float(env.get("TM_HP_STEP_SECONDS", 0)),
                    help="Sleep this long each step (to watch a run, or to kill it mid-way).")
     p.add_argument("--seed", type=int, default=0)
@@ -53,12 +63,32 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _batch(seed: int, step: int, rank: int, size: int, truth: np.ndarray) -> tuple[
-        np.ndarray, np.ndarray]:
-    rng = np.random.default_rng([seed, step, rank])
+def shard(size: int, rank: int, world: int) -> slice:
+    """Rank `rank`'s rows of a global batch of `size`: contiguous, the first `size % world`
+    ranks one row more, so every row is used once whatever the world size."""
+    base, extra = divmod(size, world)
+    start = rank * base + min(rank, extra)
+    return slice(start, start + base + (1 if rank < extra else 0))
+
+
+def _batch(seed: int, step: int, rank: int, world: int, size: int, truth: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng([seed, step])
     x = rng.standard_normal((size, FEATURES))
     y = x @ truth + 0.01 * rng.standard_normal(size)
-    return x, y
+    rows = shard(size, rank, world)
+    return x[rows], y[rows]
+
+
+def _checkpoint_asked(path: str) -> bool:
+    """Whether the launcher asked for a checkpoint now (and take the request)."""
+    if not path or not os.path.exists(path):
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _save(directory: Path, step: int, weights: np.ndarray, loss: float, keep: int) -> Path:
@@ -107,18 +137,26 @@ def main(argv: list[str] | None = None) -> int:
         source = args.resume_from if rank == 0 else "rank 0"
         print(f"rank {rank}: resumed from {source} at step {step}", flush=True)
     checkpoints = Path(args.checkpoint_dir) if args.checkpoint_dir else None
+    now_file = env.get(CHECKPOINT_NOW_ENV, "")
     while step < args.train_steps:
         step += 1
-        x, y = _batch(args.seed, step, rank, args.batch_size, truth)
+        x, y = _batch(args.seed, step, rank, world, args.batch_size, truth)
         error = x @ weights - y
-        grad = 2.0 * x.T @ error / args.batch_size
-        sums = group.all_reduce_sum(np.concatenate([grad, [float(error @ error)]]))
-        weights = weights - args.learning_rate * sums[:-1] / world
-        loss = float(sums[-1] / (args.batch_size * world))
+        grad = 2.0 * x.T @ error
+        try:
+            sums = group.all_reduce_sum(np.concatenate([grad, [float(error @ error)]]))
+        except OSError as exc:  # ConnectionError, or a reset: a peer is gone
+            print(f"rank {rank}: lost a peer at step {step}: {exc}", flush=True)
+            return 1
+        weights = weights - args.learning_rate * sums[:-1] / args.batch_size
+        loss = float(sums[-1] / args.batch_size)
         print(f"rank {rank} step {step} loss {loss!r}", flush=True)
-        if rank == 0 and checkpoints is not None and step % args.checkpoint_every == 0:
+        asked = rank == 0 and _checkpoint_asked(now_file)
+        if rank == 0 and checkpoints is not None and (step % args.checkpoint_every == 0
+                                                      or asked):
             saved = _save(checkpoints, step, weights, loss, args.keep)
-            print(f"rank 0 checkpoint {saved} step {step}", flush=True)
+            why = " (on demand)" if asked else ""
+            print(f"rank 0 checkpoint {saved} step {step}{why}", flush=True)
         if args.step_seconds:
             time.sleep(args.step_seconds)
     group.close()

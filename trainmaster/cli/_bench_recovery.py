@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -36,7 +37,8 @@ def recovery_cmd(
         list[str] | None,
         typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
                      "node-not-ready, missing-heartbeat; with --real: process-kill, "
-                     "container-kill, node-not-ready."),
+                     "container-kill, node-not-ready, elastic-shrink and elastic-grow (one "
+                     "drill, its own 3-node stack with the job elastic 1..3)."),
     ] = None,
     baseline: Annotated[
         bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
@@ -109,11 +111,17 @@ def _num(value: float | None) -> str:
 
 def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json: bool) -> None:
     from trainmaster.cli._tools import build_with_progress
-    from trainmaster.cluster import ClusterError, down_state_dir
-    from trainmaster.drill import SCENARIOS, ensure_scenario, run_drill, start_real_stack
+    from trainmaster.cluster import ClusterError
+    from trainmaster.drill import (
+        ELASTIC_SCENARIOS,
+        SCENARIOS,
+        ensure_scenario,
+    )
     from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
 
-    names = scenarios or list(SCENARIOS)
+    names = scenarios or [*SCENARIOS, *ELASTIC_SCENARIOS]
+    elastic = [n for n in names if n in ELASTIC_SCENARIOS]
+    names = [n for n in names if n not in ELASTIC_SCENARIOS]
     # The node drill leaves its node fenced: it goes last.
     names.sort(key=lambda n: n == "node-not-ready")
     try:
@@ -125,6 +133,58 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
 
     def report(line: str) -> None:
         _err.print(line, highlight=False)
+
+    rows: list[dict[str, object]] = []
+    if names:
+        rows += _rigid_rows(spec, names, repeat, timeout, report)
+    if elastic:
+        rows += _elastic_rows(spec, repeat, report)
+    _print_real(rows, as_json)
+
+
+def _elastic_rows(spec: Path, repeat: int, report: Callable[[str], None]
+                  ) -> list[dict[str, object]]:
+    """The elastic drill (trainmaster.drill._elastic) on a stack of its own: the spec's
+    real job made elastic (min 1, max 3) on three real nodes."""
+    import tempfile
+
+    import yaml
+
+    from trainmaster.cluster import ClusterError, down_state_dir
+    from trainmaster.drill import make_elastic, run_elastic_drill, start_real_stack
+    from trainmaster.drill import placed_on_real_nodes as placed
+    from trainmaster.spec import load_spec
+
+    rows: list[dict[str, object]] = []
+    doc = yaml.safe_load(spec.read_text())
+    loaded = load_spec(spec)
+    _, moved = placed(yaml.safe_load(spec.read_text()), loaded.image.reference)
+    real = [j for j in loaded.jobs if j.name in moved and j.checkpoint is not None]
+    if not real:
+        raise RecoveryBenchError(f"{spec}: no job runs the trainmaster image with a checkpoint")
+    with tempfile.TemporaryDirectory(prefix="trainmaster-elastic-") as folder:
+        path = Path(folder) / spec.name
+        path.write_text(yaml.safe_dump(make_elastic(doc, real[0].name, 1, 3), sort_keys=False))
+        try:
+            stack = start_real_stack(path, 3, report)
+        except ClusterError as exc:
+            raise RecoveryBenchError(str(exc)) from None
+        try:
+            for _ in range(repeat):
+                for result in run_elastic_drill(stack, report):
+                    rows.append(result.row())
+        except ClusterError as exc:
+            raise RecoveryBenchError(str(exc)) from None
+        finally:
+            if stack.started:
+                down_state_dir(stack.state_dir)
+    return rows
+
+
+def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
+                report: Callable[[str], None]) -> list[dict[str, object]]:
+    from trainmaster.cluster import ClusterError, down_state_dir
+    from trainmaster.drill import run_drill, start_real_stack
 
     rows: list[dict[str, object]] = []
     try:
@@ -151,13 +211,18 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
     finally:
         if stack.started:
             down_state_dir(stack.state_dir)
+    return rows
+
+
+def _print_real(rows: list[dict[str, object]], as_json: bool) -> None:
     if as_json:
         print(json.dumps(rows))
         return
     from rich.table import Table  # rich: only when printing
-    table = Table(title=f"recovery of the real job {stack.job.name} on real nodes")
-    for column in rows[0] if rows else []:
+    table = Table(title="recovery of the real job on real nodes")
+    columns = list(dict.fromkeys(k for row in rows for k in row))  # elastic rows add some
+    for column in columns:
         table.add_column(column, justify="left" if column == "scenario" else "right")
     for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
+        table.add_row(*(str(row.get(c, "-")) for c in columns))
     _out.print(table)

@@ -15,6 +15,12 @@ from trainmaster.drill._drill import (
     run_drill,
     wait_training,
 )
+from trainmaster.drill._elastic import (
+    ELASTIC_SCENARIOS,
+    ElasticResult,
+    make_elastic,
+    run_elastic_drill,
+)
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
@@ -31,20 +37,24 @@ from trainmaster.drill._stack import (
 )
 
 __all__ = [
+    "ELASTIC_SCENARIOS",
     "ON_REAL_NODES",
     "S3_PORT",
     "SCENARIOS",
     "DrillResult",
+    "ElasticResult",
     "Killed",
     "RealStack",
     "ensure_scenario",
     "host_volume",
     "job_pods",
     "job_status",
+    "make_elastic",
     "placed_on_real_nodes",
     "pods_table",
     "pulumi_stack_spec",
     "run_drill",
+    "run_elastic_drill",
     "s3_endpoint",
     "serve_demo_datasets",
     "serve_s3_dataset",

@@ -52,6 +52,8 @@ from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_cont
 from trainmaster.spec import ClusterSpec, Job, job_gang
 
 MASTER_PORT = 29500
+ELASTIC_RDZV_PORT = 29400
+"""Where an elastic gang's launchers rendezvous (torchrun's c10d store port)."""
 LAUNCHER_DIR = "/opt/trainmaster-launch"
 """Where the init container puts the launcher bundle (an emptyDir shared with the trainer)."""
 _TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
@@ -304,6 +306,18 @@ def build_pod_group(
 
 
 
+def _failure_limits(job: Job) -> dict[str, Any]:
+    """A rigid gang's Job fails at its first failed pod (the operator restarts the gang).
+    An elastic gang goes on without a lost member: the Job replaces that member's pod
+    (pending until the scheduler finds it a node, then the gang grows), up to
+    restartPolicy.maxRestarts times per member; an index failing more fails the Job."""
+    if job.elastic is None:
+        return {"backoffLimit": 0}
+    return {"backoffLimitPerIndex": job.restart_policy.max_restarts, "maxFailedIndexes": 0,
+            # The replacement waits until the lost pod is gone: never two of one rank.
+            "podReplacementPolicy": "Failed"}
+
+
 def _container_env(
     spec: ClusterSpec, job: Job, attempt: int, resume_from: str | None
 ) -> list[dict[str, Any]]:
@@ -328,6 +342,10 @@ def _container_env(
         # job's NetworkPolicy admits only the scraper to it).
         "TRAINMASTER_METRICS_PORT": str(METRICS_PORT),
         "TRAINMASTER_METRICS_ADDRESS": "0.0.0.0",
+        # An elastic gang's launchers rendezvous among themselves (trainmaster.launch
+        # ._elastic) and set RANK and WORLD_SIZE per round; torchrun's --nnodes syntax.
+        **({"TRAINMASTER_ELASTIC": f"{job.elastic.min_nodes}:{job.elastic.max_nodes}",
+            "TRAINMASTER_RDZV_PORT": str(ELASTIC_RDZV_PORT)} if job.elastic else {}),
     }
     if job.checkpoint is not None:
         env["TRAINMASTER_CHECKPOINT_DIR"] = job.checkpoint.path
@@ -418,7 +436,7 @@ def build_gang_job(
             # An elastic job's gang has maxNodes pods; the scheduler binds those that fit.
             "completions": job_gang(spec, job).members,
             "parallelism": job_gang(spec, job).members,
-            "backoffLimit": 0,
+            **_failure_limits(job),
             "template": {
                 "metadata": {
                     "labels": pod_labels,

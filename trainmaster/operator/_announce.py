@@ -32,6 +32,7 @@ from trainmaster.kubeclient import Kube
 from trainmaster.objects import gang_name
 from trainmaster.operator import _events as events
 from trainmaster.operator._datasets import WarmupFailure
+from trainmaster.operator._elastic import EVENT_GROWN, EVENT_SHRUNK, resizes
 from trainmaster.operator._model import Cause, JobState
 from trainmaster.spec import Job
 
@@ -101,6 +102,15 @@ class Announcer:
                          f"(step {entry.get('step')}), found complete in the checkpoint "
                          f"directory at start-up: newer than {chosen}, the newest reported "
                          "when the gang was created", now, f"r{state.attempt}.resumed")
+
+    async def resized(self, body: dict[str, Any], state: JobState, before: int, after: int,
+                      why: str, now: datetime) -> None:
+        """An elastic gang's world size changed (status.elastic.resizes numbers the Event)."""
+        grew = after > before
+        await self._once(body, "Normal" if grew else "Warning",
+                         EVENT_GROWN if grew else EVENT_SHRUNK,
+                         f"world size {before} -> {after}: {why}", now,
+                         f"r{state.attempt}.resize{resizes(state)}")
 
     async def end(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
         if state.phase == SUCCEEDED:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from trainmaster.api import FAILED, INVALID_SPEC, MAX_RESTARTS, NON_RETRYABLE, SUCCEEDED
+from trainmaster.operator._elastic import shrink, without_member_preemption
 from trainmaster.operator._faults import find_fault, progress_time
 from trainmaster.operator._model import (
     BACKOFF_CAP_SECONDS,
@@ -49,6 +50,13 @@ def decide(
         change = Fault(Cause.SPEC_CHANGED, f"spec generation {state.gang_generation} -> "
                        f"{state.generation}")
         return Decision(Action.RESTART, change, counted=False)
+    gang = without_member_preemption(job, gang, health)
+    lost = shrink(job, gang, health)
+    if lost is not None:
+        # Enough members run on: the launchers already re-rendezvoused without the lost
+        # ones; the gang is not restarted.
+        return Decision(Action.SHRINK, lost.fault, lost=tuple(p.name for p in lost.pods),
+                        sizes=(lost.before, lost.after))
     fault = find_fault(job, state, gang, health, now)
     if fault is not None and fault.cause is Cause.PREEMPTED:
         # Not the job's failure: a new gang from the last checkpoint, at once (it waits
@@ -61,6 +69,10 @@ def decide(
             return Decision(Action.FAIL, fault, reason=MAX_RESTARTS)
         return Decision(Action.RESTART, fault, backoff=backoff_seconds(job, state.restarts))
     if gang.job_complete or (gang.pods and gang.count("Succeeded") >= job.nodes):
+        return Decision(Action.SUCCEED)
+    if job.elastic is not None and gang.count("Succeeded") and not gang.count("Running"):
+        # An elastic run ends when its ranks do: members that never joined (still pending)
+        # are not waited for.
         return Decision(Action.SUCCEED)
     return Decision(Action.OBSERVE, wake_after=_hang_deadline(job, state, now))
 

@@ -242,6 +242,10 @@ class Action(enum.Enum):
     post Events, delete the old gang and create the new one (after the backoff)."""
     FAIL = "fail"
     """Write phase Failed with the reason, then stop the gang's remaining pods."""
+    SHRINK = "shrink"
+    """An elastic gang lost members but at least minNodes run on: record the new world
+    size, fence blamed nodes, post an Event, delete the lost pods (the Job replaces them
+    with pending pods: the gang grows back when they are bound)."""
     SUCCEED = "succeed"
     """Write phase Succeeded."""
     OBSERVE = "observe"
@@ -258,6 +262,10 @@ class Decision:
     """Seconds before the new gang is created (RESTART)."""
     counted: bool = True
     """Whether a RESTART counts against maxRestarts (a spec change does not)."""
+    lost: tuple[str, ...] = ()
+    """The pods an elastic gang goes on without (SHRINK)."""
+    sizes: tuple[int, int] | None = None
+    """World size before and after (SHRINK)."""
     wake_after: float | None = None
     """Seconds until this job needs another look even if nothing happens (backoff end, hang
     deadline); None when only an event can change anything."""

@@ -11,16 +11,18 @@ that restart count).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from trainmaster.api import RESTARTING, parse_time
-from trainmaster.kubeclient import ApiError, Kube, trainingjob_path
+from trainmaster.kubeclient import ApiError, Kube, pod_path, trainingjob_path
 from trainmaster.operator._announce import Announcer, fenced
 from trainmaster.operator._datasets import WarmupFailures, datasets_waiting, holds
 from trainmaster.operator._decide import decide, old_gang_wait
+from trainmaster.operator._elastic import recorded_size, resize_patch, world_size
 from trainmaster.operator._fence import fence
 from trainmaster.operator._gang import GangObjects
 from trainmaster.operator._model import Action, Cause, Decision, GangView, JobState, Key, utcnow
@@ -131,6 +133,8 @@ class Reconciler:
             return 0.0
         if action is Action.RESTART:
             return await self._restart(body, spec, job, state, gang, decision, now)
+        if action is Action.SHRINK:
+            return await self._shrink(body, job, state, gang, decision, now)
         if action is Action.FAIL:
             new = await self._write(state, fail_patch(state, job, decision, now))
             await self.announce.end(body, new, now)
@@ -139,6 +143,8 @@ class Reconciler:
         if action is Action.SUCCEED:
             new = await self._write(state, succeed_patch(state, now))
             await self.announce.end(body, new, now)
+            if job.elastic is not None:
+                await self.gang.stop(ns, job, state.attempt)  # its members still pending
             return None
         # OBSERVE: a healthy gang. Make its objects match (restores drift), then record.
         if state.phase == RESTARTING:
@@ -157,8 +163,48 @@ class Reconciler:
             await self.gang.mark_checkpoint(ns, job, state.attempt, checkpoint.time)
         patch = observe_patch(state, job, gang, now)
         if patch:
-            await self._write(state, patch, guard=False)
+            state = await self._write(state, patch, guard=False)
+        if job.elastic is not None:
+            await self._track_size(body, state, gang, now)
         return decision.wake_after
+
+    async def _track_size(self, body: dict[str, Any], state: JobState, gang: GangView,
+                          now: datetime) -> None:
+        """Record an elastic gang's world size (members running on usable nodes) and say
+        when it changes outside a shrink the operator made: a member bound late or
+        replaced (grow), one taken by a preemption (shrink). The first size is recorded
+        once the gang first runs, without an Event."""
+        size = world_size(gang, self.book.health())
+        before = recorded_size(state)
+        if size == before or (before is None and state.running_since is None):
+            return
+        why = ("a pending member was bound and started" if before is not None and size > before
+               else "members left (preempted or deleted)")
+        new = await self._write(state, resize_patch(state, before, size, why, now),
+                                guard=False)
+        if before is not None:
+            await self.announce.resized(body, new, before, size, why, now)
+
+    async def _shrink(self, body: dict[str, Any], job: Job, state: JobState, gang: GangView,
+                      decision: Decision, now: datetime) -> float | None:
+        """An elastic gang goes on without its lost members (the launchers re-rendezvoused
+        already): the new size first (guarded, so one lost member is counted once), then
+        fences, the Event, and the lost pods deleted so the Job replaces them."""
+        fault, sizes = decision.fault, decision.sizes
+        assert fault is not None and sizes is not None
+        for node in fault.nodes:
+            await self._fence(node, now)
+        if recorded_size(state) != sizes[1]:  # else recorded by a pass that died after it
+            state = await self._write(state, resize_patch(state, sizes[0], sizes[1],
+                                                          fault.describe(), now))
+        await self.announce.resized(body, state, sizes[0], sizes[1], fault.describe(), now)
+        sick = self.book.health()
+        lost = set(decision.lost)
+        await asyncio.gather(*(
+            self.kube.delete(pod_path(state.namespace, p.name),
+                             grace=0 if p.node in sick else None, missing_ok=True)
+            for p in gang.pods if p.name in lost))
+        return 0.0
 
     async def _hold(self, body: dict[str, Any], spec: ClusterSpec, job: Job, state: JobState,
                     reason: str, now: datetime) -> float | None:

@@ -36,6 +36,7 @@ from trainmaster.api import (
     parse_time,
 )
 from trainmaster.objects import gang_name
+from trainmaster.operator._elastic import required_pods
 from trainmaster.operator._model import HISTORY_LIMIT, Decision, Fault, GangView, JobState
 from trainmaster.spec import Job
 
@@ -215,7 +216,7 @@ def succeed_patch(state: JobState, now: datetime) -> dict[str, Any]:
 
 def pending_reason(job: Job, gang: GangView) -> str | None:
     running = gang.count("Running")
-    if running >= job.nodes:
+    if running >= required_pods(job):
         return None
     # Stable wording (no counts) so the status is not rewritten on every pod event.
     if not gang.job_exists:
@@ -223,7 +224,7 @@ def pending_reason(job: Job, gang: GangView) -> str | None:
     waiting = next((p.unschedulable for p in gang.pods if p.unschedulable), None)
     if waiting:
         return f"unschedulable: {waiting}"
-    if len(gang.pods) < job.nodes:
+    if len(gang.pods) < required_pods(job):
         return "creating pods"
     return "starting pods"
 
@@ -231,14 +232,14 @@ def pending_reason(job: Job, gang: GangView) -> str | None:
 def observe_patch(state: JobState, job: Job, gang: GangView, now: datetime) -> dict[str, Any]:
     """Phase, nodes and pending reason of a healthy gang: only the fields that changed, so
     an idle reconcile writes nothing."""
-    running = gang.count("Running") >= job.nodes
+    running = gang.count("Running") >= required_pods(job)
     phase = RUNNING if running else RESTARTING if state.phase == RESTARTING else PENDING
     reason = pending_reason(job, gang)
     conds = set_condition(state.conditions, COND_SPEC_VALID, True, REASON_VALID, "", now)
     conds = set_condition(
         conds, COND_RUNNING, running,
         REASON_GANG_RUNNING if running else REASON_GANG_PENDING,
-        f"{job.nodes} pods Running" if running else (reason or ""), now,
+        f"{gang.count('Running')} pods Running" if running else (reason or ""), now,
     )
     wanted: dict[str, Any] = {
         "phase": phase,
