@@ -11,11 +11,13 @@ on loopback: the time is the full round trip (server-side render included, which
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -127,8 +129,6 @@ def build_world(nodes: int = 10_000, jobs: int = 1_000, seed: int = 1) -> Any:
 
 def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 1
              ) -> list[ViewTime]:
-    import uvicorn
-
     from trainmaster.ui import FixedSource, create_app
 
     world = build_world(nodes, jobs, seed)
@@ -141,15 +141,7 @@ def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 
         "queues": "/queues",
         "pending": "/pending",
     }
-    config = uvicorn.Config(create_app(FixedSource(world)), host="127.0.0.1", port=0,
-                            log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            time.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
+    with served(create_app(FixedSource(world))) as port:
         out = []
         for view, path in paths.items():
             trips, renders, size = [], [], 0
@@ -170,6 +162,24 @@ def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 
                                 round(statistics.median(renders), 1), round(max(trips), 1),
                                 size))
         return out
+
+
+@contextlib.contextmanager
+def served(app: Any) -> Iterator[int]:
+    """``app`` served by uvicorn on a free loopback port, in a thread; yields the port."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                            lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        yield server.servers[0].sockets[0].getsockname()[1]
     finally:
         server.should_exit = True
         thread.join(10)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 import jinja2
 from starlette.applications import Starlette
@@ -36,14 +36,19 @@ from trainmaster.ui._topology import build_topology
 from trainmaster.ui._why import why_pending
 from trainmaster.ui._world import World
 
+T = TypeVar("T")
 ASSETS = Path(str(files("trainmaster") / "data" / "ui"))
 DEBOUNCE = 0.3
 """Seconds to gather a burst of watch events into one update (well inside the ~2 s the
 views promise)."""
 KEEPALIVE = 15.0
-PENDING_LIMIT = 50
-"""Counterfactuals computed per request on the why-pending page (the first gangs the
-scheduler will try); the rest show their reason only."""
+MODEL_TTL = 10.0
+"""Seconds a view's model is reused while nothing changed (ages move on after it)."""
+PENDING_LIMIT = 100
+"""Pending gangs shown on the why-pending page, each placed now (the first the scheduler
+will try)."""
+COUNTERFACTUALS = 10
+"""Of those, the first get the counterfactual search too."""
 
 
 class Source(Protocol):
@@ -99,6 +104,7 @@ class Views:
         self.source = source
         self.env = environment()
         self._cached: tuple[int, World] | None = None
+        self._models: dict[str, tuple[int, float, Any]] = {}
 
     def world(self) -> World:
         version = self.source.version
@@ -107,6 +113,19 @@ class Views:
         world = self._cached[1]
         world.now = datetime.now(world.now.tzinfo)
         return world
+
+    async def model(self, name: str, build: Callable[[World], T]) -> T:
+        """``build(world)``, once per cluster version, in a thread: a large view's model
+        must not hold up the event loop (the live streams, other pages)."""
+        version = self.source.version
+        cached = self._models.get(name)
+        if cached is not None and cached[0] == version and \
+                time.monotonic() - cached[1] < MODEL_TTL:
+            return cast(T, cached[2])
+        world = self.world()
+        value = await asyncio.to_thread(build, world)
+        self._models[name] = (version, time.monotonic(), value)
+        return value
 
     def page(self, request: Request, template: str, title: str, **context: Any) -> Response:
         fragment = request.query_params.get("fragment") == "1"
@@ -119,10 +138,11 @@ class Views:
         return RedirectResponse("/topology", status_code=307)
 
     async def topology(self, request: Request) -> Response:
-        return self.page(request, "topology.html", "Topology", topo=build_topology(self.world()))
+        topo = await self.model("topology", build_topology)
+        return self.page(request, "topology.html", "Topology", topo=topo)
 
     async def leaf(self, request: Request) -> Response:
-        topo = build_topology(self.world())
+        topo = await self.model("topology", build_topology)
         name = request.path_params["leaf"]
         if name not in topo.cells:
             return self._missing(f"no switch {name} at the lowest topology level")
@@ -132,7 +152,7 @@ class Views:
                          spine=spine, cells=topo.cells[name])
 
     async def jobs(self, request: Request) -> Response:
-        return self.page(request, "jobs.html", "Jobs", jobs=job_rows(self.world()))
+        return self.page(request, "jobs.html", "Jobs", jobs=await self.model("jobs", job_rows))
 
     async def job(self, request: Request) -> Response:
         world = self.world()
@@ -145,11 +165,14 @@ class Views:
                          ran_on=nodes_ran_on(tj, world))
 
     async def queues(self, request: Request) -> Response:
-        return self.page(request, "queues.html", "Queues", queues=queue_infos(self.world()))
+        queues = await self.model("queues", queue_infos)
+        return self.page(request, "queues.html", "Queues", queues=queues)
 
     async def pending(self, request: Request) -> Response:
-        return self.page(request, "pending.html", "Why pending",
-                         whys=why_pending(self.world(), PENDING_LIMIT), limit=PENDING_LIMIT)
+        whys = await self.model(
+            "pending", lambda world: why_pending(world, PENDING_LIMIT, COUNTERFACTUALS))
+        return self.page(request, "pending.html", "Why pending", whys=whys,
+                         limit=PENDING_LIMIT)
 
     def _missing(self, text: str) -> Response:
         return PlainTextResponse(text + "\n", status_code=404)

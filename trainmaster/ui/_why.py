@@ -33,7 +33,7 @@ from trainmaster.status import QueueRow, queue_rows, topology_levels
 from trainmaster.ui._topology import holds_capacity
 from trainmaster.ui._world import World
 
-CANDIDATE_LIMIT = 200
+CANDIDATE_LIMIT = 50
 """Running gangs tried one at a time for "fits once X finishes" (fewest GPUs first)."""
 
 
@@ -180,6 +180,17 @@ class Counterfactuals:
             text += f"; {q.name} borrows {q.borrowed} from the cohort {q.cohort}"
         return text
 
+    def explain_now(self, p: Pending) -> Why:
+        """Reason, quota and placement now, without the counterfactual search."""
+        quota = self.quota(p)
+        if not p.members:
+            return Why(p, quota, "no pods to place yet", "-")
+        result = place_gang(self.state, self.gang(p))
+        now = f"fits now on {where(result)}" if isinstance(result, Placement) \
+            else result.reason
+        return Why(p, quota, now, "not searched: only the first gangs the scheduler will "
+                   "try get a counterfactual")
+
     def explain(self, p: Pending) -> Why:
         quota = self.quota(p)
         if not p.members:
@@ -187,12 +198,12 @@ class Counterfactuals:
         gang = self.gang(p)
         result = place_gang(self.state, gang)
         if isinstance(result, Placement):
-            now = f"fits now on {result.level} {result.domain}"
+            now = f"fits now on {where(result)}"
             if quota:
                 return Why(p, quota, now, "runs once its queue has the quota: " + quota)
             return Why(p, quota, now, "nothing has to change: the scheduler places it on "
                        "its next cycle")
-        now = result.message
+        now = result.reason
         single = self._once_finished(gang)
         if single is not None:
             return Why(p, quota, now, single)
@@ -210,7 +221,7 @@ class Counterfactuals:
             if tried >= CANDIDATE_LIMIT:
                 break
             if free_by_leaf:
-                leaves = {self.state.node(n).topology[-1] for _, n in pods
+                leaves = {"/".join(self.state.node(n).topology) for _, n in pods
                           if self.state.node(n).topology}
                 mine = sum(p.requests.get(GPU, 0) for p, _ in pods)
                 if not any(free_by_leaf.get(leaf, 0) + mine >= need for leaf in leaves) \
@@ -225,7 +236,7 @@ class Counterfactuals:
                 for pod, node in pods:
                     self.state.add_bound(pod, node)
             if isinstance(result, Placement):
-                return f"fits on {result.level} {result.domain} once job {key} finishes"
+                return f"fits on {where(result)} once job {key} finishes"
         return None
 
     def _defragment(self, gang: Gang) -> str:
@@ -238,17 +249,30 @@ class Counterfactuals:
                    "small or its nodes do not match (see the reason)"
         names = ", ".join(v.gang for v in found.victims)
         place = found.placement
-        return (f"fits on {place.level} {place.domain} after moving "
+        return (f"fits on {where(place)} after moving "
                 f"{len(found.victims)} job(s) ({names}: {sum(v.gpus for v in found.victims)} "
                 "GPUs)")
 
 
-def why_pending(world: World, limit: int | None = None) -> list[Why]:
-    pending = pending_gangs(world)
+def where(placement: Placement) -> str:
+    """``leaf leaf-3`` (a domain's name is its path, ``spine-0/leaf-3``)."""
+    return f"{placement.level} {placement.domain.rsplit('/', 1)[-1]}"
+
+
+def why_pending(world: World, limit: int | None = None,
+                counterfactuals: int | None = None) -> list[Why]:
+    """The first ``limit`` pending gangs in the scheduler's order, each placed now; the
+    first ``counterfactuals`` of them also with what would make them fit (each costs up
+    to ``CANDIDATE_LIMIT`` placements)."""
+    pending = pending_gangs(world)[:limit]
     if not pending:
         return []
     cf = Counterfactuals(world)
-    return [cf.explain(p) for p in pending[:limit]]
+    out = []
+    for i, p in enumerate(pending):
+        deep = counterfactuals is None or i < counterfactuals
+        out.append(cf.explain(p) if deep else cf.explain_now(p))
+    return out
 
 
 def queue_summary(world: World) -> list[QueueRow]:
