@@ -6,7 +6,7 @@ import http.client
 from datetime import timedelta
 
 from tests.ui.world import T0, at, node, pod, podgroup
-from trainmaster.bench._ui import build_world, served
+from trainmaster.bench import build_world, served
 from trainmaster.ui import (
     FixedSource,
     Sample,

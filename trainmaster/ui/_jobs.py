@@ -15,6 +15,7 @@ done before the fault, estimated from the step rate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -102,9 +103,23 @@ def _event_time(event: JSON) -> datetime | None:
 Scheduled = dict[tuple[str, str], datetime]
 
 
-def scheduled_index(events: list[JSON]) -> Scheduled:
-    """(namespace, PodGroup) -> when the scheduler first said it bound the gang: one pass
-    over the events, so a page of 1,000 jobs does not scan them 1,000 times."""
+def scheduled_index(events: Sequence[JSON], pods: Sequence[JSON] = ()) -> Scheduled:
+    """(namespace, PodGroup) -> when the gang was bound: the scheduler's Scheduled Event
+    on the PodGroup, else (another scheduler, e.g. kube-scheduler, posts none) the last
+    of its pods' PodScheduled=True transitions. One pass each, so a page of 1,000 jobs
+    does not scan them 1,000 times."""
+    from_pods: Scheduled = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get("scheduling.x-k8s.io/pod-group")
+        if not group:
+            continue
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+                t = parse_time(cond.get("lastTransitionTime"))
+                key = (str(meta.get("namespace", "")), str(group))
+                if t is not None and (key not in from_pods or t > from_pods[key]):
+                    from_pods[key] = t
     out: Scheduled = {}
     for e in events:
         ref = e.get("involvedObject") or {}
@@ -114,7 +129,7 @@ def scheduled_index(events: list[JSON]) -> Scheduled:
         key = (str(ref.get("namespace", "")), str(ref.get("name", "")))
         if t is not None and (key not in out or t < out[key]):
             out[key] = t
-    return out
+    return {**from_pods, **out}
 
 
 def job_events(events: list[JSON], namespace: str, name: str) -> list[JSON]:
@@ -183,7 +198,7 @@ def job_info(tj: JSON, world: World, scheduled: Scheduled | None = None) -> JobI
     ckpt = status.get("lastCheckpoint") or {}
     ckpt_time = parse_time(ckpt.get("time"))
     if scheduled is None:
-        scheduled = scheduled_index(world.events)
+        scheduled = scheduled_index(world.events, world.pods)
     recoveries = _recoveries(tj, scheduled, samples, rate)
     running = parse_time(status.get("runningSince"))
     phase = status.get("phase") or "New"
@@ -216,7 +231,7 @@ def job_info(tj: JSON, world: World, scheduled: Scheduled | None = None) -> JobI
 
 
 def job_rows(world: World) -> list[JobInfo]:
-    scheduled = scheduled_index(world.events)
+    scheduled = scheduled_index(world.events, world.pods)
     rows = [job_info(tj, world, scheduled) for tj in world.trainingjobs]
     return sorted(rows, key=lambda j: (j.namespace, j.name))
 
