@@ -37,7 +37,7 @@ def ui_url(env: OperatorEnv, tmp_path: Path) -> Iterator[str]:
              "--port", "0"], stderr=out)
     try:
         found = wait_for(lambda: re.search(r"serving (http://\S+)", log.read_text()),
-                         "trainmaster ui to listen", timeout=120)
+                         "trainmaster ui to listen", timeout=600)
         yield found.group(1).rstrip("/")
     finally:
         proc.terminate()
@@ -153,8 +153,9 @@ def test_views_in_chromium(env: OperatorEnv, ui_url: str, browser: Any,
     # The operator's words (from kube-scheduler), then the placement code's own.
     assert "Insufficient nvidia.com/gpu" in _text(browser, f"{row} .reason")
     assert "cannot fit even with every scheduled pod gone" in _text(browser, f"{row} .now")
-    assert _text(browser, f"{row} .counterfactual").startswith(
-        "does not fit even with every running job gone")
+    # The counterfactual is searched after the table paints, and filled in.
+    _live(browser, f"{row} .counterfactual", "does not fit even with every running job gone",
+          timeout=60)
     _shot(browser, "pending")
 
     # Topology: the gang's leaf and node, with the gang named on its node.

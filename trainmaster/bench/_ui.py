@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import random
+import re
 import statistics
 import threading
 import time
@@ -37,6 +38,9 @@ class ViewTime:
     """The first fetch's round trip: the first paint (the view's model not built yet)."""
     round_trip_ms: float
     """Median over the runs."""
+    first_cpu_ms: float
+    """The server's CPU time for the first fetch (model + render; what a loaded machine
+    does not inflate)."""
     render_ms: float
     worst_ms: float
     bytes: int
@@ -131,10 +135,13 @@ def build_world(nodes: int = 10_000, jobs: int = 1_000, seed: int = 1) -> Any:
 
 def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 1
              ) -> list[ViewTime]:
-    from trainmaster.ui import FixedSource, create_app
+    from trainmaster.ui import FixedSource, create_app, pending_gangs
 
     world = build_world(nodes, jobs, seed)
     first_job = world.trainingjobs[1]["metadata"]
+    # The gang the scheduler tries first: the first counterfactual the page asks for.
+    first = pending_gangs(world)[0]
+    pending = {"namespace": first.namespace, "name": first.name}
     paths = {
         "topology": "/topology",
         "leaf": "/topology/leaf-0",
@@ -142,11 +149,12 @@ def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 
         "job": f"/jobs/{first_job['namespace']}/{first_job['name']}",
         "queues": "/queues",
         "pending": "/pending",
+        "counterfactual": f"/pending/{pending['namespace']}/{pending['name']}/counterfactual",
     }
     with served(create_app(FixedSource(world))) as port:
         out = []
         for view, path in paths.items():
-            trips, renders, size = [], [], 0
+            trips, renders, cpus, size = [], [], [], 0
             for _ in range(runs):
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 started = time.perf_counter()
@@ -157,11 +165,13 @@ def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 
                 conn.close()
                 if resp.status != 200:
                     raise RuntimeError(f"GET {path}: HTTP {resp.status}")
-                timing = resp.getheader("Server-Timing") or "render;dur=0"
-                renders.append(float(timing.split("dur=")[1]))
+                timing = dict(re.findall(r"(\w+);dur=([\d.]+)",
+                                         resp.getheader("Server-Timing") or ""))
+                renders.append(float(timing.get("render", 0)))
+                cpus.append(float(timing.get("cpu", 0)))
                 size = len(body)
             out.append(ViewTime(view, path, round(trips[0], 1),
-                                round(statistics.median(trips), 1),
+                                round(statistics.median(trips), 1), round(cpus[0], 1),
                                 round(statistics.median(renders), 1), round(max(trips), 1),
                                 size))
         return out

@@ -41,10 +41,11 @@ def ui_cmd(
 
     table = Table(title=f"trainmaster ui on {nodes} nodes, {jobs} jobs ({runs} fetches per "
                   f"view; load average {load})")
-    for column in ("view", "path", "first ms", "median ms", "server ms (median)", "worst ms",
-                   "KiB"):
+    for column in ("view", "path", "first ms", "first CPU ms", "median ms",
+                   "server ms (median)", "worst ms", "KiB"):
         table.add_column(column, justify="left" if column in ("view", "path") else "right")
     for r in results:
-        table.add_row(r.view, r.path, f"{r.first_ms:.0f}", f"{r.round_trip_ms:.0f}",
+        table.add_row(r.view, r.path, f"{r.first_ms:.0f}", f"{r.first_cpu_ms:.0f}",
+                      f"{r.round_trip_ms:.0f}",
                       f"{r.render_ms:.0f}", f"{r.worst_ms:.0f}", f"{r.bytes / 1024:.0f}")
     _out.print(table)

@@ -33,7 +33,7 @@ from trainmaster.status import age
 from trainmaster.ui._jobs import find_job, job_events, job_info, job_rows, nodes_ran_on
 from trainmaster.ui._queues import queue_infos
 from trainmaster.ui._topology import build_topology
-from trainmaster.ui._why import why_pending
+from trainmaster.ui._why import Counterfactuals, pending_gangs
 from trainmaster.ui._world import World
 
 T = TypeVar("T")
@@ -114,35 +114,44 @@ class Views:
         world.now = datetime.now(world.now.tzinfo)
         return world
 
-    async def model(self, name: str, build: Callable[[World], T]) -> T:
+    async def model(self, request: Request, name: str, build: Callable[[World], T]) -> T:
         """``build(world)``, once per cluster version, in a thread: a large view's model
-        must not hold up the event loop (the live streams, other pages)."""
+        must not hold up the event loop (the live streams, other pages). Its CPU time is
+        added to the request's (``Server-Timing``)."""
         version = self.source.version
         cached = self._models.get(name)
         if cached is not None and cached[0] == version and \
                 time.monotonic() - cached[1] < MODEL_TTL:
             return cast(T, cached[2])
         world = self.world()
-        value = await asyncio.to_thread(build, world)
+
+        def timed_build() -> tuple[T, float]:
+            started = time.thread_time()
+            return build(world), time.thread_time() - started
+
+        value, cpu = await asyncio.to_thread(timed_build)
+        request.state.cpu = getattr(request.state, "cpu", 0.0) + cpu
         self._models[name] = (version, time.monotonic(), value)
         return value
 
     def page(self, request: Request, template: str, title: str, **context: Any) -> Response:
         fragment = request.query_params.get("fragment") == "1"
+        started = time.thread_time()
         body = self.env.get_template(template).render(
             fragment=fragment, title=title, path=request.url.path,
             version=self.source.version, **context)
+        request.state.cpu = getattr(request.state, "cpu", 0.0) + time.thread_time() - started
         return HTMLResponse(body)
 
     async def root(self, request: Request) -> Response:
         return RedirectResponse("/topology", status_code=307)
 
     async def topology(self, request: Request) -> Response:
-        topo = await self.model("topology", build_topology)
+        topo = await self.model(request, "topology", build_topology)
         return self.page(request, "topology.html", "Topology", topo=topo)
 
     async def leaf(self, request: Request) -> Response:
-        topo = await self.model("topology", build_topology)
+        topo = await self.model(request, "topology", build_topology)
         name = request.path_params["leaf"]
         if name not in topo.cells:
             return self._missing(f"no switch {name} at the lowest topology level")
@@ -152,7 +161,8 @@ class Views:
                          spine=spine, cells=topo.cells[name])
 
     async def jobs(self, request: Request) -> Response:
-        return self.page(request, "jobs.html", "Jobs", jobs=await self.model("jobs", job_rows))
+        jobs = await self.model(request, "jobs", job_rows)
+        return self.page(request, "jobs.html", "Jobs", jobs=jobs)
 
     async def job(self, request: Request) -> Response:
         world = self.world()
@@ -165,14 +175,27 @@ class Views:
                          ran_on=nodes_ran_on(tj, world))
 
     async def queues(self, request: Request) -> Response:
-        queues = await self.model("queues", queue_infos)
+        queues = await self.model(request, "queues", queue_infos)
         return self.page(request, "queues.html", "Queues", queues=queues)
 
     async def pending(self, request: Request) -> Response:
-        whys = await self.model(
-            "pending", lambda world: why_pending(world, PENDING_LIMIT, COUNTERFACTUALS))
+        """Reasons and placement now; each of the first gangs' counterfactual is fetched
+        by the page on its own (``/pending/NS/NAME/counterfactual``), so the table paints
+        before the searches end."""
+        cf = await self.model(request, "cf", Counterfactuals)
+        whys = await self.model(request, "pending", lambda world: [
+            cf.explain_now(p) for p in pending_gangs(world)[:PENDING_LIMIT]])
         return self.page(request, "pending.html", "Why pending", whys=whys,
-                         limit=PENDING_LIMIT)
+                         limit=PENDING_LIMIT, searched=COUNTERFACTUALS)
+
+    async def counterfactual(self, request: Request) -> Response:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        cf = await self.model(request, "cf", Counterfactuals)
+        gang = next((p for p in pending_gangs(self.world()) if p.key == f"{ns}/{name}"), None)
+        if gang is None:
+            return self._missing(f"no pending gang {ns}/{name}")
+        why = await self.model(request, f"cf:{ns}/{name}", lambda world: cf.explain(gang))
+        return PlainTextResponse(why.counterfactual)
 
     def _missing(self, text: str) -> Response:
         return PlainTextResponse(text + "\n", status_code=404)
@@ -205,7 +228,8 @@ def timed(endpoint: Endpoint) -> Endpoint:
         started = time.perf_counter()
         response = await endpoint(request)
         elapsed = (time.perf_counter() - started) * 1000
-        response.headers["Server-Timing"] = f"render;dur={elapsed:.1f}"
+        cpu = getattr(request.state, "cpu", 0.0) * 1000
+        response.headers["Server-Timing"] = f"render;dur={elapsed:.1f}, cpu;dur={cpu:.1f}"
         return response
 
     return run
@@ -221,6 +245,7 @@ def create_app(source: Source) -> Starlette:
         Route("/jobs/{namespace}/{name}", timed(views.job)),
         Route("/queues", timed(views.queues)),
         Route("/pending", timed(views.pending)),
+        Route("/pending/{namespace}/{name}/counterfactual", timed(views.counterfactual)),
         Route("/events", views.events),
         Mount("/static", StaticFiles(directory=str(ASSETS / "static")), name="static"),
     ]

@@ -18,6 +18,7 @@ Per pending gang:
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -34,6 +35,8 @@ from trainmaster.ui._topology import holds_capacity
 from trainmaster.ui._world import World
 
 CANDIDATE_LIMIT = 50
+VICTIM_LIMIT = 200
+"""Running gangs (fewest GPUs first) the defragmenting search may move."""
 """Running gangs tried one at a time for "fits once X finishes" (fewest GPUs first)."""
 
 
@@ -134,6 +137,8 @@ class Counterfactuals:
     """The cluster state built once per world, then asked about each pending gang."""
 
     def __init__(self, world: World) -> None:
+        # explain() takes gangs out of the state and puts them back: one at a time.
+        self._lock = threading.Lock()
         self.world = world
         self.levels = tuple(topology_levels(world.nodes))
         self.state = ClusterState([node_info(n, self.levels) for n in world.nodes],
@@ -185,13 +190,18 @@ class Counterfactuals:
         quota = self.quota(p)
         if not p.members:
             return Why(p, quota, "no pods to place yet", "-")
-        result = place_gang(self.state, self.gang(p))
+        with self._lock:
+            result = place_gang(self.state, self.gang(p))
         now = f"fits now on {where(result)}" if isinstance(result, Placement) \
             else result.reason
         return Why(p, quota, now, "not searched: only the first gangs the scheduler will "
                    "try get a counterfactual")
 
     def explain(self, p: Pending) -> Why:
+        with self._lock:
+            return self._explain(p)
+
+    def _explain(self, p: Pending) -> Why:
         quota = self.quota(p)
         if not p.members:
             return Why(p, quota, "no pods to place yet", "-")
@@ -240,13 +250,19 @@ class Counterfactuals:
         return None
 
     def _defragment(self, gang: Gang) -> str:
+        # The smallest running gangs: moving small jobs is what defragmenting means, and
+        # the victim search's cost grows with its candidates.
+        smallest = sorted(self.running.items(),
+                          key=lambda kv: (sum(p.requests.get(GPU, 0) for p, _ in kv[1]), kv[0]))
         victims = [Victim(key, max((p.priority for p, _ in pods), default=0), tuple(pods))
-                   for key, pods in self.running.items()]
+                   for key, pods in smallest[:VICTIM_LIMIT]]
         found = select_victims(self.state, gang, victims, filters=DEFAULT_FILTERS,
                                scorer=DEFAULT_SCORER)
         if found is None:
-            return "does not fit even with every running job gone: the cluster is too " \
-                   "small or its nodes do not match (see the reason)"
+            every = "every running job" if len(victims) == len(self.running) \
+                else f"the {len(victims)} smallest running jobs"
+            return f"does not fit even with {every} gone: the cluster is too small or " \
+                   "its nodes do not match (see the reason)"
         names = ", ".join(v.gang for v in found.victims)
         place = found.placement
         return (f"fits on {where(place)} after moving "
