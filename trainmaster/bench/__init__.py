@@ -35,6 +35,7 @@ from trainmaster.bench._run import (
     ContenderResult,
     run_scheduler_bench,
 )
+from trainmaster.bench._ui import ViewTime, bench_ui, build_world, served
 from trainmaster.bench._workload import gang_sizes, leaves_needed, workload
 
 __all__ = [
@@ -49,11 +50,15 @@ __all__ = [
     "RecoveryOptions",
     "RecoveryRow",
     "ScaleResult",
+    "ViewTime",
+    "bench_ui",
+    "build_world",
     "gang_sizes",
     "leaves_needed",
     "placement_at_scale",
     "placement_microbench",
     "run_recovery_bench",
     "run_scheduler_bench",
+    "served",
     "workload",
 ]

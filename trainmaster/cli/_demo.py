@@ -86,6 +86,7 @@ def demo(
     err.print(f"  kubectl get pods -A -o wide; kubectl logs -n {real.namespace} "
               f"-l {JOB_LABEL}={real.job.name}")
     err.print("  trainmaster status            # jobs, GPUs per leaf, fenced nodes, gangs")
+    err.print("  trainmaster ui                # live web view: http://127.0.0.1:8080/")
     err.print("  trainmaster cluster down      # stop everything")
     if not drill.ok:
         raise typer.Exit(1)

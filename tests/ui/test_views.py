@@ -1,0 +1,181 @@
+"""The UI's view models, on small worlds whose answers are known."""
+
+from __future__ import annotations
+
+import http.client
+from datetime import timedelta
+
+from tests.ui.world import T0, at, node, pod, podgroup
+from trainmaster.bench import build_world, served
+from trainmaster.ui import (
+    FixedSource,
+    Sample,
+    World,
+    build_topology,
+    create_app,
+    job_info,
+    pending_gangs,
+    queue_infos,
+    step_rate,
+    why_pending,
+)
+
+
+def test_topology_marks_each_unusable_node_with_its_cause_and_each_gang_on_its_node() -> None:
+    fenced = node("n2", "leaf-1", unschedulable=True, taints=[
+        {"key": "trainmaster.io/unhealthy", "value": "GPUHealthy", "effect": "NoSchedule"}])
+    fenced["metadata"]["annotations"] = {
+        "trainmaster.io/fenced": '{"reason": "GPUHealthy=False: XID 79"}'}
+    down = node("n3", "leaf-1")
+    down["status"]["conditions"] = [{"type": "Ready", "status": "Unknown",
+                                     "reason": "NodeStatusUnknown"}]
+    world = World(nodes=[node("n0", "leaf-0"), node("n1", "leaf-0", unschedulable=True),
+                         fenced, down],
+                  pods=[pod("a-0", "a-r0", "n0", gpus=6)])
+    topo = build_topology(world)
+    cells = {c.name: c for leaf in topo.cells.values() for c in leaf}
+    assert (cells["n0"].used, cells["n0"].free, cells["n0"].gangs) == (6, 2, ["ml/a-r0"])
+    assert (cells["n1"].state, cells["n1"].free) == ("cordoned", 0)
+    assert (cells["n2"].state, cells["n2"].cause) == ("fenced", "GPUHealthy=False: XID 79")
+    assert cells["n3"].state == "NotReady" and "NodeStatusUnknown" in cells["n3"].cause
+    leaves = {r.name: r for r in topo.leaves["spine-0"]}
+    assert (leaves["leaf-0"].used, leaves["leaf-0"].free, leaves["leaf-0"].cordoned) == (6, 2, 1)
+    assert (leaves["leaf-1"].fenced, leaves["leaf-1"].not_ready, leaves["leaf-1"].free) == (1, 1, 0)
+    assert (topo.total.gpus, topo.total.used) == (32, 6)
+
+
+def test_step_rate_is_between_the_last_two_rising_checkpoints() -> None:
+    samples = [Sample(T0, 100), Sample(T0 + timedelta(seconds=50), 200),
+               Sample(T0 + timedelta(seconds=150), 400)]
+    assert step_rate(samples) == 2.0
+    assert step_rate(samples[:1]) is None
+
+
+def test_a_recovery_shows_detected_bound_first_step_and_what_it_lost() -> None:
+    tj = {"metadata": {"name": "gpt", "namespace": "ml", "creationTimestamp": at(0)},
+          "spec": {"nodes": 2, "gpusPerPod": 8, "queue": "research", "priority": 5},
+          "status": {"phase": "Running", "attempt": 1, "restarts": 1, "gang": "gpt-r1",
+                     "runningSince": at(700),
+                     "lastCheckpoint": {"path": "/c/gpt/step-900", "step": 900,
+                                        "time": at(900)},
+                     "restartHistory": [{"cause": "PodFailed", "message": "exit code 137",
+                                         "attempt": 0, "newAttempt": 1, "time": at(600),
+                                         "resumeFrom": "/c/gpt/step-400"}]}}
+    events = [{"reason": "Scheduled", "lastTimestamp": at(10), "metadata": {"uid": "e0"},
+               "involvedObject": {"kind": "PodGroup", "namespace": "ml", "name": "gpt-r0"}},
+              {"reason": "Scheduled", "lastTimestamp": at(660), "metadata": {"uid": "e1"},
+               "involvedObject": {"kind": "PodGroup", "namespace": "ml", "name": "gpt-r1"}}]
+    samples = [Sample(T0 + timedelta(seconds=s), step)
+               for s, step in ((300, 200), (500, 400), (800, 700))]
+    world = World(trainingjobs=[tj], events=events, samples={("ml", "gpt"): samples},
+                  now=T0 + timedelta(seconds=1000))
+    info = job_info(tj, world)
+    (r,) = info.recoveries
+    assert (r.detected, r.bound, r.first_step) == (
+        T0 + timedelta(seconds=600), T0 + timedelta(seconds=660), T0 + timedelta(seconds=800))
+    # From the checkpoint resumed from (t=500) to the first step after the new gang (800).
+    assert r.lost_seconds == 300.0
+    # 100 s of work at 1 step/s between that checkpoint and the fault.
+    assert (r.resume_step, r.lost_steps) == (400, 100)
+    assert (info.step, info.queue, info.priority, info.restarts) == (900, "research", 5, 1)
+    # 1000 s old, 10 s before the first gang was bound, 300 s lost in the recovery.
+    assert info.effective == 690.0
+    assert info.checkpoint_age == 100.0
+
+
+def _leaf_world() -> World:
+    """Two leaves of two 8-GPU nodes; a 1-node job on each leaf; a 2-node gang that must
+    stay in one leaf waits."""
+    return World(
+        nodes=[node("n0", "leaf-0"), node("n1", "leaf-0"), node("n2", "leaf-1"),
+               node("n3", "leaf-1")],
+        pods=[pod("a-0", "a-r0", "n0"), pod("b-0", "b-r0", "n3"),
+              pod("w-0", "wait", None), pod("w-1", "wait", None)],
+        podgroups=[podgroup("wait", 2)])
+
+
+def test_why_pending_names_the_one_job_whose_end_lets_the_gang_fit() -> None:
+    (why,) = why_pending(_leaf_world())
+    assert why.pending.key == "ml/wait" and why.pending.gpus == 16
+    assert "fits in no single leaf" in why.now
+    assert why.counterfactual == "fits on leaf leaf-0 once job ml/a-r0 finishes"
+
+
+def test_why_pending_finds_the_jobs_to_move_when_no_single_one_is_enough() -> None:
+    world = _leaf_world()
+    # Each leaf's two nodes now hold a small job each: no single end frees a leaf.
+    world.pods[:2] = [pod("a-0", "a-r0", "n0"), pod("c-0", "c-r0", "n1"),
+                      pod("b-0", "b-r0", "n3"), pod("d-0", "d-r0", "n2")]
+    (why,) = why_pending(world)
+    assert why.counterfactual.startswith("fits on leaf leaf-")
+    assert "after moving 2 job(s)" in why.counterfactual and "16 GPUs" in why.counterfactual
+
+
+def test_why_pending_says_when_quota_holds_a_gang_back_and_who_borrows() -> None:
+    world = World(
+        nodes=[node(f"n{i}", f"leaf-{i // 2}") for i in range(6)],
+        pods=[pod("r-0", "r-r0", "n0", queue="research"),
+              pod("p-0", "p-r0", "n1", queue="prod"), pod("p-1", "p-r0", "n2", queue="prod"),
+              pod("w-0", "wait", None, queue="research")],
+        podgroups=[podgroup("wait", 1)],
+        queues=[{"name": "research", "nominalQuota": 8, "cohort": "all"},
+                {"name": "prod", "nominalQuota": 8, "cohort": "all"}])
+    (why,) = why_pending(world)
+    assert why.quota == ("needs 8 GPUs of quota; queue research uses 8 of its nominal 8; "
+                         "prod borrows 8 from the cohort all")
+    queues = {q.name: q for q in queue_infos(world)}
+    assert (queues["prod"].in_use, queues["prod"].borrowed) == (16, 8)
+    assert (queues["research"].lent, [p.key for p in queues["research"].pending]) == (
+        0, ["ml/wait"])
+
+
+def test_pending_gangs_are_in_the_schedulers_order() -> None:
+    low = {"metadata": {"name": "old", "namespace": "ml", "creationTimestamp": at(0)},
+           "spec": {"nodes": 1, "priority": 1}, "status": {"phase": "Pending"}}
+    high = {"metadata": {"name": "new", "namespace": "ml", "creationTimestamp": at(60)},
+            "spec": {"nodes": 1, "priority": 9}, "status": {"phase": "Pending"}}
+    young = {"metadata": {"name": "young", "namespace": "ml", "creationTimestamp": at(90)},
+             "spec": {"nodes": 1, "priority": 1}, "status": {"phase": "Pending"}}
+    world = World(trainingjobs=[young, low, high])
+    assert [p.name for p in pending_gangs(world)] == ["new", "old", "young"]
+
+
+def test_preemptions_come_from_the_schedulers_events() -> None:
+    world = World(
+        podgroups=[{"metadata": {"name": "v-r0", "namespace": "ml",
+                                 "labels": {"kueue.x-k8s.io/queue-name": "research"}}}],
+        queues=[{"name": "research", "nominalQuota": 8}, {"name": "prod", "nominalQuota": 8}],
+        events=[{"reason": "Preempted", "lastTimestamp": at(5), "metadata": {"uid": "e"},
+                 "involvedObject": {"kind": "PodGroup", "namespace": "ml", "name": "v-r0"},
+                 "message": "preempted by ml/urgent-r0 (priority 100, queue prod, higher "
+                            "priority): 16 GPUs freed, 3200 GPU-seconds since the last "
+                            "checkpoint"}])
+    queues = {q.name: q for q in queue_infos(world)}
+    for name in ("prod", "research"):
+        (p,) = queues[name].preemptions
+        assert (p.victim, p.preemptor, p.gpus, p.work_lost, p.victim_queue) == (
+            "ml/v-r0", "ml/urgent-r0", 16, 3200, "research")
+
+
+def test_every_view_answers_over_http_with_real_tables() -> None:
+    world = build_world(nodes=200, jobs=30)
+    job = world.trainingjobs[1]["metadata"]
+    with served(create_app(FixedSource(world))) as port:
+        for path in ("/topology", "/topology/leaf-3", "/jobs",
+                     f"/jobs/{job['namespace']}/{job['name']}", "/queues", "/pending"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            body = resp.read().decode()
+            assert resp.status == 200, path
+            assert "<table" in body and "<caption>" in body and '<th scope="col">' in body
+            assert "/static/htmx.min.js" in body and 'sse-connect="/events"' in body
+            conn.request("GET", path + "?fragment=1")
+            fragment = conn.getresponse().read().decode()
+            assert "<html" not in fragment and "<table" in fragment
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/jobs/nowhere/none")
+        missing = conn.getresponse()
+        assert missing.status == 404 and b"no TrainingJob" in missing.read()
+        conn.request("POST", "/jobs")
+        assert conn.getresponse().status == 405  # read-only: GET routes only

@@ -1,0 +1,295 @@
+"""Why a gang pends, and what would have to change: computed with the scheduler's own
+placement code (``place_gang`` and the preemption victim search, as the simulator
+imports them), on a ``ClusterState`` built from the API objects with the scheduler's
+own converters, so the answer cannot disagree with what the scheduler does.
+
+Per pending gang:
+
+* the scheduler's reason: the job's ``pendingReason`` or the pods' PodScheduled message
+  (quota, topology, fragmentation, gang timeout, datasets not warm: whatever it said);
+* quota: GPUs the gang needs against what its queue has left, and who in its cohort
+  borrows;
+* placement now (``place_gang``): fits, or the placement's own Unschedulable message;
+* one job whose end makes it fit (each running gang taken out in turn, fewest GPUs
+  first, only where its domain's free GPUs plus its own could hold the gang);
+* else the smallest set of running jobs whose moving makes it fit (``select_victims``:
+  the scheduler's minimal victim set, cheapest first).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from trainmaster.api import POD_GROUP_LABEL, QUEUE_LABEL, parse_time
+from trainmaster.kubeclient import JSON
+from trainmaster.scheduler import GPU, ClusterState, Gang, Placement, PodRequest, place_gang
+from trainmaster.scheduler.placement.victims import select_victims
+from trainmaster.scheduler.plugins import DEFAULT_FILTERS, DEFAULT_SCORER
+from trainmaster.scheduler.plugins.preemption import Victim
+from trainmaster.scheduler.runtime.config import SchedulerConfig
+from trainmaster.scheduler.runtime.convert import node_info, pod_group_info, pod_info
+from trainmaster.status import QueueRow, queue_rows, topology_levels
+from trainmaster.ui._topology import holds_capacity
+from trainmaster.ui._world import World
+
+CANDIDATE_LIMIT = 50
+VICTIM_LIMIT = 200
+"""Running gangs (fewest GPUs first) the defragmenting search may move."""
+"""Running gangs tried one at a time for "fits once X finishes" (fewest GPUs first)."""
+
+
+@dataclass
+class Pending:
+    namespace: str
+    name: str
+    """The TrainingJob's name, or the PodGroup's for a gang of no TrainingJob."""
+    gang: str | None
+    queue: str
+    priority: int
+    created: float
+    gpus: int
+    pods: int
+    reason: str
+    job: bool
+    members: list[PodRequest] = field(default_factory=list)
+    topology_group: JSON | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class Why:
+    pending: Pending
+    quota: str | None
+    now: str
+    counterfactual: str
+
+
+def _epoch(text: object) -> float:
+    at = parse_time(text if isinstance(text, str) else None)
+    return at.timestamp() if at else 0.0
+
+
+def pending_gangs(world: World) -> list[Pending]:
+    """Every gang waiting for the scheduler, in the order it tries them: priority
+    descending, then creation time, then name (the queue-sort plugin's ``queue_key``)."""
+    unbound: dict[tuple[str, str], list[JSON]] = defaultdict(list)
+    for pod in world.pods:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        if group and not (pod.get("spec") or {}).get("nodeName") and \
+                (pod.get("status") or {}).get("phase") in (None, "Pending"):
+            unbound[(meta.get("namespace", ""), group)].append(pod)
+    groups = {((g.get("metadata") or {}).get("namespace", ""),
+               (g.get("metadata") or {}).get("name", "")): g for g in world.podgroups}
+    out: list[Pending] = []
+    claimed: set[tuple[str, str]] = set()
+    for tj in world.trainingjobs:
+        meta, spec, status = (tj.get(k) or {} for k in ("metadata", "spec", "status"))
+        if (status.get("phase") or "New") not in ("Pending", "Restarting", "New"):
+            continue
+        ns, gang = meta.get("namespace", ""), status.get("gang")
+        pods = unbound.get((ns, gang), []) if gang else []
+        claimed.add((ns, gang or ""))
+        out.append(_pending(ns, meta.get("name", ""), gang, pods, groups.get((ns, gang or "")),
+                            status.get("pendingReason") or "waiting for the operator",
+                            spec, meta, job=True))
+    for (ns, group), pods in unbound.items():
+        pg = groups.get((ns, group))
+        owned = pg is not None and any(
+            r.get("kind") == "TrainingJob"
+            for r in (pg.get("metadata") or {}).get("ownerReferences") or [])
+        if (ns, group) in claimed or owned:
+            continue
+        reason = next((c.get("message") or c.get("reason") for p in pods
+                       for c in (p.get("status") or {}).get("conditions") or []
+                       if c.get("type") == "PodScheduled" and c.get("status") == "False"),
+                      None) or "waiting for the scheduler"
+        out.append(_pending(ns, group, group, pods, pg, reason, {},
+                            (pg or {}).get("metadata") or {}, job=False))
+    return sorted(out, key=lambda p: (-p.priority, p.created, p.key))
+
+
+def _pending(ns: str, name: str, gang: str | None, pods: list[JSON], group: JSON | None,
+             reason: str, spec: JSON, meta: JSON, *, job: bool) -> Pending:
+    members = [pod_info(p).request for p in pods if (p.get("metadata") or {}).get("uid")]
+    if not members and spec:
+        # The gang's pods are not created yet: the job's shape (nodes x gpusPerPod).
+        gpus = int(spec.get("gpusPerPod") or 8)
+        members = [PodRequest(f"{name}-{i}", namespace=ns, requests={GPU: gpus},
+                              gang=gang or name, priority=int(spec.get("priority") or 0))
+                   for i in range(int(spec.get("nodes") or 0))]
+    labels = meta.get("labels") or {}
+    queue = str(spec.get("queue") or labels.get(QUEUE_LABEL)
+                or next((((p.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+                         for p in pods), None) or "default")
+    priority = max((m.priority for m in members), default=int(spec.get("priority") or 0))
+    return Pending(ns, name, gang, queue, priority, _epoch(meta.get("creationTimestamp")),
+                   sum(m.requests.get(GPU, 0) for m in members), len(members), reason, job,
+                   members, group)
+
+
+class Counterfactuals:
+    """The cluster state built once per world, then asked about each pending gang."""
+
+    def __init__(self, world: World) -> None:
+        # explain() takes gangs out of the state and puts them back: one at a time.
+        self._lock = threading.Lock()
+        self.world = world
+        self.levels = tuple(topology_levels(world.nodes))
+        self.state = ClusterState([node_info(n, self.levels) for n in world.nodes],
+                                  levels=self.levels)
+        self.config = SchedulerConfig(levels=self.levels) if self.levels else SchedulerConfig()
+        running: dict[str, list[tuple[PodRequest, str]]] = defaultdict(list)
+        names = {(n.get("metadata") or {}).get("name") for n in world.nodes}
+        for pod in world.pods:
+            if not holds_capacity(pod) or not (pod.get("metadata") or {}).get("uid"):
+                continue
+            node = pod["spec"]["nodeName"]
+            if node not in names:
+                continue
+            request = pod_info(pod).request
+            self.state.add_bound(request, node)
+            meta = pod.get("metadata") or {}
+            group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+            running[f"{meta.get('namespace', '')}/{group or meta.get('name', '')}"].append(
+                (request, node))
+        self.running = running
+        self.queues = queue_rows([p for p in world.pods if holds_capacity(p)], world.queues)
+
+    def gang(self, p: Pending) -> Gang:
+        topology = None
+        if p.topology_group is not None:
+            topology = pod_group_info(p.topology_group).topology
+        return Gang(p.gang or p.name, tuple(p.members), namespace=p.namespace,
+                    topology=topology or self.config.topology_for(len(p.members)),
+                    priority=p.priority, creation_timestamp=p.created)
+
+    def quota(self, p: Pending) -> str | None:
+        rows = {q.name: q for q in self.queues}
+        mine = rows.get(p.queue)
+        if mine is None or mine.nominal_quota is None:
+            return None
+        left = mine.nominal_quota - mine.in_use
+        if p.gpus <= left:
+            return None
+        text = (f"needs {p.gpus} GPUs of quota; queue {p.queue} uses {mine.in_use} of its "
+                f"nominal {mine.nominal_quota}")
+        peers = [q for q in self.queues if q.cohort and q.cohort == mine.cohort
+                 and q.name != p.queue and q.borrowed]
+        for q in peers:
+            text += f"; {q.name} borrows {q.borrowed} from the cohort {q.cohort}"
+        return text
+
+    def explain_now(self, p: Pending) -> Why:
+        """Reason, quota and placement now, without the counterfactual search."""
+        quota = self.quota(p)
+        if not p.members:
+            return Why(p, quota, "no pods to place yet", "-")
+        with self._lock:
+            result = place_gang(self.state, self.gang(p))
+        now = f"fits now on {where(result)}" if isinstance(result, Placement) \
+            else result.reason
+        return Why(p, quota, now, "not searched: only the first gangs the scheduler will "
+                   "try get a counterfactual")
+
+    def explain(self, p: Pending) -> Why:
+        with self._lock:
+            return self._explain(p)
+
+    def _explain(self, p: Pending) -> Why:
+        quota = self.quota(p)
+        if not p.members:
+            return Why(p, quota, "no pods to place yet", "-")
+        gang = self.gang(p)
+        result = place_gang(self.state, gang)
+        if isinstance(result, Placement):
+            now = f"fits now on {where(result)}"
+            if quota:
+                return Why(p, quota, now, "runs once its queue has the quota: " + quota)
+            return Why(p, quota, now, "nothing has to change: the scheduler places it on "
+                       "its next cycle")
+        now = result.reason
+        single = self._once_finished(gang)
+        if single is not None:
+            return Why(p, quota, now, single)
+        return Why(p, quota, now, self._defragment(gang))
+
+    def _once_finished(self, gang: Gang) -> str | None:
+        need = sum(m.requests.get(GPU, 0) for m in gang.members)
+        rank = 1  # the lowest level's domains (leaves); rank 0 is the node
+        free_by_leaf = {d.name: d.free.get(GPU, 0) for d in self.state.live_domains(rank)} \
+            if self.levels else {}
+        tried = 0
+        for key, pods in sorted(self.running.items(),
+                                key=lambda kv: (sum(p.requests.get(GPU, 0)
+                                                    for p, _ in kv[1]), kv[0])):
+            if tried >= CANDIDATE_LIMIT:
+                break
+            if free_by_leaf:
+                leaves = {"/".join(self.state.node(n).topology) for _, n in pods
+                          if self.state.node(n).topology}
+                mine = sum(p.requests.get(GPU, 0) for p, _ in pods)
+                if not any(free_by_leaf.get(leaf, 0) + mine >= need for leaf in leaves) \
+                        and gang.topology.level != "cluster":
+                    continue
+            tried += 1
+            for pod, _ in pods:
+                self.state.remove(pod.uid)
+            try:
+                result = place_gang(self.state, gang)
+            finally:
+                for pod, node in pods:
+                    self.state.add_bound(pod, node)
+            if isinstance(result, Placement):
+                return f"fits on {where(result)} once job {key} finishes"
+        return None
+
+    def _defragment(self, gang: Gang) -> str:
+        # The smallest running gangs: moving small jobs is what defragmenting means, and
+        # the victim search's cost grows with its candidates.
+        smallest = sorted(self.running.items(),
+                          key=lambda kv: (sum(p.requests.get(GPU, 0) for p, _ in kv[1]), kv[0]))
+        victims = [Victim(key, max((p.priority for p, _ in pods), default=0), tuple(pods))
+                   for key, pods in smallest[:VICTIM_LIMIT]]
+        found = select_victims(self.state, gang, victims, filters=DEFAULT_FILTERS,
+                               scorer=DEFAULT_SCORER)
+        if found is None:
+            every = "every running job" if len(victims) == len(self.running) \
+                else f"the {len(victims)} smallest running jobs"
+            return f"does not fit even with {every} gone: the cluster is too small or " \
+                   "its nodes do not match (see the reason)"
+        names = ", ".join(v.gang for v in found.victims)
+        place = found.placement
+        return (f"fits on {where(place)} after moving "
+                f"{len(found.victims)} job(s) ({names}: {sum(v.gpus for v in found.victims)} "
+                "GPUs)")
+
+
+def where(placement: Placement) -> str:
+    """``leaf leaf-3`` (a domain's name is its path, ``spine-0/leaf-3``)."""
+    return f"{placement.level} {placement.domain.rsplit('/', 1)[-1]}"
+
+
+def why_pending(world: World, limit: int | None = None,
+                counterfactuals: int | None = None) -> list[Why]:
+    """The first ``limit`` pending gangs in the scheduler's order, each placed now; the
+    first ``counterfactuals`` of them also with what would make them fit (each costs up
+    to ``CANDIDATE_LIMIT`` placements)."""
+    pending = pending_gangs(world)[:limit]
+    if not pending:
+        return []
+    cf = Counterfactuals(world)
+    out = []
+    for i, p in enumerate(pending):
+        deep = counterfactuals is None or i < counterfactuals
+        out.append(cf.explain(p) if deep else cf.explain_now(p))
+    return out
+
+
+def queue_summary(world: World) -> list[QueueRow]:
+    return queue_rows([p for p in world.pods if holds_capacity(p)], world.queues)

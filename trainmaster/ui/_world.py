@@ -1,0 +1,185 @@
+"""What the UI shows is computed from: the API objects it watches, kept current by
+reflectors (list once, then watch: a change costs O(change), never a re-list).
+
+``World`` is a plain read-only picture (lists of JSON objects) that the pure view
+functions take; ``Store`` fills one from the API and wakes the server-sent-event streams
+when something changed. No Secret is ever read: the kinds watched are nodes, pods,
+TrainingJobs, PodGroups, Events and the scheduler's own ConfigMaps (by label).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from trainmaster.api import UTC, parse_time
+from trainmaster.kubeclient import (
+    DELETED,
+    JSON,
+    Kube,
+    Reflector,
+    api_path,
+    node_path,
+    pod_path,
+    podgroup_path,
+    trainingjob_path,
+)
+
+SCHEDULER_CONFIG_SELECTOR = (
+    "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster")
+EVENT_KINDS = frozenset({"TrainingJob", "PodGroup", "Node"})
+"""Events about these are kept (what a job page, a queue's preemptions and the topology's
+causes show); others are dropped on arrival."""
+SAMPLES = 32
+"""Checkpoint samples kept per job for its step rate."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One checkpoint a job reported: its step and when (for the step rate)."""
+
+    at: datetime
+    step: int
+
+
+@dataclass
+class World:
+    """The cluster as the UI sees it at one moment."""
+
+    nodes: list[JSON] = field(default_factory=list)
+    pods: list[JSON] = field(default_factory=list)
+    trainingjobs: list[JSON] = field(default_factory=list)
+    podgroups: list[JSON] = field(default_factory=list)
+    events: list[JSON] = field(default_factory=list)
+    queues: list[dict[str, Any]] = field(default_factory=list)
+    """The scheduler config's queue entries (name, nominalQuota, cohort, ...)."""
+    samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
+    """(namespace, job) -> checkpoints seen, oldest first."""
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+def scheduler_queues(configmaps: Iterable[JSON]) -> list[dict[str, Any]]:
+    """The queue entries of every trainmaster-scheduler config (as `trainmaster status`
+    reads them)."""
+    out: list[dict[str, Any]] = []
+    for cm in configmaps:
+        text = (cm.get("data") or {}).get("config.yaml")
+        if not text:
+            continue
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
+            continue
+        out.extend(q for q in doc.get("queues") or [] if isinstance(q, dict))
+    return out
+
+
+def checkpoint_sample(tj: JSON) -> Sample | None:
+    ckpt = (tj.get("status") or {}).get("lastCheckpoint") or {}
+    at, step = parse_time(ckpt.get("time")), ckpt.get("step")
+    if at is None or not isinstance(step, int):
+        return None
+    return Sample(at, step)
+
+
+class Store:
+    """Reflectors over the watched kinds; ``version`` moves on every change and
+    ``changed`` wakes whoever waits for one."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.version = 0
+        self.changed_at = time.monotonic()
+        self._changed = asyncio.Event()
+        self._samples: dict[tuple[str, str], deque[Sample]] = defaultdict(
+            lambda: deque(maxlen=SAMPLES))
+        self._events: dict[str, JSON] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.nodes = self._reflector(node_path(), "nodes")
+        self.pods = self._reflector(pod_path(), "pods")
+        self.jobs = self._reflector(trainingjob_path(None), "trainingjobs", self._on_job,
+                                    optional=True)
+        self.groups = self._reflector(podgroup_path(None), "podgroups", optional=True)
+        self.event_list = self._reflector(api_path("v1", "events"), "events", self._on_event)
+        self.configs = self._reflector(
+            "/api/v1/configmaps", "scheduler-configs",
+            params={"labelSelector": SCHEDULER_CONFIG_SELECTOR})
+        self.reflectors = [self.nodes, self.pods, self.jobs, self.groups, self.event_list,
+                           self.configs]
+
+    def _reflector(self, path: str, name: str,
+                   also: Callable[[str, JSON], None] | None = None,
+                   *, optional: bool = False,
+                   params: dict[str, str] | None = None) -> Reflector:
+        def handler(kind: str, obj: JSON) -> None:
+            if also is not None:
+                also(kind, obj)
+            self._bump()
+
+        return Reflector(self.kube, path, handler, name=f"ui-{name}", optional=optional,
+                         params=params)
+
+    def _on_job(self, kind: str, obj: JSON) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if kind == DELETED:
+            self._samples.pop(key, None)
+            return
+        sample = checkpoint_sample(obj)
+        seen = self._samples[key]
+        if sample is not None and (not seen or seen[-1] != sample):
+            seen.append(sample)
+
+    def _on_event(self, kind: str, obj: JSON) -> None:
+        uid = (obj.get("metadata") or {}).get("uid", "")
+        if kind == DELETED or (obj.get("involvedObject") or {}).get("kind") not in EVENT_KINDS:
+            self._events.pop(uid, None)
+        else:
+            self._events[uid] = obj
+
+    def _bump(self) -> None:
+        self.version += 1
+        self.changed_at = time.monotonic()
+        # Wake every waiter, and give the next ones a fresh event to wait on.
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def start(self, timeout: float = 60.0) -> None:
+        """Start every reflector and wait until each has listed once."""
+        self._tasks = [asyncio.create_task(r.run()) for r in self.reflectors]
+        await asyncio.wait_for(
+            asyncio.gather(*(r.synced.wait() for r in self.reflectors)), timeout)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+
+    async def wait_change(self, seen: int, timeout: float) -> int:
+        """The version once it moved past ``seen`` (or after ``timeout``)."""
+        if self.version == seen:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+        return self.version
+
+    def world(self) -> World:
+        return World(
+            nodes=list(self.nodes.store.values()),
+            pods=list(self.pods.store.values()),
+            trainingjobs=list(self.jobs.store.values()),
+            podgroups=list(self.groups.store.values()),
+            events=list(self._events.values()),
+            queues=scheduler_queues(self.configs.store.values()),
+            samples={k: list(v) for k, v in self._samples.items()},
+        )
