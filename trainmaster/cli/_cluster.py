@@ -13,7 +13,8 @@ import typer
 from trainmaster.cli._app import cluster_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.cli._tools import build_with_progress
-from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+from trainmaster.errors import UsageError
+from trainmaster.toolchain import CLUSTER_FAMILIES, MONITORING_STACK_FAMILIES, NODE_FAMILIES
 
 _out = lazy_console()
 _err = lazy_console(stderr=True, soft_wrap=True)
@@ -56,18 +57,30 @@ def up_cmd(
             "this host, root needed); the rest stay simulated by kwok.",
         ),
     ] = 0,
+    monitoring: Annotated[
+        bool,
+        typer.Option(
+            "--monitoring",
+            help="Also run the Prometheus operator, one Prometheus and one Alertmanager on the "
+            "real nodes, configured by the stack's ServiceMonitors, PodMonitor and "
+            "PrometheusRule (docs/monitoring.md); needs --real-nodes.",
+        ),
+    ] = False,
     build: Annotated[bool, typer.Option(help="Build missing tools first.")] = True,
 ) -> None:
     """Start a local control plane with one simulated node per spec node."""
     from trainmaster import cluster  # heavy (Kubernetes clients): only when used
 
+    if monitoring and not real_nodes:
+        raise UsageError("--monitoring runs the stack as pods on real nodes: add --real-nodes N")
     if build:
-        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []),
+        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else [])
+                            + (list(MONITORING_STACK_FAMILIES) if monitoring else []),
                             why="`trainmaster cluster up`")
     def start(report: Callable[[str], None]) -> cluster.UpResult:
         return cluster.up(spec, kubeconfig=kubeconfig, state_dir=state_dir,
                           apiserver_port=apiserver_port, kube_scheduler=kube_scheduler,
-                          real_nodes=real_nodes, report=report)
+                          real_nodes=real_nodes, report=report, monitoring=monitoring)
 
     if _err.is_terminal:
         with _err.status("starting the local cluster") as status:
