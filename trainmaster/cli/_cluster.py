@@ -163,3 +163,49 @@ def status_cmd(
         )
     _out.print(leaves)
     _out.print(f"kubeconfig: {status.kubeconfig}")
+
+
+@cluster_app.command("monitoring")
+def monitoring_cmd(
+    kubeconfig: KubeconfigOpt = None,
+    name: NameOpt = None,
+    namespace: Annotated[str, typer.Option(
+        "--namespace", help="Where `cluster up --monitoring` put the stack (the spec's "
+        "monitoring.scrapeNamespace).")] = "monitoring",
+) -> None:
+    """The live monitoring stack of `cluster up --real-nodes N --monitoring`: Prometheus'
+    and Alertmanager's URLs (their pod IPs, reachable from this host), every scrape target
+    and its health, the alerts Prometheus evaluates and those that reached Alertmanager."""
+    from trainmaster import cluster
+    from trainmaster.cluster._monitoring_api import endpoints
+
+    state_dir = cluster.resolve_state_dir(kubeconfig, name)
+    record = cluster.ClusterRecord.load(state_dir)
+    if record is None:
+        raise cluster.ClusterError(f"no local cluster at {state_dir}")
+    api = endpoints(Path(record.kubeconfig), namespace)
+    _out.print(f"Prometheus   {api.prometheus}  (API: /api/v1/targets, /api/v1/alerts)")
+    _out.print(f"Alertmanager {api.alertmanager}  (API: /api/v2/alerts)")
+    from rich.table import Table  # rich: only when printing
+
+    targets = Table(title="scrape targets")
+    for col in ("scrape pool", "target", "health", "last error"):
+        targets.add_column(col)
+    for t in sorted(api.targets(), key=lambda t: (t.pool, t.url)):
+        colour = "green" if t.health == "up" else "red"
+        targets.add_row(t.pool, t.url, f"[{colour}]{t.health}[/]", t.error)
+    _out.print(targets)
+    alerts = Table(title="alerts: Prometheus (pending, firing) and what reached Alertmanager")
+    for col in ("alert", "labels", "state", "since"):
+        alerts.add_column(col)
+
+    def shown(labels: dict[str, str]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "alertname")
+
+    for a in api.alerts():
+        alerts.add_row(a["labels"]["alertname"], shown(a["labels"]),
+                       f"Prometheus: {a['state']}", a.get("activeAt") or "")
+    for a in api.received():
+        alerts.add_row(a["labels"]["alertname"], shown(a["labels"]),
+                       f"Alertmanager: {a['status']['state']}", a.get("startsAt") or "")
+    _out.print(alerts)

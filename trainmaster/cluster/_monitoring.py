@@ -242,6 +242,8 @@ def stack_objects(namespace: str, cluster: str, scrape_interval: str) -> list[di
                 "image": IMAGES["alertmanager"],
                 "version": ALERTMANAGER_VERSION,
                 "replicas": 1,
+                # It never calls the API: no token (its `default` account is bound to nothing).
+                "automountServiceAccountToken": False,
                 "securityContext": _POD_SECURITY,
                 "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
                 **ON_REAL_NODES,

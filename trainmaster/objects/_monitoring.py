@@ -11,7 +11,6 @@ from trainmaster.objects._netpol import allow_metrics
 from trainmaster.objects._nodeagent import build_nic_agent
 from trainmaster.spec import ClusterSpec
 
-
 RESTART_WINDOW = "15m"
 """How long TrainingGangRestarted fires after a gang restart."""
 
