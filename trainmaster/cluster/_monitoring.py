@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from trainmaster.api import APP_PART_OF_LABEL, REAL_NODE_LABEL, app_labels
+from trainmaster.api import APP_MANAGED_BY_LABEL, APP_PART_OF_LABEL, REAL_NODE_LABEL, app_labels
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.image._static import StaticImage, write_static_archive
 from trainmaster.kubeclient import ApiError, SyncKube, crd_path
@@ -82,6 +82,9 @@ def crd_documents() -> list[dict[str, Any]]:
         found = [d for d in yaml.safe_load_all(path.read_text()) if d]
         if len(found) != 1 or found[0].get("kind") != "CustomResourceDefinition":
             raise ClusterError(f"{path} does not hold exactly one CRD")
+        # `trainmaster apply` and the Pulumi program keep a CRD that is not their stand-in,
+        # and name its owner from this label ("kept ...: it belongs to prometheus-operator").
+        found[0]["metadata"].setdefault("labels", {})[APP_MANAGED_BY_LABEL] = OPERATOR
         docs.append(found[0])
     return docs
 
@@ -154,8 +157,13 @@ def stack_objects(namespace: str, cluster: str, scrape_interval: str) -> list[di
     prometheus_role = f"{cluster}-{PROMETHEUS_SA}"
     ns_meta = {"name": namespace, "labels": {
         "kubernetes.io/metadata.name": namespace,
-        # Prometheus' and Alertmanager's pods run as non-root with no added rights.
-        "pod-security.kubernetes.io/enforce": "restricted"}}
+        # Every pod here runs as non-root with every capability dropped; `restricted` is
+        # warned and audited, `baseline` enforced, so that a field the operator's pod
+        # templates leave out (a seccomp profile on its init container, say) warns, not
+        # stops the StatefulSet.
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted"}}
 
     def sa(name: str, sa_labels: dict[str, str]) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "ServiceAccount",
