@@ -11,7 +11,9 @@ stacks/dev with its controllers and examples/data-parallel on the real nodes (as
 - every dashboard panel's PromQL returns series (the DCGM panels need GPUs this host lacks:
   listed), and a wrong query fails the same check;
 - a SIGKILL of one rank (the demo's fault) fires TrainingGangRestarted, which reaches
-  Alertmanager; the time from the kill to firing is printed.
+  Alertmanager; the time from the kill to firing is printed;
+- a SIGSTOP of one rank's training process (the `hang` drill) fires TrainingNoProgress
+  (noProgressMinutes 1 here), no sooner than the threshold.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
 
     doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
     doc["metadata"]["name"] = "mon"  # a `make demo` cluster of this host is left alone
+    # The stalled-job alert after 1 minute without progress (30 by default), so that the
+    # hang drill fits in a test.
+    alerts = doc.setdefault("monitoring", {}).setdefault("alerts", {})
+    alerts["noProgressMinutes"] = 1
     path = tmp_path_factory.mktemp("mon") / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     real = start_real_stack(path, 2, _log, monitoring=True)
@@ -210,3 +216,16 @@ def test_a_killed_rank_fires_the_restart_alert_into_alertmanager(
          f"in Alertmanager: {reached - result.killed_at:.1f}s "
          f"(scrape {stack.spec.monitoring.scrape_interval_seconds}s, evaluation 15s)")
     assert fired > result.killed_at
+
+
+def test_a_hung_rank_fires_the_stalled_job_alert(stack: RealStack, api: Endpoints) -> None:
+    from trainmaster.drill._hang import run_hang
+
+    result = run_hang(stack, api, _log)
+    _log(f"SIGSTOP -> TrainingNoProgress firing: {result.fired_seconds:.1f}s "
+         f"(threshold {result.threshold_seconds}s)")
+    # Not before the threshold (less the few seconds between the last step and the stop:
+    # the heartbeat is the last step's time), and within a few scrapes and evaluations of it.
+    scrape = stack.spec.monitoring.scrape_interval_seconds
+    assert result.threshold_seconds - 10 <= result.fired_seconds, result
+    assert result.fired_seconds <= result.threshold_seconds + 2 * scrape + 2 * 15 + 10, result
