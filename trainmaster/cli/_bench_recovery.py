@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +14,10 @@ from trainmaster.cli._bench import bench_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
 from trainmaster.polling import WaitTimeout
+
+if TYPE_CHECKING:
+    from trainmaster.cluster._monitoring_api import Endpoints
+    from trainmaster.drill import RealStack
 
 _out = lazy_console()
 _err = lazy_console(stderr=True, soft_wrap=True)
@@ -36,7 +41,9 @@ def recovery_cmd(
         list[str] | None,
         typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
                      "node-not-ready, missing-heartbeat; with --real: process-kill, "
-                     "container-kill, node-not-ready."),
+                     "container-kill, node-not-ready, and hang (SIGSTOP a rank; timed to "
+                     "the stalled-job alert, with the monitoring stack: not run unless "
+                     "named)."),
     ] = None,
     baseline: Annotated[
         bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
@@ -107,21 +114,52 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+HANG = "hang"
+
+
+def _hang_row(stack: RealStack, report: Callable[[str], None], timeout: float
+              ) -> dict[str, object]:
+    from trainmaster.cluster import ClusterError
+    from trainmaster.cluster._monitoring_api import endpoints
+    from trainmaster.drill._hang import run_hang
+    from trainmaster.polling import wait_until
+
+    def answering() -> Endpoints | None:
+        try:
+            api = endpoints(stack.kubeconfig, stack.spec.monitoring.scrape_namespace)
+            api.prom("/api/v1/status/buildinfo")
+            return api
+        except ClusterError:
+            return None
+
+    api = wait_until(answering, timeout=300, every=3, what="Prometheus to answer")
+    result = run_hang(stack, api, report, timeout)
+    return {"scenario": HANG, "alert_seconds": round(result.fired_seconds, 1),
+            "threshold_seconds": result.threshold_seconds,
+            "ok": result.fired_seconds >= result.threshold_seconds - 10}
+
+
 def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json: bool) -> None:
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.cluster import ClusterError, down_state_dir
     from trainmaster.drill import SCENARIOS, ensure_scenario, run_drill, start_real_stack
-    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+    from trainmaster.toolchain import CLUSTER_FAMILIES, MONITORING_STACK_FAMILIES, NODE_FAMILIES
 
     names = scenarios or list(SCENARIOS)
     # The node drill leaves its node fenced: it goes last.
     names.sort(key=lambda n: n == "node-not-ready")
+    # `hang` (SIGSTOP a rank) is timed to the stalled-job alert: it needs the monitoring
+    # stack, and restarts nothing (trainmaster/drill/_hang.py).
+    hang = HANG in names
     try:
         for name in names:
-            ensure_scenario(name)
+            if name != HANG:
+                ensure_scenario(name)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenario") from None
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="this benchmark's real nodes")
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
+                         *(MONITORING_STACK_FAMILIES if hang else ())],
+                        why="this benchmark's real nodes")
 
     def report(line: str) -> None:
         _err.print(line, highlight=False)
@@ -129,7 +167,8 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
     rows: list[dict[str, object]] = []
     try:
         # A gang of whole nodes moves off a NotReady node only if two others are free.
-        stack = start_real_stack(spec, 3 if "node-not-ready" in names else 2, report)
+        stack = start_real_stack(spec, 3 if "node-not-ready" in names else 2, report,
+                                 monitoring=hang)
     except ClusterError as exc:
         raise RecoveryBenchError(str(exc)) from None
     try:
@@ -141,6 +180,10 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
         after = 0
         for _ in range(repeat):
             for name in names:
+                if name == HANG:
+                    rows.append(_hang_row(stack, report, timeout))
+                    report(f"{name}: {json.dumps(rows[-1])}")
+                    continue
                 result = run_drill(stack, name, report, timeout, after)
                 after = max(after, result.last_checkpoint_step or 0,
                             result.checkpoint_at_start or 0)
