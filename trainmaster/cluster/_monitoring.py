@@ -74,12 +74,23 @@ _MONITORING_GROUP = "monitoring.coreos.com"
 _READ = ["get", "list", "watch"]
 
 
+class _CrdLoader(yaml.CSafeLoader):
+    """YAML 1.1 reads a bare `=` as the `value` tag, which no safe loader constructs; the
+    operator's CRDs list `=` among a relabelling's `action` values. Here it is a string."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers
+                if tag != "tag:yaml.org,2002:value"]
+        for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
 def crd_documents() -> list[dict[str, Any]]:
     """The operator's CRDs at the pinned version, as its module ships them."""
     docs = []
     for plural in PROMETHEUS_OPERATOR_CRDS:
         path = tool_path(f"crds/monitoring.coreos.com_{plural}.yaml")
-        found = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        found = [d for d in yaml.load_all(path.read_text(), Loader=_CrdLoader) if d]
         if len(found) != 1 or found[0].get("kind") != "CustomResourceDefinition":
             raise ClusterError(f"{path} does not hold exactly one CRD")
         # `trainmaster apply` and the Pulumi program keep a CRD that is not their stand-in,
