@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -78,7 +78,7 @@ class _CrdLoader(yaml.CSafeLoader):
     """YAML 1.1 reads a bare `=` as the `value` tag, which no safe loader constructs; the
     operator's CRDs list `=` among a relabelling's `action` values. Here it is a string."""
 
-    yaml_implicit_resolvers = {
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, Any]]]] = {
         first: [(tag, regexp) for tag, regexp in resolvers
                 if tag != "tag:yaml.org,2002:value"]
         for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
