@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from tests.helpers import STACKS
+from trainmaster.api import STUB_ANNOTATION
 from trainmaster.apply import apply_spec
 from trainmaster.cluster import _monitoring
 from trainmaster.cluster._temporary import temporary_cluster
 from trainmaster.kubeclient import SyncKube, crd_path
 from trainmaster.objects import all_objects
-from trainmaster.objects._crds import STUB_ANNOTATION
 from trainmaster.spec import load_spec
 
 pytestmark = [pytest.mark.integration]

@@ -27,7 +27,13 @@ from typing import Any, ClassVar
 
 import yaml
 
-from trainmaster.api import APP_MANAGED_BY_LABEL, APP_PART_OF_LABEL, REAL_NODE_LABEL, app_labels
+from trainmaster.api import (
+    APP_MANAGED_BY_LABEL,
+    APP_PART_OF_LABEL,
+    REAL_NODE_LABEL,
+    STUB_ANNOTATION,
+    app_labels,
+)
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.image._static import StaticImage, write_static_archive
 from trainmaster.kubeclient import ApiError, SyncKube, crd_path
@@ -333,8 +339,6 @@ def _without_stub(kube: SyncKube, doc: dict[str, Any]) -> dict[str, Any]:
     """The CRD to apply. A stand-in stored earlier carries trainmaster's stub annotation,
     which the apply must drop (an annotation nobody declares any more stays otherwise), so
     that `apply` then sees the real CRD and keeps it."""
-    from trainmaster.objects._crds import STUB_ANNOTATION
-
     try:
         existing = kube.get(crd_path(doc["metadata"]["name"]))
     except ApiError:
