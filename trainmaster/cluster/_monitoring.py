@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import yaml
 
@@ -84,7 +84,8 @@ class _CrdLoader(yaml.CSafeLoader):
     """YAML 1.1 reads a bare `=` as the `value` tag, which no safe loader constructs; the
     operator's CRDs list `=` among a relabelling's `action` values. Here it is a string."""
 
-    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, Any]]]] = {
+    # PyYAML declares this on its base class; RUF012 would have a ClassVar that mypy refuses.
+    yaml_implicit_resolvers = {  # noqa: RUF012
         first: [(tag, regexp) for tag, regexp in resolvers
                 if tag != "tag:yaml.org,2002:value"]
         for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
