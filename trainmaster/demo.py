@@ -49,7 +49,9 @@ class DemoResult:
 
 def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
              pulumi_stack: str | None = None) -> DemoResult:
-    stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack)
+    # With the monitoring stack: its targets and the restart alert are shown after the kill
+    # (`trainmaster cluster monitoring`).
+    stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack, monitoring=True)
     serve_demo_datasets(stack.record, stack.spec, report)  # the stack's s3:// datasets
     wait_controllers(stack, report)
     with SyncKube.connect(stack.kubeconfig) as kube:

@@ -110,6 +110,39 @@ def test_training_no_progress_fires_when_heartbeats_stop(promtool: Path, tmp_pat
     _run(promtool, tmp_path, _spec(), tests)
 
 
+def test_training_gang_restarted_fires_at_the_restart_and_clears_after_its_window(
+    promtool: Path, tmp_path: Path
+) -> None:
+    attempt = "trainmaster_job_attempt"
+    # Job "flaky": attempt 0's two ranks stop reporting at minute 5 (killed), attempt 1's
+    # pods report from minute 6. Job "steady" never restarts.
+    tests = [{
+        "interval": "1m",
+        "input_series": [
+            {"series": f'{attempt}{{namespace="ml",trainingjob="flaky",pod="flaky-r0-0"}}',
+             "values": "0x5"},
+            {"series": f'{attempt}{{namespace="ml",trainingjob="flaky",pod="flaky-r0-1"}}',
+             "values": "0x5"},
+            {"series": f'{attempt}{{namespace="ml",trainingjob="flaky",pod="flaky-r1-0"}}',
+             "values": "_x6 1x30"},
+            {"series": f'{attempt}{{namespace="ml",trainingjob="steady",pod="steady-r0-0"}}',
+             "values": "0x36"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "5m", "alertname": "TrainingGangRestarted", "exp_alerts": []},
+            {"eval_time": "6m", "alertname": "TrainingGangRestarted", "exp_alerts": [{
+                "exp_labels": {"namespace": "ml", "trainingjob": "flaky",
+                               "severity": "warning"},
+                "exp_annotations": {
+                    "summary": "job flaky's gang restarted (attempt 1) in the last 15m"},
+            }]},
+            # Attempt 0's last sample (minute 5) leaves the 15-minute window after minute 20.
+            {"eval_time": "21m", "alertname": "TrainingGangRestarted", "exp_alerts": []},
+        ],
+    }]
+    _run(promtool, tmp_path, _spec(), tests)
+
+
 def test_gpu_error_alerts_fire_on_xid_and_on_ecc_rate(promtool: Path, tmp_path: Path) -> None:
     tests = [{
         "interval": "1m",
@@ -155,4 +188,4 @@ def test_a_wrong_expectation_fails(promtool: Path, tmp_path: Path) -> None:
 def test_without_the_gpu_exporter_no_rule_reads_dcgm_series() -> None:
     groups = _rule_groups(_spec(gpu_exporter=False))
     names = {r["alert"] for g in groups["groups"] for r in g["rules"]}
-    assert names == {"TrainingNoProgress", "GPUNodeNotReady"}
+    assert names == {"TrainingNoProgress", "TrainingGangRestarted", "GPUNodeNotReady"}

@@ -37,10 +37,13 @@ def _cell(text: str) -> frozenset[str]:
     return frozenset() if text == "—" else frozenset(v.strip() for v in text.split(","))
 
 
-def documented_rights() -> list[Right]:
+def documented_rights(block: str = "grants") -> list[Right]:
+    """The rows of the block `<!-- BEGIN expected: {block} -->` (the spec's grants, or the
+    monitoring stack's: `monitoring-grants`)."""
+    begin, end = BEGIN.replace("grants", block), END.replace("grants", block)
     text = DOC.read_text()
-    assert BEGIN in text and END in text, f"{DOC}: no block {BEGIN.strip()}"
-    body = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    assert begin in text and end in text, f"{DOC}: no block {begin.strip()}"
+    body = text.split(begin, 1)[1].split(end, 1)[0]
     rows = [line for line in body.splitlines() if line.startswith("| `")]
     rights = []
     for line in rows:

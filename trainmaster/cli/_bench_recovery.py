@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,10 @@ from trainmaster.cli._bench import bench_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
 from trainmaster.polling import WaitTimeout
+
+if TYPE_CHECKING:
+    from trainmaster.cluster._monitoring_api import Endpoints
+    from trainmaster.drill import RealStack
 
 _out = lazy_console()
 _err = lazy_console(stderr=True, soft_wrap=True)
@@ -38,7 +42,9 @@ def recovery_cmd(
         typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
                      "node-not-ready, missing-heartbeat; with --real: process-kill, "
                      "container-kill, node-not-ready, elastic-shrink and elastic-grow (one "
-                     "drill, its own 3-node stack with the job elastic 1..3)."),
+                     "drill, its own 3-node stack with the job elastic 1..3), and hang "
+                     "(SIGSTOP a rank; timed to the stalled-job alert, with the monitoring "
+                     "stack: not run unless named)."),
     ] = None,
     baseline: Annotated[
         bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
@@ -109,6 +115,31 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+HANG = "hang"
+
+
+def _hang_row(stack: RealStack, report: Callable[[str], None], timeout: float
+              ) -> dict[str, object]:
+    from trainmaster.cluster import ClusterError
+    from trainmaster.cluster._monitoring_api import endpoints
+    from trainmaster.drill._hang import run_hang
+    from trainmaster.polling import wait_until
+
+    def answering() -> Endpoints | None:
+        try:
+            api = endpoints(stack.kubeconfig, stack.spec.monitoring.scrape_namespace)
+            api.prom("/api/v1/status/buildinfo")
+            return api
+        except ClusterError:
+            return None
+
+    api = wait_until(answering, timeout=300, every=3, what="Prometheus to answer")
+    result = run_hang(stack, api, report, timeout)
+    return {"scenario": HANG, "alert_seconds": round(result.fired_seconds, 1),
+            "threshold_seconds": result.threshold_seconds,
+            "ok": result.fired_seconds >= result.threshold_seconds - 10}
+
+
 def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json: bool) -> None:
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.cluster import ClusterError
@@ -117,26 +148,32 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
         SCENARIOS,
         ensure_scenario,
     )
-    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+    from trainmaster.toolchain import CLUSTER_FAMILIES, MONITORING_STACK_FAMILIES, NODE_FAMILIES
 
     names = scenarios or [*SCENARIOS, *ELASTIC_SCENARIOS]
     elastic = [n for n in names if n in ELASTIC_SCENARIOS]
     names = [n for n in names if n not in ELASTIC_SCENARIOS]
     # The node drill leaves its node fenced: it goes last.
     names.sort(key=lambda n: n == "node-not-ready")
+    # `hang` (SIGSTOP a rank) is timed to the stalled-job alert: it needs the monitoring
+    # stack, and restarts nothing (trainmaster/drill/_hang.py).
+    hang = HANG in names
     try:
         for name in names:
-            ensure_scenario(name)
+            if name != HANG:
+                ensure_scenario(name)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenario") from None
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="this benchmark's real nodes")
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
+                         *(MONITORING_STACK_FAMILIES if hang else ())],
+                        why="this benchmark's real nodes")
 
     def report(line: str) -> None:
         _err.print(line, highlight=False)
 
     rows: list[dict[str, object]] = []
     if names:
-        rows += _rigid_rows(spec, names, repeat, timeout, report)
+        rows += _rigid_rows(spec, names, repeat, timeout, report, monitoring=hang)
     if elastic:
         rows += _elastic_rows(spec, repeat, report)
     _print_real(rows, as_json)
@@ -182,14 +219,16 @@ def _elastic_rows(spec: Path, repeat: int, report: Callable[[str], None]
 
 
 def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
-                report: Callable[[str], None]) -> list[dict[str, object]]:
+                report: Callable[[str], None], monitoring: bool = False
+                ) -> list[dict[str, object]]:
     from trainmaster.cluster import ClusterError, down_state_dir
     from trainmaster.drill import run_drill, start_real_stack
 
     rows: list[dict[str, object]] = []
     try:
         # A gang of whole nodes moves off a NotReady node only if two others are free.
-        stack = start_real_stack(spec, 3 if "node-not-ready" in names else 2, report)
+        stack = start_real_stack(spec, 3 if "node-not-ready" in names else 2, report,
+                                 monitoring=monitoring)
     except ClusterError as exc:
         raise RecoveryBenchError(str(exc)) from None
     try:
@@ -201,6 +240,10 @@ def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
         after = 0
         for _ in range(repeat):
             for name in names:
+                if name == HANG:
+                    rows.append(_hang_row(stack, report, timeout))
+                    report(f"{name}: {json.dumps(rows[-1])}")
+                    continue
                 result = run_drill(stack, name, report, timeout, after)
                 after = max(after, result.last_checkpoint_step or 0,
                             result.checkpoint_at_start or 0)

@@ -13,7 +13,8 @@ import typer
 from trainmaster.cli._app import cluster_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.cli._tools import build_with_progress
-from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+from trainmaster.errors import UsageError
+from trainmaster.toolchain import CLUSTER_FAMILIES, MONITORING_STACK_FAMILIES, NODE_FAMILIES
 
 _out = lazy_console()
 _err = lazy_console(stderr=True, soft_wrap=True)
@@ -56,18 +57,30 @@ def up_cmd(
             "this host, root needed); the rest stay simulated by kwok.",
         ),
     ] = 0,
+    monitoring: Annotated[
+        bool,
+        typer.Option(
+            "--monitoring",
+            help="Also run the Prometheus operator, one Prometheus and one Alertmanager on the "
+            "real nodes, configured by the stack's ServiceMonitors, PodMonitor and "
+            "PrometheusRule (docs/monitoring.md); needs --real-nodes.",
+        ),
+    ] = False,
     build: Annotated[bool, typer.Option(help="Build missing tools first.")] = True,
 ) -> None:
     """Start a local control plane with one simulated node per spec node."""
     from trainmaster import cluster  # heavy (Kubernetes clients): only when used
 
+    if monitoring and not real_nodes:
+        raise UsageError("--monitoring runs the stack as pods on real nodes: add --real-nodes N")
     if build:
-        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else []),
+        build_with_progress(list(CLUSTER_FAMILIES) + (list(NODE_FAMILIES) if real_nodes else [])
+                            + (list(MONITORING_STACK_FAMILIES) if monitoring else []),
                             why="`trainmaster cluster up`")
     def start(report: Callable[[str], None]) -> cluster.UpResult:
         return cluster.up(spec, kubeconfig=kubeconfig, state_dir=state_dir,
                           apiserver_port=apiserver_port, kube_scheduler=kube_scheduler,
-                          real_nodes=real_nodes, report=report)
+                          real_nodes=real_nodes, report=report, monitoring=monitoring)
 
     if _err.is_terminal:
         with _err.status("starting the local cluster") as status:
@@ -150,3 +163,49 @@ def status_cmd(
         )
     _out.print(leaves)
     _out.print(f"kubeconfig: {status.kubeconfig}")
+
+
+@cluster_app.command("monitoring")
+def monitoring_cmd(
+    kubeconfig: KubeconfigOpt = None,
+    name: NameOpt = None,
+    namespace: Annotated[str, typer.Option(
+        "--namespace", help="Where `cluster up --monitoring` put the stack (the spec's "
+        "monitoring.scrapeNamespace).")] = "monitoring",
+) -> None:
+    """The live monitoring stack of `cluster up --real-nodes N --monitoring`: Prometheus'
+    and Alertmanager's URLs (their pod IPs, reachable from this host), every scrape target
+    and its health, the alerts Prometheus evaluates and those that reached Alertmanager."""
+    from trainmaster import cluster
+    from trainmaster.cluster._monitoring_api import endpoints
+
+    state_dir = cluster.resolve_state_dir(kubeconfig, name)
+    record = cluster.ClusterRecord.load(state_dir)
+    if record is None:
+        raise cluster.ClusterError(f"no local cluster at {state_dir}")
+    api = endpoints(Path(record.kubeconfig), namespace)
+    _out.print(f"Prometheus   {api.prometheus}  (API: /api/v1/targets, /api/v1/alerts)")
+    _out.print(f"Alertmanager {api.alertmanager}  (API: /api/v2/alerts)")
+    from rich.table import Table  # rich: only when printing
+
+    targets = Table(title="scrape targets")
+    for col in ("scrape pool", "target", "health", "last error"):
+        targets.add_column(col)
+    for t in sorted(api.targets(), key=lambda t: (t.pool, t.url)):
+        colour = "green" if t.health == "up" else "red"
+        targets.add_row(t.pool, t.url, f"[{colour}]{t.health}[/]", t.error)
+    _out.print(targets)
+    alerts = Table(title="alerts: Prometheus (pending, firing) and what reached Alertmanager")
+    for col in ("alert", "labels", "state", "since"):
+        alerts.add_column(col)
+
+    def shown(labels: dict[str, str]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "alertname")
+
+    for a in api.alerts():
+        alerts.add_row(a["labels"]["alertname"], shown(a["labels"]),
+                       f"Prometheus: {a['state']}", a.get("activeAt") or "")
+    for a in api.received():
+        alerts.add_row(a["labels"]["alertname"], shown(a["labels"]),
+                       f"Alertmanager: {a['status']['state']}", a.get("startsAt") or "")
+    _out.print(alerts)

@@ -33,7 +33,12 @@ def demo(
     from trainmaster.cluster import ClusterError
     from trainmaster.demo import run_demo
     from trainmaster.drill import pulumi_stack_spec, source_root
-    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES, PULUMI_FAMILIES
+    from trainmaster.toolchain import (
+        CLUSTER_FAMILIES,
+        MONITORING_STACK_FAMILIES,
+        NODE_FAMILIES,
+        PULUMI_FAMILIES,
+    )
 
     if real_nodes < 1:
         raise typer.BadParameter("the demo trains on real nodes: give 1 or more",
@@ -47,7 +52,7 @@ def demo(
             spec = pulumi_stack_spec(source_root(), stack)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc), param_hint="--stack") from None
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES, *MONITORING_STACK_FAMILIES,
                          *(PULUMI_FAMILIES if pulumi_stack is not None else ())],
                         why="`trainmaster demo`")
     try:
@@ -87,6 +92,8 @@ def demo(
               f"-l {JOB_LABEL}={real.job.name}")
     err.print("  trainmaster status            # jobs, GPUs per leaf, fenced nodes, gangs")
     err.print("  trainmaster ui                # live web view: http://127.0.0.1:8080/")
+    err.print("  trainmaster cluster monitoring  # scrape targets, alert history (Prometheus, "
+              "Alertmanager)")
     err.print("  trainmaster cluster down      # stop everything")
     if not drill.ok:
         raise typer.Exit(1)

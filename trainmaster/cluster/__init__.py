@@ -10,6 +10,7 @@ from trainmaster.cluster._control_plane import (
     import_image,
     resolve_state_dir,
     running_record,
+    start_monitoring,
     up,
 )
 from trainmaster.cluster._processes import ClusterError
@@ -38,6 +39,7 @@ __all__ = [
     "layouts",
     "resolve_state_dir",
     "running_record",
+    "start_monitoring",
     "temporary_cluster",
     "up",
 ]

@@ -25,7 +25,7 @@ import yaml
 
 from trainmaster.api import API_VERSION
 from trainmaster.api import KUBECONFIG_STATE_EXTENSION as STATE_EXTENSION
-from trainmaster.cluster import _network_crds, _real_nodes
+from trainmaster.cluster import _monitoring, _network_crds, _real_nodes
 from trainmaster.cluster import _processes as procs
 from trainmaster.cluster._certs import write_pki
 from trainmaster.cluster._processes import ClusterError
@@ -39,7 +39,7 @@ from trainmaster.cluster._state import (
     state_dir_from_kubeconfig,
 )
 from trainmaster.objects import build_nodes
-from trainmaster.spec import load_spec
+from trainmaster.spec import ClusterSpec, load_spec
 from trainmaster.toolchain import CLUSTER_FAMILIES, RECIPES, ToolchainError, is_built, tool_path
 
 Report = Callable[[str], None]
@@ -159,6 +159,7 @@ def up(
     kube_scheduler: bool = True,
     real_nodes: int = 0,
     report: Report = _silent,
+    monitoring: bool = False,
 ) -> UpResult:
     start_time = time.monotonic()
     spec = load_spec(spec_path)
@@ -167,6 +168,10 @@ def up(
             f"--real-nodes {real_nodes}: choose 0 to {min(len(spec.nodes), 16)} "
             f"(the spec has {len(spec.nodes)} nodes; at most 16 real ones per cluster)"
         )
+    if monitoring and not real_nodes:
+        raise ClusterError(
+            "--monitoring runs Prometheus, Alertmanager and the Prometheus operator as pods "
+            "on real nodes: add --real-nodes N (N >= 1)")
     state_dir = (state_dir or default_state_dir(spec.metadata.name)).resolve()
     kubeconfig = (kubeconfig or state_dir / "kubeconfig").resolve()
     existing = running_record(state_dir)
@@ -209,6 +214,8 @@ def up(
         _network_crds.install(kubeconfig, real_nodes=bool(record.real_nodes))
         if record.real_nodes:
             _start_real_nodes(record, spec_path, state_dir, kubeconfig, report)
+        if monitoring:
+            start_monitoring(record, spec, report)
         report(f"registering {len(simulated)} simulated nodes")
         register_nodes(kubeconfig, simulated)
         report(f"waiting for {len(simulated)} nodes to become Ready")
@@ -435,6 +442,25 @@ def attach_process(state_dir: Path, name: str, argv: list[str],
     record.processes.append(entry)
     record.save()
     return entry
+
+
+def start_monitoring(record: ClusterRecord, spec: ClusterSpec, report: Report = _silent
+                     ) -> list[str]:
+    """The monitoring stack on the real nodes (cluster/_monitoring.py); returns what it
+    applied. Also for a cluster that is already up (the demo's, when started without it)."""
+    state_dir = Path(record.state_dir)
+    archive = _monitoring.images_archive(state_dir)
+    if not archive.exists():
+        report("writing the monitoring images (operator, config reloader, Prometheus, "
+               "Alertmanager)")
+        _monitoring.write_images(archive)
+    report(f"loading the monitoring images into {', '.join(record.real_nodes)}")
+    import_image(state_dir, archive)
+    mon = spec.monitoring
+    report(f"installing the Prometheus operator's CRDs and the monitoring stack in "
+           f"{mon.scrape_namespace}")
+    return _monitoring.install(Path(record.kubeconfig), mon.scrape_namespace,
+                               spec.metadata.name, f"{mon.scrape_interval_seconds}s")
 
 
 def import_image(state_dir: Path, archive: Path) -> list[str]:

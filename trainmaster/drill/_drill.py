@@ -56,6 +56,8 @@ class DrillResult:
     nodes_after: tuple[str, ...]
     """Where the new attempt's pods run."""
     checkpoint_at_start: int | None = None
+    killed_at: float = 0.0
+    """Unix time of the fault, to time what follows it (an alert firing)."""
 
     @property
     def lost_steps(self) -> int:
@@ -191,7 +193,7 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
         resumed_from, resumed_step = resumed
     return DrillResult(scenario, killed, attempt, detect, recover, last_checkpoint,
                        resumed_step, resumed_from, max(before.values(), default=0),
-                       steps_after, where, at_start)
+                       steps_after, where, at_start, killed_at)
 
 
 def _newest_at_decision(stack: RealStack, gang_uid: str) -> int | None:

@@ -5,6 +5,10 @@ the way it would on any cluster.
   container's cgroup (the container's id from the pod's status);
 - `kill_container`: SIGKILL to the container's task through its node's containerd (`ctr
   tasks kill`), which takes every process of the container with it;
+- `hang_process`: SIGSTOP to the training process (found as for `kill_process`): it stays
+  alive and makes no progress, as a rank stuck in a collective or on a hung file system
+  does; the launcher beside it keeps serving its metrics, whose heartbeat stops moving.
+  `Killed.undo` (SIGCONT) lets it go on;
 - `stop_kubelet`: SIGSTOP to the node's kubelet: it stops renewing its Lease and reporting
   status, so the node controller marks the node NotReady (its containers run on, as they
   do when a kubelet hangs); `Killed.undo` (SIGCONT) brings it back.
@@ -100,6 +104,20 @@ def kill_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, 
     os.kill(pid, signal.SIGKILL)
     return Killed(f"pid {pid} ({' '.join(a for a in argv if a)})", node.name,
                   pod["metadata"]["name"])
+
+
+def hang_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                 ) -> Killed:
+    node = _node(nodes, pod)
+    pid, argv = training_process(container_pids(node, container_id(pod)))
+    os.kill(pid, signal.SIGSTOP)
+
+    def resume() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    return Killed(f"pid {pid} ({' '.join(a for a in argv if a)}) SIGSTOP", node.name,
+                  pod["metadata"]["name"], resume)
 
 
 def kill_container(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]

@@ -181,12 +181,13 @@ def deploy_stack(project_dir: Path, stack: str, kubeconfig: Path, report: Report
 
 
 def start_real_stack(spec_path: Path, real_nodes: int = 2,
-                     report: Report = lambda _: None, pulumi_stack: str | None = None
-                     ) -> RealStack:
+                     report: Report = lambda _: None, pulumi_stack: str | None = None,
+                     monitoring: bool = False) -> RealStack:
     """Everything in this module's docstring; `cluster down` stops all of it.
 
     With `pulumi_stack`, `spec_path` is that stack's spec (placement written in) and the
-    Pulumi engine deploys it; else the spec is placed in memory and applied.
+    Pulumi engine deploys it; else the spec is placed in memory and applied. `monitoring`:
+    `cluster up --monitoring` (Prometheus operator, Prometheus, Alertmanager on the nodes).
     """
     from trainmaster.image import build_image
 
@@ -199,7 +200,8 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
             "and its trainmaster-image jobs on the real nodes; see stacks/demo/cluster.yaml")
     report(f"building the image {image} (cached by its inputs)")
     built = build_image(source_root(), image, _BuildSteps(report))
-    result = cluster.up(spec_path, real_nodes=real_nodes, report=report)
+    result = cluster.up(spec_path, real_nodes=real_nodes, report=report,
+                        monitoring=monitoring)
     record = result.record
     if not record.real_nodes:
         raise ClusterError(

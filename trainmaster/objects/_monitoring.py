@@ -11,6 +11,9 @@ from trainmaster.objects._netpol import allow_metrics
 from trainmaster.objects._nodeagent import build_nic_agent
 from trainmaster.spec import ClusterSpec
 
+RESTART_WINDOW = "15m"
+"""How long TrainingGangRestarted fires after a gang restart."""
+
 
 def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     alerts = spec.monitoring.alerts
@@ -53,6 +56,25 @@ def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
             "annotations": {
                 "summary": "job {{ $labels.trainingjob }} made no progress for "
                 f"{alerts.no_progress_minutes} minutes"
+            },
+        }
+    )
+    rules.append(
+        {
+            "alert": "TrainingGangRestarted",
+            # Each launcher reports its gang attempt; a restart brings pods (new series) with
+            # a higher attempt while the old series are still in the window. A restart is an
+            # event, so `for: 0m`: waiting would only delay the page; the window keeps the
+            # alert firing for RESTART_WINDOW so that it reaches Alertmanager and is seen.
+            "expr": "max by (namespace, trainingjob) "
+            f"(max_over_time(trainmaster_job_attempt[{RESTART_WINDOW}])) > "
+            "min by (namespace, trainingjob) "
+            f"(min_over_time(trainmaster_job_attempt[{RESTART_WINDOW}]))",
+            "for": "0m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "job {{ $labels.trainingjob }}'s gang restarted (attempt "
+                "{{ $value }}) in the last " + RESTART_WINDOW
             },
         }
     )

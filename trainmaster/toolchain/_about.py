@@ -47,4 +47,9 @@ ABOUT: dict[str, About] = {
     "network-crds": About("the NetworkAttachmentDefinition and whereabouts CRDs, copied from "
                           "their pinned modules (nothing compiled)", (1, 1)),
     "promtool": About("Prometheus' promtool, to unit-test the alert rules", (5, 9)),
+    "prometheus": About("the Prometheus server of the real-node monitoring stack", (8, 15)),
+    "prometheus-operator": About("the Prometheus operator and its config reloader, with "
+                                 "their CRDs", (15, 50)),
+    "alertmanager": About("Alertmanager, which receives the real-node cluster's alerts",
+                          (5, 12)),
 }

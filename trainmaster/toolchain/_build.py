@@ -48,6 +48,8 @@ def _wrapper_files(family: str) -> list[Path]:
 
 def _digest(recipe: Recipe) -> str:
     h = hashlib.sha256(repr(recipe).encode())
+    if recipe.module_trees or recipe.stub_files:  # not in the repr (see Recipe)
+        h.update(repr((recipe.module_trees, recipe.stub_files)).encode())
     for rel in _wrapper_files(recipe.family):
         h.update(str(rel).encode() + b"\0")
         h.update((GO_MODULES_DIR / recipe.family / rel).read_bytes())
@@ -160,6 +162,11 @@ def _build_family_locked(recipe: Recipe, progress: ProgressFn | None,
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
+        for module, dest in recipe.module_trees:
+            _copy_module(go, module, root, src / dest, log)
+        for dest, text in recipe.stub_files:
+            (src / dest).parent.mkdir(parents=True, exist_ok=True)
+            (src / dest).write_text(text)
         for module, rel, dest in recipe.source_files:
             out = src / dest
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -207,6 +214,17 @@ def _build_family_locked(recipe: Recipe, progress: ProgressFn | None,
 def _module_dir(go: str, module: str, src: Path, log: Path) -> Path:
     """Folder in the module cache of a module of the wrapper's build list, downloaded if need be."""
     return Path(json.loads(_run([go, "mod", "download", "-json", module], src, log))["Dir"])
+
+
+def _copy_module(go: str, module: str, cwd: Path, dest: Path, log: Path) -> None:
+    """Copy `module@version` from the module cache to `dest`, writable. Downloaded from a
+    folder outside the wrapper, whose go.mod replaces that module with `dest` itself."""
+    tree = Path(json.loads(_run([go, "mod", "download", "-json", module], cwd, log))["Dir"])
+    shutil.copytree(tree, dest, copy_function=shutil.copyfile)
+    for folder, _, files in os.walk(dest):
+        os.chmod(folder, 0o755)  # the module cache's folders are read-only; rmtree needs this
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
 
 
 def _stream_build(

@@ -37,6 +37,12 @@ PROMETHEUS_VERSION = "v0.316.0"
 # An S3-compatible server (Apache-2.0; MinIO is AGPL) for the dataset-cache tests and the
 # demo's datasets: the stock CLI, run with its posix backend (a folder per bucket).
 VERSITYGW_VERSION = "v1.8.0"
+# The monitoring stack that runs on the real nodes (docs/monitoring.md, "On the real nodes").
+# All from Go modules, not Debian: Debian's prometheus 2.42 and prometheus-alertmanager 0.25
+# are years older than what kube-prometheus-stack installs, and link against the host's libc.
+# The operator: v0.85.0 is the newest version the Go module proxy serves (v0.95.x: 403).
+PROMETHEUS_OPERATOR_VERSION = "v0.85.0"
+ALERTMANAGER_VERSION = "v0.35.0"
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,28 @@ class Recipe:
     generate: tuple[tuple[str, str], ...] = ()
     # Environment of `generate`, `go list` and `go build` on top of the fixed Go settings.
     env: dict[str, str] = field(default_factory=dict)
+    # Whole modules copied into the wrapper before anything runs, as (module@version, folder
+    # in the wrapper), for a go.mod `replace` that points at the copy (made writable).
+    # Out of the repr (the cache digest hashes them itself when set), so that the families
+    # built before these fields existed keep their cache entries.
+    module_trees: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # Files a module zip lacks that its go:embed needs, as (path in the wrapper, text): written
+    # after module_trees are copied.
+    stub_files: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
+
+# The kinds of monitoring.coreos.com that the monitoring stack installs (all the operator
+# serves, so that it starts every controller and a ScrapeConfig or Probe applied later works).
+PROMETHEUS_OPERATOR_CRDS = (
+    "alertmanagerconfigs", "alertmanagers", "podmonitors", "probes", "prometheusagents",
+    "prometheuses", "prometheusrules", "scrapeconfigs", "servicemonitors", "thanosrulers",
+)
+
+_NO_UI_PAGE = (
+    "<!doctype html><title>Alertmanager</title><p>This Alertmanager was built by trainmaster "
+    "from its Go module, whose zip lacks the web UI bundle. Its API is complete: "
+    '<a href="/api/v2/alerts">/api/v2/alerts</a>, <a href="/api/v2/status">/api/v2/status</a>.\n'
+)
 
 _K8S_MINOR = K8S_VERSION.split(".")[1]
 
@@ -260,6 +287,66 @@ RECIPES: dict[str, Recipe] = {
             "-X github.com/prometheus/common/version.Branch=trainmaster",
         ),
     ),
+    # The Prometheus server, from the same module as promtool, with the one service discovery
+    # the operator's generated configuration uses (kubernetes_sd_configs). Without the
+    # `builtinassets` tag the React UI is not embedded (its bundle is not in the module zip):
+    # the HTTP API, which everything here reads, is complete.
+    "prometheus": Recipe(
+        family="prometheus",
+        version=PROMETHEUS_VERSION,
+        packages=("github.com/prometheus/prometheus/cmd/prometheus",),
+        binaries=("prometheus",),
+        tags=("remove_all_sd", "enable_kubernetes_sd"),
+        ldflags=(
+            "-X github.com/prometheus/common/version.Version=3.16.0",
+            "-X github.com/prometheus/common/version.Branch=trainmaster",
+        ),
+    ),
+    # The operator and the config reloader it puts beside Prometheus and Alertmanager; the
+    # real CRDs come from the same module (example/prometheus-operator-crd), replacing the
+    # stand-ins on a cluster that runs the stack.
+    "prometheus-operator": Recipe(
+        family="prometheus-operator",
+        version=PROMETHEUS_OPERATOR_VERSION,
+        packages=(
+            "github.com/prometheus-operator/prometheus-operator/cmd/operator",
+            "github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader",
+        ),
+        binaries=("operator", "prometheus-config-reloader"),
+        ldflags=(
+            f"-X github.com/prometheus/common/version.Version={PROMETHEUS_OPERATOR_VERSION[1:]}",
+            "-X github.com/prometheus/common/version.Branch=trainmaster",
+        ),
+        module_files=tuple(
+            (
+                f"github.com/prometheus-operator/prometheus-operator@"
+                f"{PROMETHEUS_OPERATOR_VERSION}",
+                f"example/prometheus-operator-crd/monitoring.coreos.com_{plural}.yaml",
+                f"crds/monitoring.coreos.com_{plural}.yaml",
+            )
+            for plural in PROMETHEUS_OPERATOR_CRDS
+        ),
+    ),
+    # Alertmanager's ui package embeds app/dist, a JavaScript bundle that its module zip lacks
+    # (upstream builds it with npm before `go build`). The build copies the module into the
+    # wrapper (go.mod replaces it with that copy) and writes one page in place of the bundle
+    # that points to the API; the API (/api/v2), which everything here reads, is complete.
+    "alertmanager": Recipe(
+        family="alertmanager",
+        version=ALERTMANAGER_VERSION,
+        packages=("github.com/prometheus/alertmanager/cmd/alertmanager",),
+        binaries=("alertmanager",),
+        ldflags=(
+            f"-X github.com/prometheus/common/version.Version={ALERTMANAGER_VERSION[1:]}",
+            "-X github.com/prometheus/common/version.Branch=trainmaster",
+        ),
+        module_trees=((f"github.com/prometheus/alertmanager@{ALERTMANAGER_VERSION}",
+                       "alertmanager"),),
+        stub_files=tuple(
+            (f"alertmanager/ui/app/dist/{ui}/index.html", _NO_UI_PAGE)
+            for ui in ("elm", "mantine")
+        ),
+    ),
     "versitygw": Recipe(
         family="versitygw",
         version=VERSITYGW_VERSION,
@@ -273,4 +360,6 @@ CLUSTER_FAMILIES = ("etcd", "k8s", "kwok", "network-crds")
 NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns", "whereabouts")
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
 MONITORING_FAMILIES = ("promtool",)
+# What `cluster up --monitoring` runs on the real nodes.
+MONITORING_STACK_FAMILIES = ("prometheus-operator", "prometheus", "alertmanager")
 OBJECT_STORE_FAMILIES = ("versitygw",)
