@@ -55,8 +55,7 @@ from trainmaster.bench._workload import GPUS_PER_POD, workload
 from trainmaster.cluster import cluster_sizing
 from trainmaster.kubeclient import GONE, ApiError, Kube, node_path, pod_path
 from trainmaster.polling import WaitTimeout
-from trainmaster.scheduler.runtime.config import LeaderElection
-from trainmaster.scheduler.runtime.leader import lease_path
+from trainmaster.scheduler import SchedulerConfig
 
 Report = Callable[[str], None]
 
@@ -109,6 +108,10 @@ class FailoverResult:
                 "retry_period_seconds": self.retry_period_seconds,
                 "load_average": list(self.load_average),
                 "handovers": [asdict(h) for h in self.handovers]}
+
+
+def lease_path(namespace: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 
 def _rv(obj: dict[str, Any]) -> int:
@@ -274,10 +277,11 @@ async def _handover(observer: _Observer, leader: _Replica, standby: _Replica,
 
 
 async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdir: Path,
-                   namespace: str, report: Report) -> tuple[float, list[Handover], LeaderElection]:
+                   namespace: str, report: Report) -> tuple[float, list[Handover], Any]:
     ctx = RunContext(kubeconfig, namespace, workdir, options.bind_concurrency,
                      options.client_qps)
-    election = LeaderElection()  # the bench config leaves the timings at their defaults
+    # The bench config leaves the election timings at their defaults.
+    election = SchedulerConfig().leader_election
     total = options.pods
     a, b, c = _Replica("a", ctx), _Replica("b", ctx), _Replica("c", ctx)
     observer = _Observer(api, namespace)
