@@ -108,7 +108,8 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
     try:
         for i in range(4):
             scratch.add_node(f"n{i}")
-        wait_for(scratch.nodes_ready, "scratch nodes Ready")
+        # Generous: the machine is shared, and kwok and the node controller lag under load.
+        wait_for(scratch.nodes_ready, "scratch nodes Ready", 300)
         with _rights(scratch, spec), processes() as procs:
             kubeconfig = _token_kubeconfig(local_cluster.kubeconfig, scratch,
                                            scratch.scheduler, system, tmp_path / "sa.yaml")
@@ -124,8 +125,8 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
                 pods = scratch.core.list_namespaced_pod(ns).items
                 return {p.metadata.name for p in pods if p.spec.node_name} == set(names)
 
-            wait_for(lambda: placed(served, bound_b), "the served namespace's gang bound")
-            wait_for(lambda: placed(scratch.namespace, ledgered), "the training gang bound")
+            wait_for(lambda: placed(served, bound_b), "the served namespace's gang bound", 180)
+            wait_for(lambda: placed(scratch.namespace, ledgered), "the training gang bound", 180)
 
             def conditions() -> dict[str, Any] | None:
                 pods = scratch.core.list_namespaced_pod(far).items
@@ -133,7 +134,7 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
                 return conds if all(c is not None for c in conds.values()) \
                     and set(conds) == set(told) else None
 
-            conds = wait_for(conditions, "PodScheduled conditions in the unserved namespace")
+            conds = wait_for(conditions, "PodScheduled conditions in the unserved namespace", 180)
             for cond in conds.values():
                 assert (cond.status, cond.reason) == ("False", "NamespaceNotServed")
                 assert "scheduler.namespaces" in cond.message and far in cond.message
@@ -145,7 +146,7 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
                 want = {("Pod", n) for n in told} | {("PodGroup", "far")}
                 return found if found == want else None
 
-            wait_for(events, "NamespaceNotServed Events on the pods and their PodGroup")
+            wait_for(events, "NamespaceNotServed Events on the pods and their PodGroup", 180)
             assert not placed(far, told) and not any(
                 p.spec.node_name for p in scratch.core.list_namespaced_pod(far).items)
 
@@ -159,7 +160,7 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
 
             # The ledger: 16 GPUs of the unlabelled gang in its PodGroup's queue.
             metric = f'trainmaster_scheduler_queue_gpus_in_use{{queue="{queue}"}}'
-            wait_for(lambda: procs[0].metrics().get(metric) == 16, "the queue gauge at 16")
+            wait_for(lambda: procs[0].metrics().get(metric) == 16, "the queue gauge at 16", 180)
 
             def status_rows() -> dict[str, tuple[int, int | None, int]] | None:
                 view = collect_view(local_cluster.kubeconfig)
@@ -167,7 +168,7 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
                 ok = view.queues_from == "scheduler ledger" and rows.get(queue, (0,))[0] == 16
                 return rows if ok else None
 
-            rows = wait_for(status_rows, "trainmaster status to show the ledger")
+            rows = wait_for(status_rows, "trainmaster status to show the ledger", 180)
             assert rows[queue] == (16, 16, 0)
             assert rows[queue][0] == procs[0].metrics()[metric]
     finally:
