@@ -68,16 +68,16 @@ from .framework.model import (
     TopologyMode,
 )
 from .framework.resources import fit_count
-from .placement.place import Placer, place_gang
-from .placement.victims import nominate_victims, select_victims
-from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
-from .plugins.preemption import Preemption, Victim, priced
 from .placement.fair_victims import (
     Candidate,
     may_preempt_for_quota,
     priced_candidates,
     quota_admits,
 )
+from .placement.place import Placer, place_gang
+from .placement.victims import nominate_victims, select_victims
+from .plugins import DEFAULT_FILTERS, DEFAULT_PLUGINS, DEFAULT_SCORER, REGISTRY
+from .plugins.preemption import Preemption, Victim, priced
 from .plugins.quota import (
     DEFAULT_QUEUE,
     CohortSpec,

@@ -18,11 +18,11 @@ runtime's cache:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from trainmaster.scheduler import (
-    GPU,
+    Candidate,
     Gang,
     GangScheduler,
     Placement,
@@ -31,9 +31,12 @@ from trainmaster.scheduler import (
     Preemption,
     QueueLedger,
     Victim,
+    gang_amounts,
     gang_gpus,
+    may_preempt_for_quota,
     nominate_victims,
-    priced,
+    priced_candidates,
+    quota_admits,
 )
 
 from ._queues import QueueConfig
@@ -47,12 +50,20 @@ class LedgerAdmission:
         self.queue_of = queue_of
 
     def refusal(self, gang: Gang) -> str | None:
-        return self.ledger.refusal(self.queue_of(gang.key), gang_gpus(gang))
+        return self.ledger.refusal(self.queue_of(gang.key), gang_amounts(gang))
+
+    def cycle_start(self, gangs: Sequence[Gang]) -> None:
+        if self.ledger.fair.enable:
+            self.ledger.set_waiting((self.queue_of(g.key), gang_amounts(g)) for g in gangs)
+
+    def preemptible(self, gang: Gang) -> bool:
+        return may_preempt_for_quota(self.ledger, self.queue_of(gang.key), gang_amounts(gang))
 
     def admitted(self, gang: Gang, placement: Placement) -> None:
         queue = self.queue_of(gang.key)
+        self.ledger.admitted_waiting(queue, gang_amounts(gang))
         for binding in placement.bindings:
-            self.ledger.charge(binding.pod.uid, queue, binding.pod.requests.get(GPU, 0))
+            self.ledger.charge(binding.pod.uid, queue, binding.pod.requests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,20 +106,18 @@ class Preemptor:
         cheap necessary condition before the victim search copies the snapshot)."""
         if not self.may_preempt(queue):
             return None
-        reclaim = self.ledger.reclaimable_from(queue, gang_gpus(gang))
-        if not reclaim and (lowest is None or lowest >= gang.priority):
+        need = gang_amounts(gang)
+        if not self.ledger.reclaimable_from(queue, need) and not self.ledger.fair.enable \
+                and (lowest is None or lowest >= gang.priority):
             return None  # nobody below it: no scan (as the runtime)
-        candidates = []
-        for run in running():
-            if run.key == gang.key:
-                continue
-            victim = priced(Victim(run.key, run.priority, run.bindings,
-                                   borrowed=run.queue in reclaim),
-                            gang.priority, now, max(run.started, run.checkpoint))
-            if victim is not None:
-                candidates.append(victim)
+        candidates = priced_candidates(
+            self.ledger, queue, need, gang.priority, now,
+            [Candidate(Victim(run.key, run.priority, run.bindings), run.queue,
+                       max(run.started, run.checkpoint))
+             for run in running() if run.key != gang.key])
+        admits = quota_admits(self.ledger, queue, need)
         if free_gpus + sum(v.gpus for v in candidates) < gang_gpus(gang):
             return None  # even evicting all of them would not free enough GPUs
         return nominate_victims(sched.snapshot, gang, candidates, sched.nominated,
                                 filters=sched.profile.filters, scorer=sched.profile.scorer,
-                                placer=self.placer)
+                                placer=self.placer, admits=admits)
