@@ -89,6 +89,7 @@ from trainmaster.objects._scheduler import (
     SCHEDULER_NAMESPACE_RULES,
     SCHEDULER_RULES,
     build_scheduler,
+    config_fair_sharing,
     config_queues,
     scheduler_config,
 )
@@ -147,6 +148,7 @@ __all__ = [
     "build_spec_configmap",
     "build_training_job",
     "build_training_jobs",
+    "config_fair_sharing",
     "config_queues",
     "covers_immutable",
     "display_key",

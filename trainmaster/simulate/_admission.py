@@ -18,12 +18,12 @@ runtime's cache:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from trainmaster.scheduler import (
     DEFAULT_RESCALE_SECONDS,
-    GPU,
+    Candidate,
     Gang,
     GangScheduler,
     Placement,
@@ -33,9 +33,12 @@ from trainmaster.scheduler import (
     QueueLedger,
     Victim,
     elastic_parts,
+    gang_amounts,
     gang_gpus,
+    may_preempt_for_quota,
     nominate_victims,
-    priced,
+    priced_candidates,
+    quota_admits,
 )
 
 from ._queues import QueueConfig
@@ -49,12 +52,20 @@ class LedgerAdmission:
         self.queue_of = queue_of
 
     def refusal(self, gang: Gang) -> str | None:
-        return self.ledger.refusal(self.queue_of(gang.key), gang_gpus(gang))
+        return self.ledger.refusal(self.queue_of(gang.key), gang_amounts(gang))
+
+    def cycle_start(self, gangs: Sequence[Gang]) -> None:
+        if self.ledger.fair.enable:
+            self.ledger.set_waiting((self.queue_of(g.key), gang_amounts(g)) for g in gangs)
+
+    def preemptible(self, gang: Gang) -> bool:
+        return may_preempt_for_quota(self.ledger, self.queue_of(gang.key), gang_amounts(gang))
 
     def admitted(self, gang: Gang, placement: Placement) -> None:
         queue = self.queue_of(gang.key)
+        self.ledger.admitted_waiting(queue, gang_amounts(gang))
         for binding in placement.bindings:
-            self.ledger.charge(binding.pod.uid, queue, binding.pod.requests.get(GPU, 0))
+            self.ledger.charge(binding.pod.uid, queue, binding.pod.requests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +112,23 @@ class Preemptor:
         cheap necessary condition before the victim search copies the snapshot)."""
         if not self.may_preempt(queue):
             return None
-        reclaim = self.ledger.reclaimable_from(queue, gang_gpus(gang))
-        if not reclaim and (lowest is None or lowest >= gang.priority):
+        need = gang_amounts(gang)
+        if not self.ledger.reclaimable_from(queue, need) and not self.ledger.fair.enable \
+                and (lowest is None or lowest >= gang.priority):
             return None  # nobody below it: no scan (as the runtime)
-        candidates: list[Victim] = []
-        for run in running():
-            if run.key == gang.key:
-                continue
-            victim = priced(Victim(run.key, run.priority, run.bindings,
-                                   borrowed=run.queue in reclaim),
-                            gang.priority, now, max(run.started, run.checkpoint))
-            if victim is None:
-                continue
-            if run.min_pods:  # shrinking it is the cheap option, as in the runtime
-                candidates.extend(elastic_parts(victim, run.min_pods, self.rescale_seconds))
-            else:
-                candidates.append(victim)
+        runs = [run for run in running() if run.key != gang.key]
+        candidates = priced_candidates(
+            self.ledger, queue, need, gang.priority, now,
+            [Candidate(Victim(run.key, run.priority, run.bindings), run.queue,
+                       max(run.started, run.checkpoint)) for run in runs])
+        min_pods = {run.key: run.min_pods for run in runs if run.min_pods}
+        if min_pods:  # shrinking an elastic gang is the cheap option, as in the runtime
+            candidates = [part for victim in candidates for part in (
+                elastic_parts(victim, min_pods[victim.gang], self.rescale_seconds)
+                if victim.gang in min_pods else (victim,))]
+        admits = quota_admits(self.ledger, queue, need)
         if free_gpus + sum(v.gpus for v in candidates) < gang_gpus(gang):
             return None  # even evicting all of them would not free enough GPUs
         return nominate_victims(sched.snapshot, gang, candidates, sched.nominated,
                                 filters=sched.profile.filters, scorer=sched.profile.scorer,
-                                placer=self.placer)
+                                placer=self.placer, admits=admits)

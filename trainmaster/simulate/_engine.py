@@ -56,6 +56,7 @@ from trainmaster.scheduler import (
 from ._admission import LedgerAdmission, Preemptor, RunningGang
 from ._cluster import SimCluster
 from ._elastic import ElasticModel
+from ._fairness import FairnessMeter
 from ._faults import FailureClock, FaultModel
 from ._jobs import Job, WorkloadError
 from ._metrics import PolicyResult, QueueFigures, Series
@@ -177,7 +178,10 @@ class Simulation:
         config = SchedulerConfig(levels=cluster.levels)
         self.guard = Guard(placer)
         self.queue_of, self.priority_of = resolve(jobs, queues)
-        self.ledger = QueueLedger(queues.queues, queues.default) if queues.configured else None
+        self.ledger = (QueueLedger(queues.queues, queues.default, queues.cohorts, queues.fair,
+                                   clock=lambda: self.now)
+                       if queues.configured else None)
+        self.fairness = FairnessMeter(queues)
         admission = (LedgerAdmission(self.ledger, self._queue_of_gang)
                      if self.ledger is not None and queues.enforced else None)
         self.admitting = admission is not None
@@ -188,7 +192,7 @@ class Simulation:
         # lower priority, or borrowers in a cohort.
         self.preemptor: Preemptor | None = None
         if (self.ledger is not None and queues.preemption
-                and (len(set(self.priority_of)) > 1
+                and (len(set(self.priority_of)) > 1 or queues.fair.enable
                      or any(q.cohort is not None for q in queues.queues))):
             self.preemptor = Preemptor(queues, self.ledger, placer)
             if elastic is not None:
@@ -403,6 +407,9 @@ class Simulation:
             when = self.heap[0][0]
             dt = when - self.now
             if dt > 0:
+                if self.fairness.active and self.ledger is not None:
+                    self.fairness.advance(dt, self.ledger.used,
+                                          {self.queue_of[i] for i in self.queued.values()})
                 alloc_all += self.allocated * dt
                 if self.queued:
                     wait_s += dt
@@ -689,5 +696,6 @@ class Simulation:
                 cluster_gpus=self.gpus,
                 waits=[r.first_start - r.job.submit_s for r in runs],
                 preempted=sum(r.preempted for r in runs),
+                fairness=self.fairness.figures(name),
             ))
         return out

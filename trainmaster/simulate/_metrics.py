@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,9 @@ class QueueFigures:
     cluster_gpus: int
     waits: list[float]
     preempted: int
+    fairness: Mapping[str, float | None] = field(default_factory=dict)
+    """``entitlement``, ``share_busy``, ``jain_index``, ``owed_wait_s`` (``_fairness``),
+    for a queue of a cohort of two or more."""
 
     def to_json(self) -> dict[str, Any]:
         whole = self.span * self.cluster_gpus
@@ -79,6 +82,7 @@ class QueueFigures:
             "wait_p50_s": rounded(percentile(self.waits, 50)),
             "wait_p95_s": rounded(percentile(self.waits, 95)),
             "preempted": self.preempted,
+            **self.fairness,
         }
 
 

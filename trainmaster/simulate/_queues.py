@@ -24,12 +24,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainmaster.scheduler import DEFAULT_QUEUE, QueueSpec, queue_specs
+from trainmaster.scheduler import (
+    DEFAULT_QUEUE,
+    CohortSpec,
+    FairSharing,
+    QueueLedger,
+    QueueSpec,
+    base_units,
+    cohort_specs,
+    fair_sharing,
+    queue_specs,
+)
 
 from ._jobs import Job, WorkloadError
 
 if TYPE_CHECKING:
-    from trainmaster.spec import Queue
+    from trainmaster.spec import SchedulerSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +53,8 @@ class QueueConfig:
     default: str = DEFAULT_QUEUE
     source: str = ""
     """Where the queues were declared, for error messages."""
+    cohorts: tuple[CohortSpec, ...] = ()
+    fair: FairSharing = field(default_factory=FairSharing)
 
     @property
     def configured(self) -> bool:
@@ -51,7 +63,7 @@ class QueueConfig:
     @property
     def enforced(self) -> bool:
         """Some queue has a quota: admission must ask the ledger."""
-        return any(q.nominal_quota is not None for q in self.queues)
+        return any(q.limited for q in self.queues)
 
     def spec(self, name: str) -> QueueSpec | None:
         for queue in self.queues:
@@ -60,38 +72,32 @@ class QueueConfig:
         return None
 
     def ceiling(self, name: str) -> int | None:
-        """The most GPUs a queue can ever hold at once (None: no limit): its nominal
-        quota, or in a cohort what it can borrow on top, up to its borrowing limit and
-        the cohort's whole nominal quota (``QueueLedger.refusal`` with an idle cohort)."""
-        spec = self.spec(name)
-        if spec is None or spec.nominal_quota is None:
-            return None
-        if spec.cohort is None:
-            return spec.nominal_quota
-        cohort = sum(q.nominal_quota or 0 for q in self.queues if q.cohort == spec.cohort)
-        if spec.borrowing_limit is not None:
-            cohort = min(cohort, spec.nominal_quota + spec.borrowing_limit)
-        return max(spec.nominal_quota, cohort)
+        """The most GPUs a queue can ever hold at once (None: no limit): what the
+        scheduler's ledger admits with nothing running (its nominal quota, or in a cohort
+        tree what it can borrow on top within every level's limits)."""
+        return QueueLedger(self.queues, self.default, self.cohorts).ceiling(name)
 
 
-def _from_scheduler_section(queues: Sequence[Queue], preemption: bool,
-                            source: str) -> QueueConfig:
+def _from_scheduler_section(section: SchedulerSpec, source: str) -> QueueConfig:
     """Spec queues -> the scheduler's config entries -> ``QueueSpec``: the same two steps
-    (``config_queues``, ``queue_specs``) that the deployed scheduler's queues take."""
-    from trainmaster.objects import config_queues
+    (``config_queues``, ``queue_specs``) that the deployed scheduler's queues take, and
+    likewise its cohorts and fair-sharing settings."""
+    from trainmaster.objects import config_fair_sharing, config_queues
 
-    specs = tuple(queue_specs(config_queues(queues)))
-    priorities = {q.name: q.priority for q in queues}
-    return QueueConfig(specs, priorities, preemption, DEFAULT_QUEUE, source)
+    specs = tuple(queue_specs(config_queues(section.queues), base_units))
+    rest = config_fair_sharing(section)
+    cohorts = tuple(cohort_specs(rest.get("cohorts", []), base_units))
+    fair = fair_sharing(rest.get("fairSharing"), rest.get("admissionFairSharing"))
+    priorities = {q.name: q.priority for q in section.queues}
+    return QueueConfig(specs, priorities, section.preemption, DEFAULT_QUEUE, source,
+                       cohorts, fair)
 
 
 def spec_queues(path: Path) -> QueueConfig:
     """The queues of a TrainingCluster spec (validated as ``trainmaster validate`` does)."""
     from trainmaster.spec import load_spec
 
-    sched = load_spec(path).scheduler
-    return _from_scheduler_section(sched.queues, sched.preemption,
-                                   f"{path} scheduler.queues")
+    return _from_scheduler_section(load_spec(path).scheduler, f"{path} scheduler.queues")
 
 
 def file_queues(path: Path) -> QueueConfig:
@@ -127,20 +133,21 @@ def file_queues(path: Path) -> QueueConfig:
         raise SpecInvalidError(source, [SpecIssue(
             "", "a queues file is a mapping with `queues:` (a list as in a spec's "
             "scheduler.queues) and optionally `preemption: true`")])
-    unknown = sorted(set(data) - {"queues", "preemption"})
+    unknown = sorted(set(data) - {"queues", "preemption", "cohorts", "fairSharing"})
     if unknown:
         raise SpecInvalidError(source, [at(
-            key, "unknown key: a queues file has only `queues` and `preemption`")
-            for key in unknown])
+            key, "unknown key: a queues file has only `queues`, `cohorts`, `fairSharing` "
+            "and `preemption`") for key in unknown])
     try:
         section = SchedulerSpec.model_validate(data, strict=True)
     except ValidationError as err:
         raise SpecInvalidError(source, [at(format_path(e["loc"]), e["msg"])
                                         for e in err.errors()]) from None
-    issues = [at(i.path, i.message) for i in queue_issues(section.queues, "queues")]
+    issues = [at(i.path, i.message)
+              for i in queue_issues(section.queues, "queues", section.cohorts, "cohorts")]
     if issues:
         raise SpecInvalidError(source, issues)
-    return _from_scheduler_section(section.queues, section.preemption, f"{path} queues")
+    return _from_scheduler_section(section, f"{path} queues")
 
 
 def resolve(jobs: Sequence[Job], config: QueueConfig,

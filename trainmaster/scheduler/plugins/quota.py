@@ -275,6 +275,14 @@ class QueueLedger:
             for uid, (owner, amounts) in gone:
                 self.charge(uid, owner, amounts)
 
+    def ceiling(self, queue: str, resource: str = GPU) -> int | None:
+        """The most of ``resource`` ``queue`` could hold with nothing else running;
+        None: no limit."""
+        node = self.nodes.get(queue)
+        if node is None or not node.covers(resource):
+            return None
+        return max(node.subtree(resource), node.available(resource) + node.usage.get(resource, 0))
+
     def short_in_tree(self, queue: str, need: int | Amounts) -> bool:
         """Whether quota refuses the gang only because the tree has no idle quota left
         (within the queue's own borrowing limits): evicting borrowers could let it in."""

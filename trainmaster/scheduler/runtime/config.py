@@ -6,8 +6,8 @@ leaderElection {leaseName, leaseNamespace}, topologyPolicy, preemption, queues
 [{name, nominalQuota, cohort, borrowingLimit, lendingLimit, resources, fairSharing,
 preemption}], cohorts [{name, parent, resources, fairSharing}], fairSharing {enable,
 preemptionStrategies}, admissionFairSharing {usageHalfLifeSeconds}, defaultQueue,
-namespaces; by hand also nodeSelector). Keys the runtime does not know are an error rather than silently ignored,
-so a typo never means a default.
+namespaces; by hand also nodeSelector). Keys the runtime does not know are an error rather
+than silently ignored, so a typo never means a default.
 """
 
 from __future__ import annotations
