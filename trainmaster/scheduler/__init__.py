@@ -110,7 +110,14 @@ if TYPE_CHECKING:
         topology_label,
     )
     from .runtime.config import ConfigError, SchedulerConfig
-    from .runtime.convert import base_units, pod_requests, resource_map
+    from .runtime.convert import (
+        base_units,
+        node_info,
+        pod_group_info,
+        pod_info,
+        pod_requests,
+        resource_map,
+    )
     from .runtime.loop import SchedulerRuntime
     from .runtime.service import ServiceOptions, serve
 
@@ -123,6 +130,9 @@ _RUNTIME = {
     "SchedulerRuntime": "runtime.loop",
     "ServiceOptions": "runtime.service",
     "pod_requests": "runtime.convert",
+    "node_info": "runtime.convert",
+    "pod_group_info": "runtime.convert",
+    "pod_info": "runtime.convert",
     "base_units": "runtime.convert",
     "resource_map": "runtime.convert",
     "serve": "runtime.service",
@@ -212,8 +222,11 @@ __all__ = [
     "gang_amounts",
     "gang_gpus",
     "may_preempt_for_quota",
+    "node_info",
     "nominate_victims",
     "place_gang",
+    "pod_group_info",
+    "pod_info",
     "pod_requests",
     "priced",
     "priced_candidates",

@@ -24,12 +24,22 @@ from dataclasses import dataclass, field
 
 from trainmaster.api import POD_GROUP_LABEL, QUEUE_LABEL, parse_time
 from trainmaster.kubeclient import JSON
-from trainmaster.scheduler import GPU, ClusterState, Gang, Placement, PodRequest, place_gang
-from trainmaster.scheduler.placement.victims import select_victims
-from trainmaster.scheduler.plugins import DEFAULT_FILTERS, DEFAULT_SCORER
-from trainmaster.scheduler.plugins.preemption import Victim
-from trainmaster.scheduler.runtime.config import SchedulerConfig
-from trainmaster.scheduler.runtime.convert import node_info, pod_group_info, pod_info
+from trainmaster.scheduler import (
+    DEFAULT_FILTERS,
+    DEFAULT_SCORER,
+    GPU,
+    ClusterState,
+    Gang,
+    Placement,
+    PodRequest,
+    SchedulerConfig,
+    Victim,
+    node_info,
+    place_gang,
+    pod_group_info,
+    pod_info,
+    select_victims,
+)
 from trainmaster.status import QueueRow, queue_rows, topology_levels
 from trainmaster.ui._topology import holds_capacity
 from trainmaster.ui._world import World
