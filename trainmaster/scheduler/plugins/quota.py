@@ -112,9 +112,9 @@ class QueueLedger:
         for spec in self.cohorts.values():
             self.cohort_nodes[spec.name] = QuotaNode(spec.name, "cohort", spec.resources,
                                                      spec.weight)
-        for spec in self.queues.values():  # cohorts named by queues only: no quota
-            if spec.cohort is not None and spec.cohort not in self.cohort_nodes:
-                self.cohort_nodes[spec.cohort] = QuotaNode(spec.cohort, "cohort", {})
+        for queue in self.queues.values():  # cohorts named by queues only: no quota
+            if queue.cohort is not None and queue.cohort not in self.cohort_nodes:
+                self.cohort_nodes[queue.cohort] = QuotaNode(queue.cohort, "cohort", {})
         for spec in self.cohorts.values():
             if spec.parent is not None:
                 parent = self.cohort_nodes.get(spec.parent)
@@ -122,13 +122,13 @@ class QueueLedger:
                     parent = self.cohort_nodes[spec.parent] = QuotaNode(
                         spec.parent, "cohort", {})
                 _link(self.cohort_nodes[spec.name], parent)
-        for spec in self.queues.values():
-            if not spec.limited:
+        for queue in self.queues.values():
+            if not queue.limited:
                 continue
-            node = self.nodes[spec.name] = QuotaNode(spec.name, "queue", spec.quotas,
-                                                     spec.weight)
-            if spec.cohort is not None:
-                _link(node, self.cohort_nodes[spec.cohort])
+            node = self.nodes[queue.name] = QuotaNode(queue.name, "queue", queue.quotas,
+                                                      queue.weight)
+            if queue.cohort is not None:
+                _link(node, self.cohort_nodes[queue.cohort])
         roots = {id(n.root()): n.root() for n in self.nodes.values()}
         for root in roots.values():
             root.compute()

@@ -100,4 +100,4 @@ def decayed(average: float, usage: float, elapsed: float, half_life: float) -> f
     it moves from ``average`` towards ``usage``, halfway every ``half_life``."""
     if elapsed <= 0:
         return average
-    return usage + (average - usage) * 0.5 ** (elapsed / half_life)
+    return usage + (average - usage) * math.pow(0.5, elapsed / half_life)
