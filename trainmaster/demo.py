@@ -48,10 +48,10 @@ class DemoResult:
 
 
 def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
-             pulumi_stack: str | None = None) -> DemoResult:
-    # With the monitoring stack: its targets and the restart alert are shown after the kill
-    # (`trainmaster cluster monitoring`).
-    stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack, monitoring=True)
+             pulumi_stack: str | None = None, monitoring: bool = True) -> DemoResult:
+    # With the monitoring stack (unless --no-monitoring): its targets and the restart alert
+    # are shown by `trainmaster cluster monitoring`.
+    stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack, monitoring)
     serve_demo_datasets(stack.record, stack.spec, report)  # the stack's s3:// datasets
     wait_controllers(stack, report)
     with SyncKube.connect(stack.kubeconfig) as kube:

@@ -23,6 +23,11 @@ def demo(
     real_nodes: Annotated[int, typer.Option(
         "--real-nodes", help="Run the spec's first N nodes as real nodes (kubelet + "
         "containerd + runc on this host; needs root).")] = 2,
+    monitoring: Annotated[bool, typer.Option(
+        "--monitoring/--no-monitoring", help="Also run the Prometheus operator, Prometheus "
+        "and Alertmanager on the real nodes (`cluster up --monitoring`; docs/monitoring.md). "
+        "Off by default until the stack's real-node test has run (docs/monitoring.md).")
+    ] = False,
 ) -> None:
     """Start a local cluster from a stack with real nodes, deploy trainmaster on it as pods,
     train the stack's CPU example job on the real nodes, kill one rank's process and show
@@ -52,16 +57,17 @@ def demo(
             spec = pulumi_stack_spec(source_root(), stack)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc), param_hint="--stack") from None
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES, *MONITORING_STACK_FAMILIES,
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
+                         *(MONITORING_STACK_FAMILIES if monitoring else ()),
                          *(PULUMI_FAMILIES if pulumi_stack is not None else ())],
                         why="`trainmaster demo`")
     try:
         if err.is_terminal:
             with err.status("starting") as status:
                 result = run_demo(spec, lambda step: status.update(step), real_nodes,
-                                  pulumi_stack)
+                                  pulumi_stack, monitoring)
         else:
-            result = run_demo(spec, _Lines(err).report, real_nodes, pulumi_stack)
+            result = run_demo(spec, _Lines(err).report, real_nodes, pulumi_stack, monitoring)
     except ClusterError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         err.print("`trainmaster cluster down` stops what was started.")
@@ -92,8 +98,9 @@ def demo(
               f"-l {JOB_LABEL}={real.job.name}")
     err.print("  trainmaster status            # jobs, GPUs per leaf, fenced nodes, gangs")
     err.print("  trainmaster ui                # live web view: http://127.0.0.1:8080/")
-    err.print("  trainmaster cluster monitoring  # scrape targets, alert history (Prometheus, "
-              "Alertmanager)")
+    if monitoring:
+        err.print("  trainmaster cluster monitoring  # scrape targets, alert history "
+                  "(Prometheus, Alertmanager)")
     err.print("  trainmaster cluster down      # stop everything")
     if not drill.ok:
         raise typer.Exit(1)
