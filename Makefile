@@ -12,7 +12,7 @@ UV := $(BIN)/uv
 # Use the Python that made .venv; never fetch an interpreter.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test lint lock tools image host-packages clean
+.PHONY: demo test lint lock tools image host-packages test-packages clean
 
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,6 +46,18 @@ host-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(REAL_NODE_PACKAGES); \
 	fi
 
+## Debian packages the browser tests of `trainmaster ui` drive (chromium + chromium-driver).
+TEST_BINARIES := chromium chromedriver
+TEST_PACKAGES := chromium chromium-driver
+test-packages:
+	@missing=0; for b in $(TEST_BINARIES); do command -v $$b >/dev/null || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	    echo "the UI's browser tests need the Debian packages $(TEST_PACKAGES): install them as root" >&2; \
+	    exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_PACKAGES); \
+	fi
+
 ## The main job: the committed Pulumi stack `demo` (stacks/dev placed on the real nodes),
 ## deployed by `trainmaster pulumi up` on a local cluster with 2 real nodes (trainmaster's
 ## controllers as pods, a real training job killed and resumed from its checkpoint). Needs root.
@@ -53,7 +65,7 @@ demo: $(STAMP) host-packages
 	$(BIN)/trainmaster demo --stack demo
 
 ## Lint, type-check and the whole test suite (integration tests start their own cluster).
-test: $(STAMP) tools host-packages lint
+test: $(STAMP) tools host-packages test-packages lint
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
