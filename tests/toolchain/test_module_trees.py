@@ -25,7 +25,8 @@ def test_the_alertmanager_wrapper_embeds_the_stub_ui(tmp_path: Path) -> None:
     pkg = src / "alertmanager" / "ui"
 
     def embedded() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([go, "list", "-json", "github.com/prometheus/alertmanager/ui"], cwd=src,
+        return subprocess.run([go, "list", "-json", "github.com/prometheus/alertmanager/ui"],
+                              cwd=src,
                               env=_build._go_env(), capture_output=True, text=True,
                               timeout=300)
 
