@@ -54,3 +54,15 @@ def test_gpu_only_queues_render_as_before_and_new_fields_only_when_set() -> None
         "fairSharing": {"enable": True, "preemptionStrategies": [
             "LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "admissionFairSharing": {"usageHalfLifeSeconds": 3600.0}}
+
+
+def test_a_cohorts_own_quota_counts_in_a_queues_ceiling() -> None:
+    from trainmaster.spec._semantic import queue_ceiling
+
+    spec = SchedulerSpec.model_validate({
+        "queues": [{"name": "q", "nominalQuota": 0, "cohort": "team"}],
+        "cohorts": [{"name": "team", "parent": "org"},
+                    {"name": "org", "resources": [{"name": "nvidia.com/gpu",
+                                                   "nominalQuota": 64}]}]})
+    assert queue_ceiling(spec.queues, "q", spec.cohorts) == 64
+    assert queue_ceiling(spec.queues, "q") == 0

@@ -1,4 +1,5 @@
-"""Fairness figures of a simulation's queues, per cohort of two or more queues.
+"""Fairness figures of a simulation's queues, per cohort of two or more queues (with fair
+sharing on, or weights set).
 
 * ``entitlement``: a queue's weight-derived fair share of its cohort (its
   ``fairSharing.weight`` over the sum of its cohort's queues' weights);
@@ -32,7 +33,10 @@ class FairnessMeter:
             if spec.cohort is not None:
                 groups.setdefault(spec.cohort, []).append(spec.name)
                 weights[spec.name] = spec.weight
-        self.groups = {c: names for c, names in groups.items() if len(names) > 1}
+        # Only with fair sharing on or weights set: other runs' JSON keeps its keys.
+        weighted = queues.fair.enable or any(w != 1.0 for w in weights.values())
+        self.groups = {c: names for c, names in groups.items()
+                       if len(names) > 1 and weighted}
         self.cohort_of = {q: c for c, names in self.groups.items() for q in names}
         self.entitlement = {q: weights[q] / sum(weights[n] for n in self.groups[c])
                             for q, c in self.cohort_of.items()}

@@ -6,6 +6,7 @@ loader adds line numbers. Checks never raise: a broken part is reported and skip
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 from collections import Counter
@@ -296,19 +297,37 @@ def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues",
 # --- cache ---------------------------------------------------------------------------
 
 
-def queue_ceiling(queues: Sequence[Queue], name: str) -> int | None:
+def queue_ceiling(queues: Sequence[Queue], name: str,
+                  cohorts: Sequence[Cohort] = ()) -> int | None:
     """The most GPUs a queue can ever hold at once (None: no limit): its nominal quota, or
-    in a cohort what it can borrow on top, up to its borrowing limit and the cohort's whole
-    nominal quota. The simulator's ``QueueConfig.ceiling`` over the same queues."""
+    in a cohort tree what it can borrow on top, up to its borrowing limit and the whole
+    tree's nominal GPU quota (queues' and cohorts' own; an upper bound: the scheduler's
+    ``QueueLedger.ceiling`` also applies the cohorts' limits)."""
     queue = next((q for q in queues if q.name == name), None)
     if queue is None or queue.quota is None:
         return None
     if queue.cohort is None:
         return queue.quota
-    cohort = sum(q.quota or 0 for q in queues if q.cohort == queue.cohort)
+    parents = {c.name: c.parent for c in cohorts}
+
+    def root(cohort: str) -> str:
+        seen = {cohort}
+        while parents.get(cohort) is not None and parents[cohort] not in seen:
+            cohort = parents[cohort] or cohort
+            seen.add(cohort)
+        return cohort
+
+    mine = root(queue.cohort)
+    total = sum(q.quota or 0 for q in queues if q.cohort is not None and root(q.cohort) == mine)
+    for c in cohorts:
+        if root(c.name) == mine:
+            for r in c.resources:
+                if r.name == GPU_RESOURCE_NAME:
+                    with contextlib.suppress(ValueError):  # reported by _resource_issues
+                        total += int(parse_quantity(r.nominal_quota))
     if queue.borrowing_limit is not None:
-        cohort = min(cohort, queue.quota + queue.borrowing_limit)
-    return max(queue.quota, cohort)
+        total = min(total, queue.quota + queue.borrowing_limit)
+    return max(queue.quota, total)
 
 
 def _cache(spec: ClusterSpec) -> Iterator[SpecIssue]:
@@ -394,7 +413,7 @@ def check_job(
             f"scheduler.queues or use one of {', '.join(sorted(queues))}",
         )
     else:
-        cap = queue_ceiling(spec.scheduler.queues, job.queue)
+        cap = queue_ceiling(spec.scheduler.queues, job.queue, spec.scheduler.cohorts)
         gpus = job.nodes * job.gpus_per_pod
         if cap is not None and gpus > cap:
             # The scheduler's quota would hold this gang forever; the simulator refuses
