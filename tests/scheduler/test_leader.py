@@ -145,6 +145,7 @@ class _Runtime:
     def __init__(self, order: list[str], bind_seconds: float) -> None:
         self.order = order
         self.bind_seconds = bind_seconds
+        self.drains: list[float] = []
 
     async def idle(self) -> None:
         await asyncio.sleep(self.bind_seconds)
@@ -152,6 +153,7 @@ class _Runtime:
 
     async def shutdown(self, drain: float = 10.0) -> None:
         self.order.append("shutdown (cancel late binds, flush reports)")
+        self.drains.append(drain)
 
 
 class _Elector:
@@ -174,5 +176,8 @@ def test_binds_that_do_not_end_are_cancelled_before_the_lease_is_released() -> N
     from trainmaster.scheduler.runtime.service import hand_over
 
     order: list[str] = []
-    asyncio.run(hand_over(_Runtime(order, 5), _Elector(order), drain=0.05))
+    runtime = _Runtime(order, 5)
+    asyncio.run(hand_over(runtime, _Elector(order), drain=0.05))
     assert order == ["shutdown (cancel late binds, flush reports)", "release"]
+    # Cancelled at once, not after a second drain: the lease is no longer renewed.
+    assert runtime.drains == [0.0]

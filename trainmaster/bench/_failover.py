@@ -8,12 +8,14 @@ warm-up as `bench scheduler`:
 2. **Cold start.** Replica ``a`` is spawned (the clock starts just before the spawn, as
    for `bench scheduler`); once the Lease names it, replica ``b`` is spawned as its
    standby. ``cold_first_bind_seconds`` is ``a``'s spawn to the first pod seen bound.
-3. **SIGTERM.** As soon as ``b`` logs that its cache is synced (it lists, watches and
-   builds its state while it waits for the Lease) and pods are still pending, ``a`` gets
-   SIGTERM: it finishes its in-flight binds and releases the Lease.
-4. **SIGKILL.** A third replica ``c`` is started as the new standby; once it is synced and pods are
-   still pending, ``b`` (now the leader) gets SIGKILL: nothing is released, so the standby
-   waits for the lease to expire (``lease_duration_seconds``) before it may bind.
+3. **SIGTERM.** A second standby ``c`` is spawned once ``b`` is synced; as soon as ``c``
+   logs that its cache is synced too (each lists, watches and builds its state while it
+   waits for the Lease) and pods are still pending, ``a`` gets SIGTERM: it finishes its
+   in-flight binds and releases the Lease, which one of ``b`` and ``c`` takes.
+4. **SIGKILL.** Right after that standby's first bind, it (now the leader) gets SIGKILL:
+   nothing is released, so the other standby waits for the lease to expire
+   (``lease_duration_seconds``) before it may bind. Both standbys are synced before the
+   first stop, so work is still pending for the second hand-over.
 
 Which bind is the new leader's: every object write gets the next etcd revision, so a
 bind whose pod ``resourceVersion`` is above that of the Lease write naming the new
@@ -252,28 +254,32 @@ async def _synced(replica: _Replica, timeout: float) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _handover(observer: _Observer, leader: _Replica, standby: _Replica,
-                    sig: signal.Signals, total: int, timeout: float) -> Handover:
+async def _handover(observer: _Observer, leader: _Replica, standbys: list[_Replica],
+                    sig: signal.Signals, total: int, timeout: float,
+                    ) -> tuple[Handover, _Replica]:
+    """Signal ``leader``; time until one of ``standbys`` holds the Lease and binds."""
     if observer.bound >= total:
-        raise BenchError(f"every pod was bound before {standby.identity} was ready: nothing "
-                         "left for a hand-over; use more --pods or a lower --client-qps")
+        raise BenchError("every pod was bound before the standbys were ready: nothing left "
+                         "for a hand-over; use more --pods or a lower --client-qps")
+    names = {r.identity: r for r in standbys}
     pending = total - observer.bound
     stopped = time.monotonic()
     leader.signal(sig)
-    await observer.until(lambda: observer.holder() == standby.identity,
-                         f"the Lease to name {standby.identity}", timeout)
-    taken_at, lease_rv, _ = observer.holders[-1]
+    await observer.until(lambda: observer.holder() in names,
+                         f"the Lease to name one of {', '.join(names)}", timeout)
+    taken_at, lease_rv, holder = observer.holders[-1]
 
     def first() -> float | None:
         return next((t for t, rv in observer.binds if rv > lease_rv), None)
 
     await observer.until(lambda: first() is not None or observer.bound >= total,
-                         f"{standby.identity}'s first bind", timeout)
+                         f"{holder}'s first bind", timeout)
     bind_at = first()
     if bind_at is None:
-        raise BenchError(f"the pods were all bound before {standby.identity} led (a bind "
-                         "by the old leader was late); use more --pods")
-    return Handover(sig.name, pending, round(taken_at - stopped, 3), round(bind_at - stopped, 3))
+        raise BenchError(f"the pods were all bound before {holder} led (the old leader "
+                         "finished them as it stopped); use more --pods")
+    return (Handover(sig.name, pending, round(taken_at - stopped, 3),
+                     round(bind_at - stopped, 3)), names[holder])
 
 
 async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdir: Path,
@@ -300,20 +306,23 @@ async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdi
         await observer.until(lambda: bool(observer.binds), "the first bind", options.timeout)
         cold = observer.binds[0][0] - started
         report(f"a: first bind {cold:.2f}s after its process start")
+        # Both standbys synced before the first stop, so work is left for the second.
         await _synced(b, options.timeout)
-        report(f"b synced; SIGTERM to a with {total - observer.bound} pods pending")
-        handovers.append(await _handover(observer, a, b, signal.SIGTERM, total,
-                                         options.timeout))
-        report(f"SIGTERM hand-over: Lease to b {handovers[-1].lease_seconds:.2f}s, first "
-               f"bind by b {handovers[-1].first_bind_seconds:.2f}s")
-        c.spawn()  # the next standby at once: a may still be finishing its exit
+        c.spawn()
         await _synced(c, options.timeout)
-        report(f"c synced as the standby; SIGKILL to b with {total - observer.bound} "
-               "pods pending")
-        handovers.append(await _handover(observer, b, c, signal.SIGKILL, total,
-                                         election.lease_duration + options.timeout))
-        report(f"SIGKILL hand-over: Lease to c {handovers[-1].lease_seconds:.2f}s, first "
-               f"bind by c {handovers[-1].first_bind_seconds:.2f}s")
+        report(f"b and c synced; SIGTERM to a with {total - observer.bound} pods pending")
+        term, leader = await _handover(observer, a, [b, c], signal.SIGTERM, total,
+                                       options.timeout)
+        handovers.append(term)
+        report(f"SIGTERM hand-over: Lease to {leader.identity} {term.lease_seconds:.2f}s, "
+               f"first bind {term.first_bind_seconds:.2f}s")
+        standby = c if leader is b else b
+        report(f"SIGKILL to {leader.identity} with {total - observer.bound} pods pending")
+        kill, _ = await _handover(observer, leader, [standby], signal.SIGKILL, total,
+                                  election.lease_duration + options.timeout)
+        handovers.append(kill)
+        report(f"SIGKILL hand-over: Lease to {standby.identity} {kill.lease_seconds:.2f}s, "
+               f"first bind {kill.first_bind_seconds:.2f}s")
     finally:
         for replica in (a, b, c):
             await replica.stop()

@@ -102,13 +102,15 @@ async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
     Why this order: the standby may bind once the Lease is free, and only binds must
     never overlap. Flushing the Events and status reports of the last binds (up to 2 s
     after a burst) is no reason to keep it waiting. If the binds do not finish within
-    ``drain``, the old order holds: they are cancelled first, the Lease released after.
+    ``drain``, they are cancelled at once (not after a second ``drain``: the leader
+    stopped renewing at the signal, and a standby may take the expired lease 15 s after
+    the last renewal while late binds still run), and the Lease released after.
     """
     if elector is not None:
         try:
             await asyncio.wait_for(runtime.idle(), drain)
         except TimeoutError:
-            pass  # late binds: shutdown() cancels them before we release
+            drain = 0.0  # waited already: shutdown() cancels the late binds now
         else:
             await elector.release()
             elector = None
