@@ -10,6 +10,7 @@ events, memory).
 
 from trainmaster.bench._contenders import CONTENDERS
 from trainmaster.bench._errors import BenchError
+from trainmaster.bench._failover import FailoverOptions, run_failover_bench
 from trainmaster.bench._placement import (
     PlacementResult,
     ScaleResult,
@@ -35,6 +36,7 @@ from trainmaster.bench._run import (
     ContenderResult,
     run_scheduler_bench,
 )
+from trainmaster.bench._trees import placement_before_after
 from trainmaster.bench._ui import ViewTime, bench_ui, build_world, served
 from trainmaster.bench._workload import gang_sizes, leaves_needed, workload
 
@@ -46,6 +48,7 @@ __all__ = [
     "BenchOptions",
     "BenchResult",
     "ContenderResult",
+    "FailoverOptions",
     "PlacementResult",
     "RecoveryOptions",
     "RecoveryRow",
@@ -56,7 +59,9 @@ __all__ = [
     "gang_sizes",
     "leaves_needed",
     "placement_at_scale",
+    "placement_before_after",
     "placement_microbench",
+    "run_failover_bench",
     "run_recovery_bench",
     "run_scheduler_bench",
     "served",

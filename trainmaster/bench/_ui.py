@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from trainmaster import api
 from trainmaster.api import UTC, format_time
 
 GPUS = 8
@@ -50,8 +51,8 @@ def _node(i: int, now: str, rng: random.Random) -> dict[str, Any]:
     leaf, spine = i // NODES_PER_LEAF, i // (NODES_PER_LEAF * LEAVES_PER_SPINE)
     node: dict[str, Any] = {
         "metadata": {"name": f"n{i:05d}", "uid": f"node-{i}", "labels": {
-            "topology.trainmaster.io/spine": f"spine-{spine}",
-            "topology.trainmaster.io/leaf": f"leaf-{leaf}"}},
+            api.topology_label("spine"): f"spine-{spine}",
+            api.topology_label("leaf"): f"leaf-{leaf}"}},
         "spec": {},
         "status": {"allocatable": {"nvidia.com/gpu": str(GPUS), "cpu": "128",
                                    "memory": "2048Gi", "pods": "110"},
@@ -60,9 +61,9 @@ def _node(i: int, now: str, rng: random.Random) -> dict[str, Any]:
     roll = rng.random()
     if roll < 0.01:
         node["spec"] = {"unschedulable": True, "taints": [
-            {"key": "trainmaster.io/unhealthy", "value": "GPUHealthy", "effect": "NoSchedule"}]}
+            {"key": api.UNHEALTHY_TAINT, "value": "GPUHealthy", "effect": "NoSchedule"}]}
         node["metadata"]["annotations"] = {
-            "trainmaster.io/fenced": f'{{"reason": "GPUHealthy=False: XID 79", "time": "{now}"}}'}
+            api.FENCED_ANNOTATION: f'{{"reason": "GPUHealthy=False: XID 79", "time": "{now}"}}'}
     elif roll < 0.02:
         node["spec"] = {"unschedulable": True}
     elif roll < 0.025:

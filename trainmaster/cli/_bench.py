@@ -186,7 +186,7 @@ def placement_cmd(
 
 def _placement_before_after(tree: Path, rounds: int, as_json: bool,
                             arguments: dict[str, int]) -> None:
-    from trainmaster.bench._trees import placement_before_after
+    from trainmaster.bench import placement_before_after
 
     _err.print(f"{rounds} rounds of this tree and {tree}, alternating", highlight=False)
     compared = placement_before_after(tree, rounds, arguments)

@@ -39,7 +39,7 @@ def failover_cmd(
 ) -> None:
     """Leader and standby trainmaster-scheduler: time SIGTERM and SIGKILL hand-overs to
     the standby's first bind, and one replica's process start to its first bind."""
-    from trainmaster.bench._failover import FailoverOptions, run_failover_bench
+    from trainmaster.bench import FailoverOptions, run_failover_bench
 
     for name, value in (("--nodes", nodes), ("--pods", pods),
                         ("--bind-concurrency", bind_concurrency)):

@@ -16,7 +16,7 @@ from trainmaster.errors import TrainmasterError
 from trainmaster.polling import WaitTimeout
 
 if TYPE_CHECKING:
-    from trainmaster.cluster._monitoring_api import Endpoints
+    from trainmaster.cluster import Endpoints
     from trainmaster.drill import RealStack
 
 _out = lazy_console()
@@ -120,9 +120,8 @@ HANG = "hang"
 
 def _hang_row(stack: RealStack, report: Callable[[str], None], timeout: float
               ) -> dict[str, object]:
-    from trainmaster.cluster import ClusterError
-    from trainmaster.cluster._monitoring_api import endpoints
-    from trainmaster.drill._hang import run_hang
+    from trainmaster.cluster import ClusterError, endpoints
+    from trainmaster.drill import run_hang
     from trainmaster.polling import wait_until
 
     def answering() -> Endpoints | None:

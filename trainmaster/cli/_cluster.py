@@ -177,7 +177,7 @@ def monitoring_cmd(
     and Alertmanager's URLs (their pod IPs, reachable from this host), every scrape target
     and its health, the alerts Prometheus evaluates and those that reached Alertmanager."""
     from trainmaster import cluster
-    from trainmaster.cluster._monitoring_api import endpoints
+    from trainmaster.cluster import endpoints
 
     state_dir = cluster.resolve_state_dir(kubeconfig, name)
     record = cluster.ClusterRecord.load(state_dir)

@@ -13,6 +13,7 @@ from trainmaster.cluster._control_plane import (
     start_monitoring,
     up,
 )
+from trainmaster.cluster._monitoring_api import Endpoints, endpoints
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._real_nodes import NodeLayout, dns_ip, layouts
 from trainmaster.cluster._sizing import cluster_sizing
@@ -24,6 +25,7 @@ __all__ = [
     "ClusterError",
     "ClusterRecord",
     "ClusterStatus",
+    "Endpoints",
     "LeafCapacity",
     "NodeLayout",
     "UpResult",
@@ -34,6 +36,7 @@ __all__ = [
     "dns_ip",
     "down",
     "down_state_dir",
+    "endpoints",
     "import_image",
     "known_clusters",
     "layouts",

@@ -35,13 +35,14 @@ from trainmaster.api import (
     app_labels,
 )
 from trainmaster.cluster._processes import ClusterError
-from trainmaster.image._static import StaticImage, write_static_archive
+from trainmaster.image import StaticImage, write_static_archive
 from trainmaster.kubeclient import ApiError, SyncKube, crd_path
-from trainmaster.toolchain import family_dir, tool_path
-from trainmaster.toolchain._recipes import (
+from trainmaster.toolchain import (
     ALERTMANAGER_VERSION,
     PROMETHEUS_OPERATOR_CRDS,
     PROMETHEUS_OPERATOR_VERSION,
+    family_dir,
+    tool_path,
 )
 
 NAME = "trainmaster"

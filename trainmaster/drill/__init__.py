@@ -22,6 +22,7 @@ from trainmaster.drill._elastic import (
     run_elastic_drill,
 )
 from trainmaster.drill._faults import Killed
+from trainmaster.drill._hang import run_hang
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
     RealStack,
@@ -55,6 +56,7 @@ __all__ = [
     "pulumi_stack_spec",
     "run_drill",
     "run_elastic_drill",
+    "run_hang",
     "s3_endpoint",
     "serve_demo_datasets",
     "serve_s3_dataset",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from trainmaster.cluster._monitoring_api import Endpoints
+from trainmaster.cluster import Endpoints
 from trainmaster.drill._drill import _index, wait_training
 from trainmaster.drill._faults import Killed, hang_process
 from trainmaster.drill._stack import RealStack, Report

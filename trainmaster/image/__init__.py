@@ -5,6 +5,7 @@ written as an OCI image archive that `ctr images import` loads (docs/image.md)."
 from trainmaster.image._build import STEPS, BuiltImage, Progress, build_image, images_dir
 from trainmaster.image._errors import ImageError
 from trainmaster.image._inputs import DEPLOY_ONLY, Inputs, read_inputs
+from trainmaster.image._static import StaticImage, write_static_archive
 
 __all__ = [
     "DEPLOY_ONLY",
@@ -13,7 +14,9 @@ __all__ = [
     "ImageError",
     "Inputs",
     "Progress",
+    "StaticImage",
     "build_image",
     "images_dir",
     "read_inputs",
+    "write_static_archive",
 ]

@@ -11,12 +11,15 @@ from trainmaster.toolchain._build import (
     tool_path,
 )
 from trainmaster.toolchain._recipes import (
+    ALERTMANAGER_VERSION,
     CLUSTER_FAMILIES,
     CONTAINERD_VERSION,
     K8S_VERSION,
     MONITORING_FAMILIES,
     MONITORING_STACK_FAMILIES,
     NODE_FAMILIES,
+    PROMETHEUS_OPERATOR_CRDS,
+    PROMETHEUS_OPERATOR_VERSION,
     PULUMI_FAMILIES,
     RECIPES,
     Recipe,
@@ -24,12 +27,15 @@ from trainmaster.toolchain._recipes import (
 
 __all__ = [
     "ABOUT",
+    "ALERTMANAGER_VERSION",
     "CLUSTER_FAMILIES",
     "CONTAINERD_VERSION",
     "K8S_VERSION",
     "MONITORING_FAMILIES",
     "MONITORING_STACK_FAMILIES",
     "NODE_FAMILIES",
+    "PROMETHEUS_OPERATOR_CRDS",
+    "PROMETHEUS_OPERATOR_VERSION",
     "PULUMI_FAMILIES",
     "RECIPES",
     "About",
