@@ -227,6 +227,10 @@ def stack_objects(namespace: str, cluster: str, scrape_interval: str) -> list[di
                                 f"--prometheus-instance-namespaces={namespace}",
                                 f"--alertmanager-instance-namespaces={namespace}",
                                 f"--thanos-ruler-instance-namespaces={namespace}",
+                                # AlertmanagerConfigs (and the Secrets and ConfigMaps the
+                                # Alertmanager controller watches for them) only here too:
+                                # unset, it lists them cluster-wide, which the Role refuses.
+                                f"--alertmanager-config-namespaces={namespace}",
                                 f"--web.listen-address=:{OPERATOR_PORT}",
                             ],
                             "ports": [{"name": "http", "containerPort": OPERATOR_PORT}],
