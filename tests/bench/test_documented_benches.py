@@ -59,6 +59,18 @@ def test_bench_spec_smallest(capsys: pytest.CaptureFixture[str]) -> None:
     assert 0 < result["seconds_min"] <= result["seconds_median"]
 
 
+def test_bench_ui_smallest(tmp_path: Path) -> None:
+    proc = _run(["bench", "ui", "--nodes", "40", "--jobs", "10", "--runs", "1", "--json"],
+                tmp_path / "home", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["nodes"], result["jobs"], result["runs"]) == (40, 10, 1)
+    views = {v["view"]: v for v in result["views"]}
+    assert {"topology", "leaf", "jobs", "job", "queues", "pending"} <= set(views)
+    for view in views.values():
+        assert view["bytes"] > 0 and 0 < view["first_cpu_ms"] <= view["first_ms"], view
+
+
 @pytest.mark.integration
 def test_bench_cluster_smallest(tmp_path: Path) -> None:
     from trainmaster.bench._cluster import bench_spec
