@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -144,7 +145,8 @@ def topology_levels(nodes: list[dict[str, Any]]) -> list[str]:
     return sorted(values, key=lambda level: (len(values[level]), level))
 
 
-def _gpu_request(pod: dict[str, Any]) -> int:
+def gpu_request(pod: dict[str, Any]) -> int:
+    """GPUs a pod's containers request."""
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or []:
         requests = (container.get("resources") or {}).get("requests") or {}
@@ -174,7 +176,7 @@ def queue_rows(pods: list[dict[str, Any]], queues: list[dict[str, Any]]) -> list
         queue = ((pod.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
         if queue and (pod.get("spec") or {}).get("nodeName") \
                 and phase not in ("Succeeded", "Failed"):
-            in_use[queue] += _gpu_request(pod)
+            in_use[queue] += gpu_request(pod)
     known = {str(q["name"]): q for q in queues if isinstance(q, dict) and q.get("name")}
     rows = []
     for name in sorted(set(known) | set(in_use)):
@@ -227,7 +229,7 @@ def summarize(
         phase = (pod.get("status") or {}).get("phase")
         node = (pod.get("spec") or {}).get("nodeName")
         if node and phase not in ("Succeeded", "Failed"):
-            used[node] += _gpu_request(pod)
+            used[node] += gpu_request(pod)
     view = ResourceView(levels)
     if ledger is not None:
         view.queues, view.queues_from = ledger_rows(ledger), "scheduler ledger"
@@ -392,16 +394,10 @@ async def _optional(kube: Kube, path: str) -> list[dict[str, Any]]:
         return []
 
 
-async def _scheduler_queues(kube: Kube) -> list[dict[str, Any]]:
-    """The queues of every trainmaster-scheduler config in the cluster (their quotas);
-    none when it cannot be read (no rights, no scheduler)."""
-    selector = "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster"
-    try:
-        maps = await kube.list("/api/v1/configmaps", selector)
-    except ApiError:
-        return []
+def scheduler_queues(configmaps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The queue entries of every trainmaster-scheduler config map."""
     out: list[dict[str, Any]] = []
-    for cm in maps:
+    for cm in configmaps:
         text = (cm.get("data") or {}).get("config.yaml")
         if not text:
             continue
@@ -411,6 +407,17 @@ async def _scheduler_queues(kube: Kube) -> list[dict[str, Any]]:
             continue
         out.extend(q for q in doc.get("queues") or [] if isinstance(q, dict))
     return out
+
+
+async def _scheduler_queues(kube: Kube) -> list[dict[str, Any]]:
+    """The queues of every trainmaster-scheduler config in the cluster (their quotas);
+    none when it cannot be read (no rights, no scheduler)."""
+    selector = "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster"
+    try:
+        maps = await kube.list("/api/v1/configmaps", selector)
+    except ApiError:
+        return []
+    return scheduler_queues(maps)
 
 
 async def _scheduler_ledger(kube: Kube) -> list[dict[str, Any]] | None:

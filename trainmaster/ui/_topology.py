@@ -16,7 +16,7 @@ from trainmaster.api import (
     UNHEALTHY_TAINT,
 )
 from trainmaster.operator import fenced_record
-from trainmaster.status import topology_levels
+from trainmaster.status import gpu_request, topology_levels
 from trainmaster.ui._world import World
 
 FENCED, CORDONED, NOT_READY, READY = "fenced", "cordoned", "NotReady", "ready"
@@ -90,17 +90,6 @@ def natural(text: str) -> list[Any]:
     import re
 
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
-
-
-def gpu_request(pod: dict[str, Any]) -> int:
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        try:
-            total += int(requests.get(GPU_RESOURCE, 0))
-        except (TypeError, ValueError):
-            continue
-    return total
 
 
 def holds_capacity(pod: dict[str, Any]) -> bool:

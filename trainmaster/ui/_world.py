@@ -13,12 +13,10 @@ import asyncio
 import contextlib
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-import yaml
 
 from trainmaster.api import UTC, parse_time
 from trainmaster.kubeclient import (
@@ -32,6 +30,7 @@ from trainmaster.kubeclient import (
     podgroup_path,
     trainingjob_path,
 )
+from trainmaster.status import scheduler_queues
 
 SCHEDULER_CONFIG_SELECTOR = (
     "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster")
@@ -64,22 +63,6 @@ class World:
     samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
     """(namespace, job) -> checkpoints seen, oldest first."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-
-def scheduler_queues(configmaps: Iterable[JSON]) -> list[dict[str, Any]]:
-    """The queue entries of every trainmaster-scheduler config (as `trainmaster status`
-    reads them)."""
-    out: list[dict[str, Any]] = []
-    for cm in configmaps:
-        text = (cm.get("data") or {}).get("config.yaml")
-        if not text:
-            continue
-        try:
-            doc = yaml.safe_load(text) or {}
-        except yaml.YAMLError:
-            continue
-        out.extend(q for q in doc.get("queues") or [] if isinstance(q, dict))
-    return out
 
 
 def checkpoint_sample(tj: JSON) -> Sample | None:
