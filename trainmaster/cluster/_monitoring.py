@@ -21,7 +21,6 @@ image. `cluster down` stops it with the nodes.
 from __future__ import annotations
 
 import hashlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from trainmaster.api import (
     STUB_ANNOTATION,
     app_labels,
 )
+from trainmaster.cluster._network_crds import wait_established
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.image import StaticImage, write_static_archive
 from trainmaster.kubeclient import ApiError, SyncKube, crd_path
@@ -301,20 +301,6 @@ def images_archive(state_dir: Path) -> Path:
     return state_dir / "images" / f"monitoring-{digest}.tar"
 
 
-def _wait_established(kube: SyncKube, names: list[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    pending = set(names)
-    while pending and time.monotonic() < deadline:
-        for name in sorted(pending):
-            conditions = (kube.get(crd_path(name)).get("status") or {}).get("conditions")
-            if any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in conditions or []):
-                pending.discard(name)
-        if pending:
-            time.sleep(0.2)
-    if pending:
-        raise ClusterError(f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}")
-
 
 def install(kubeconfig: Path, namespace: str, cluster: str, scrape_interval: str,
             timeout: float = 60) -> list[str]:
@@ -330,7 +316,7 @@ def install(kubeconfig: Path, namespace: str, cluster: str, scrape_interval: str
             except ApiError as exc:
                 raise ClusterError(f"applying CRD {name} failed: {exc}") from None
             applied.append(f"CustomResourceDefinition/{name}")
-        _wait_established(kube, [d["metadata"]["name"] for d in crds], timeout)
+        wait_established(kube, [d["metadata"]["name"] for d in crds], timeout)
         for obj in stack_objects(namespace, cluster, scrape_interval):
             try:
                 kube.apply(obj)

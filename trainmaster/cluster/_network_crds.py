@@ -57,16 +57,21 @@ def install(kubeconfig: Path, real_nodes: bool, timeout: float = 60) -> list[str
             except ApiError as exc:
                 raise ClusterError(f"applying CRD {doc['metadata']['name']} failed: {exc}"
                                    ) from None
-        deadline = time.monotonic() + timeout
-        pending = set(names)
-        while pending and time.monotonic() < deadline:
-            for name in sorted(pending):
-                conditions = (kube.get(crd_path(name)).get("status") or {}).get("conditions")
-                if any(c.get("type") == "Established" and c.get("status") == "True"
-                       for c in conditions or []):
-                    pending.discard(name)
-            if pending:
-                time.sleep(0.2)
+        wait_established(kube, names, timeout)
+    return names
+
+
+def wait_established(kube: SyncKube, names: list[str], timeout: float) -> None:
+    """Wait until every named CRD is Established (its kind can be created)."""
+    deadline = time.monotonic() + timeout
+    pending = set(names)
+    while pending and time.monotonic() < deadline:
+        for name in sorted(pending):
+            conditions = (kube.get(crd_path(name)).get("status") or {}).get("conditions")
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in conditions or []):
+                pending.discard(name)
+        if pending:
+            time.sleep(0.2)
     if pending:
         raise ClusterError(f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}")
-    return names
