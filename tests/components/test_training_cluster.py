@@ -120,8 +120,14 @@ def test_scheduler_rbac_is_least_privilege(dev: Recorder) -> None:
     cluster = _named(
         dev, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "dev-trainmaster-scheduler"
     )
-    # Cluster-wide it only reads; it writes in the training namespace only.
-    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cluster["rules"])
+    # Cluster-wide it reads, records Events (as kube-scheduler's role does), and patches
+    # pods/status only to tell a pod outside scheduler.namespaces why it is not bound (a
+    # ValidatingAdmissionPolicy holds that to the PodScheduled condition, docs/security.md);
+    # every other write is in the served namespaces.
+    writes = {(tuple(r["resources"]), tuple(sorted(r["verbs"])))
+              for r in cluster["rules"] if set(r["verbs"]) - {"get", "list", "watch"}}
+    assert writes == {(("events",), ("create", "patch", "update")),
+                      (("pods/status",), ("patch",))}, writes
     role = _named(dev, "kubernetes:rbac.authorization.k8s.io/v1:Role", "dev-trainmaster-scheduler")
     assert role["metadata"]["namespace"] == "trainmaster"
     verbs = {(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]}
