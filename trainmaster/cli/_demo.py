@@ -26,7 +26,7 @@ def demo(
     monitoring: Annotated[bool, typer.Option(
         "--monitoring/--no-monitoring", help="Also run the Prometheus operator, Prometheus "
         "and Alertmanager on the real nodes (`cluster up --monitoring`; docs/monitoring.md). "
-        "Off by default until the stack's real-node test has run (docs/monitoring.md).")
+        "Off by default: it adds three Go tools to a cold set-up (docs/monitoring.md).")
     ] = False,
 ) -> None:
     """Start a local cluster from a stack with real nodes, deploy trainmaster on it as pods,
