@@ -3,6 +3,7 @@ with this tree's, and a path that is no checkout is a clear error."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,14 @@ def test_bench_placement_also_tree_on_the_command_line(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=False, timeout=120)
     assert bad.returncode == 1 and "no trainmaster/__init__.py" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_tree_contenders_namespace_is_a_valid_label() -> None:
+    from trainmaster.bench._run import bench_namespace
+
+    for name in ("trainmaster", "trainmaster@/tmp/before", "kube-scheduler-tuned-affinity",
+                 "trainmaster@/" + "very-long/" * 20):
+        namespace = bench_namespace(name)
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace), namespace
+        assert len(namespace) <= 63
+    assert bench_namespace("trainmaster@/tmp/before").startswith("bench-trainmaster-tmp-before-")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import statistics
 import tempfile
@@ -167,11 +168,19 @@ async def _populate(api: Kube, namespace: str, gangs: Sequence[GangSpec],
     await create_all(api, pods)
 
 
+def bench_namespace(contender: str) -> str:
+    """A fresh namespace for one contender's round. Its name may be
+    `trainmaster@/path/to/tree` (--also-tree), and a namespace is an RFC 1123 label: every
+    other character becomes '-', and the whole stays within 63."""
+    label = re.sub(r"[^a-z0-9-]+", "-", contender.lower()).strip("-")[:48]
+    return f"bench-{label}-{uuid.uuid4().hex[:5]}"
+
+
 async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfig: Path,
                workdir: Path, gangs: Sequence[GangSpec], rdma: Sequence[str],
                report: Report) -> ContenderResult:
     name = contender.name
-    namespace = f"bench-{name}-{uuid.uuid4().hex[:5]}"
+    namespace = bench_namespace(name)
     total = sum(g.size for g in gangs)
     report(f"{name}: creating {len(gangs)} PodGroups and {total} pending pods in {namespace}")
     await _populate(api, namespace, gangs, contender.scheduler_name, rdma,
