@@ -33,30 +33,30 @@ tools: $(STAMP)
 image: $(STAMP)
 	$(BIN)/trainmaster image build
 
+# Install Debian packages $(2) when one of the binaries $(1) is missing (sbin included in the
+# search); needs apt-get and root, else says what $(3) needs. Shared by the two targets below.
+define debian_packages
+	@missing=0; for b in $(1); do \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v $$b >/dev/null || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	    echo "$(3) need the Debian packages $(2): install them as root" >&2; \
+	    exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2); \
+	fi
+endef
+
 ## Debian packages real nodes need (runc, iptables, busybox-static), installed only if missing.
 REAL_NODE_BINARIES := runc iptables busybox
 REAL_NODE_PACKAGES := runc iptables busybox-static
 host-packages:
-	@missing=0; for b in $(REAL_NODE_BINARIES); do \
-	  PATH="$$PATH:/usr/sbin:/sbin" command -v $$b >/dev/null || missing=1; done; \
-	if [ $$missing = 1 ]; then \
-	  if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
-	    echo "real nodes need the Debian packages $(REAL_NODE_PACKAGES): install them as root" >&2; \
-	    exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(REAL_NODE_PACKAGES); \
-	fi
+	$(call debian_packages,$(REAL_NODE_BINARIES),$(REAL_NODE_PACKAGES),real nodes)
 
 ## Debian packages the browser tests of `trainmaster ui` drive (chromium + chromium-driver).
 TEST_BINARIES := chromium chromedriver
 TEST_PACKAGES := chromium chromium-driver
 test-packages:
-	@missing=0; for b in $(TEST_BINARIES); do command -v $$b >/dev/null || missing=1; done; \
-	if [ $$missing = 1 ]; then \
-	  if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
-	    echo "the UI's browser tests need the Debian packages $(TEST_PACKAGES): install them as root" >&2; \
-	    exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_PACKAGES); \
-	fi
+	$(call debian_packages,$(TEST_BINARIES),$(TEST_PACKAGES),the UI's browser tests)
 
 ## The main job: the committed Pulumi stack `demo` (stacks/dev placed on the real nodes),
 ## deployed by `trainmaster pulumi up` on a local cluster with 2 real nodes (trainmaster's
