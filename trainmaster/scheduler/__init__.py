@@ -84,6 +84,7 @@ from .plugins.preemption import (
     elastic_parts,
     priced,
     rescale_cost,
+    with_shrinks,
 )
 from .plugins.quota import (
     DEFAULT_QUEUE,
@@ -237,4 +238,5 @@ __all__ = [
     "select_victims",
     "serve",
     "topology_label",
+    "with_shrinks",
 ]

@@ -32,13 +32,13 @@ from trainmaster.scheduler import (
     Preemption,
     QueueLedger,
     Victim,
-    elastic_parts,
     gang_amounts,
     gang_gpus,
     may_preempt_for_quota,
     nominate_victims,
     priced_candidates,
     quota_admits,
+    with_shrinks,
 )
 
 from ._queues import QueueConfig
@@ -122,10 +122,8 @@ class Preemptor:
             [Candidate(Victim(run.key, run.priority, run.bindings), run.queue,
                        max(run.started, run.checkpoint)) for run in runs])
         min_pods = {run.key: run.min_pods for run in runs if run.min_pods}
-        if min_pods:  # shrinking an elastic gang is the cheap option, as in the runtime
-            candidates = [part for victim in candidates for part in (
-                elastic_parts(victim, min_pods[victim.gang], self.rescale_seconds)
-                if victim.gang in min_pods else (victim,))]
+        # Shrinking an elastic gang is the cheap option, as in the runtime.
+        candidates = with_shrinks(candidates, min_pods, self.rescale_seconds)
         admits = quota_admits(self.ledger, queue, need)
         if free_gpus + sum(v.gpus for v in candidates) < gang_gpus(gang):
             return None  # even evicting all of them would not free enough GPUs

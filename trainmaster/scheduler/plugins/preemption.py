@@ -19,7 +19,7 @@ rest without the members above the minimum.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..framework.model import GPU, PodRequest
@@ -99,6 +99,16 @@ def elastic_parts(victim: Victim, minimum: int,
     rest = dataclasses.replace(victim, pods=tuple(pods[:-surplus]))
     return above, rest
 
+
+
+def with_shrinks(victims: Iterable[Victim], minimum: Mapping[str, int],
+                 rescale_seconds: float = DEFAULT_RESCALE_SECONDS) -> list[Victim]:
+    """``victims`` with each elastic one (its gang in ``minimum``: gang -> its minimum
+    members) split by ``elastic_parts``; the runtime's and the simulator's preemptors both
+    offer shrinking as the cheap option this way."""
+    return [part for victim in victims for part in (
+        elastic_parts(victim, minimum[victim.gang], rescale_seconds)
+        if victim.gang in minimum else (victim,))]
 
 def victim_cost(victim: Victim) -> tuple[bool, float, int, float, int, str]:
     """Cheapest first: borrowed, highest fair share, lowest priority, least work lost,

@@ -46,7 +46,7 @@ from ..placement.fair_victims import (
     quota_admits,
 )
 from ..placement.victims import nominate_victims
-from ..plugins.preemption import Preemption, Victim, elastic_parts
+from ..plugins.preemption import Preemption, Victim, with_shrinks
 from ..plugins.quota import gang_amounts
 from ..state import PodState
 from .cache import ClusterCache
@@ -179,6 +179,7 @@ class Preemptor:
             members.setdefault(key, []).append((pod, node))
         now = self._wall()
         running = []
+        minimum: dict[str, int] = {}  # elastic gangs: shrinking them is the cheap option
         for key, pods in members.items():
             if key in unfit or key == gang.key:
                 continue
@@ -187,19 +188,14 @@ class Preemptor:
             victim_queue = charged[0] if charged else ledger.default
             group = cache.groups.get(key)
             checkpoint = group.last_checkpoint if group is not None else 0.0
+            if group is not None and group.elastic:
+                minimum[key] = group.min_member
             started = min(cache.started.get(p.uid, now) for p, _ in pods)
             running.append(Candidate(Victim(key, priority, tuple(pods)), victim_queue,
                                      max(started, checkpoint)))
-        priced_victims = priced_candidates(ledger, self.admission.queue_of_gang(gang),
-                                           gang_amounts(gang), gang.priority, now, running)
-        out: list[Victim] = []
-        for victim in priced_victims:
-            group = cache.groups.get(victim.gang)
-            if group is not None and group.elastic:  # shrinking it is the cheap option
-                out.extend(elastic_parts(victim, group.min_member))
-            else:
-                out.append(victim)
-        return out
+        return with_shrinks(priced_candidates(ledger, self.admission.queue_of_gang(gang),
+                                              gang_amounts(gang), gang.priority, now,
+                                              running), minimum)
 
     def try_preempt(self, sched: GangScheduler, gang: Gang) -> Preemption | None:
         if not self.config.preemption:
