@@ -24,6 +24,13 @@ TRAININGJOB_KIND: Final = "TrainingJob"
 TRAININGJOB_PLURAL: Final = "trainingjobs"
 TRAININGJOB_SHORT_NAMES: Final = ("tj",)
 
+LOCALQUEUE_KIND: Final = "LocalQueue"
+"""A namespaced queue (Kueue's LocalQueue, in trainmaster's group): `spec.clusterQueue`
+names the scheduler's queue (Kueue's ClusterQueue) that the namespace's work is charged
+to. Pods name it by QUEUE_LABEL."""
+LOCALQUEUE_PLURAL: Final = "localqueues"
+LOCALQUEUE_SHORT_NAMES: Final = ("lq",)
+
 PODGROUP_GROUP: Final = "scheduling.x-k8s.io"
 """scheduler-plugins' coscheduling PodGroup, which trainmaster-scheduler reads."""
 PODGROUP_VERSION: Final = "v1alpha1"

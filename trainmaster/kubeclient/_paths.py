@@ -11,7 +11,12 @@ from typing import Any
 from urllib.parse import quote
 
 from trainmaster.api import API_VERSION as TRAININGJOB_API_VERSION
-from trainmaster.api import CRD_API_VERSION, PODGROUP_API_VERSION
+from trainmaster.api import (
+    CRD_API_VERSION,
+    LOCALQUEUE_KIND,
+    LOCALQUEUE_PLURAL,
+    PODGROUP_API_VERSION,
+)
 
 KNOWN_PLURALS: dict[tuple[str, str], str] = {
     ("v1", "ConfigMap"): "configmaps",
@@ -29,6 +34,7 @@ KNOWN_PLURALS: dict[tuple[str, str], str] = {
     ("batch/v1", "Job"): "jobs",
     (PODGROUP_API_VERSION, "PodGroup"): "podgroups",
     (TRAININGJOB_API_VERSION, "TrainingJob"): "trainingjobs",
+    (TRAININGJOB_API_VERSION, LOCALQUEUE_KIND): LOCALQUEUE_PLURAL,
 }
 """(apiVersion, kind) -> plural of the kinds trainmaster's components touch; any other
 kind is looked up by discovery (``Kube.resource``)."""
@@ -72,6 +78,11 @@ def job_path(namespace: str, name: str | None = None) -> str:
 
 def podgroup_path(namespace: str | None = None, name: str | None = None) -> str:
     return api_path(PODGROUP_API_VERSION, "podgroups", namespace, name)
+
+
+def localqueue_path(namespace: str | None = None, name: str | None = None) -> str:
+    """LocalQueues of a namespace (or of all namespaces when None), or one."""
+    return api_path(TRAININGJOB_API_VERSION, LOCALQUEUE_PLURAL, namespace, name)
 
 
 def trainingjob_path(namespace: str | None = None, name: str | None = None,

@@ -20,6 +20,9 @@ from trainmaster.api import (
     APP_MANAGED_BY_LABEL,
     APP_PART_OF_LABEL,
     CRD_API_VERSION,
+    LOCALQUEUE_KIND,
+    LOCALQUEUE_PLURAL,
+    LOCALQUEUE_SHORT_NAMES,
     PODGROUP_GROUP,
     PODGROUP_KIND,
     PODGROUP_PLURAL,
@@ -32,7 +35,7 @@ from trainmaster.api import (
 from trainmaster.api import GROUP as TRAININGJOB_GROUP
 from trainmaster.api import VERSION as TRAININGJOB_VERSION
 from trainmaster.objects._openapi import openapi_schema
-from trainmaster.spec import Job
+from trainmaster.spec import Job, LocalQueueSpec
 
 _OWN_MANAGERS = frozenset({"trainmaster", "kube-apiserver"})
 """Field managers of a CRD that trainmaster applied: ours (apply) and the API server's own
@@ -149,6 +152,34 @@ def trainingjob_crd() -> dict[str, Any]:
     )
 
 
+def localqueue_crd() -> dict[str, Any]:
+    """Kueue's LocalQueue shape (`spec.clusterQueue`) in trainmaster's group: the scheduler
+    resolves a pod's queue label in a team's namespace through it."""
+    schema = {
+        "type": "object",
+        "properties": {
+            # Generated from the spec's LocalQueueSpec model, like TrainingJob's.
+            "spec": {**openapi_schema(LocalQueueSpec),
+                     "description": "Kueue's LocalQueue spec: the queue it charges."},
+        },
+    }
+    columns = [
+        {"name": "ClusterQueue", "type": "string", "jsonPath": ".spec.clusterQueue"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    return _crd(
+        TRAININGJOB_GROUP,
+        TRAININGJOB_VERSION,
+        LOCALQUEUE_KIND,
+        LOCALQUEUE_PLURAL,
+        "Namespaced",
+        schema,
+        short_names=list(LOCALQUEUE_SHORT_NAMES),
+        columns=columns,
+        status=False,
+    )
+
+
 def podgroup_crd() -> dict[str, Any]:
     schema = {
         "type": "object",
@@ -234,13 +265,14 @@ THIRD_PARTY_CRD_NAMES = frozenset(c["metadata"]["name"] for c in third_party_crd
 
 
 def all_crds() -> list[dict[str, Any]]:
-    return [trainingjob_crd(), podgroup_crd(), *third_party_crds()]
+    return [trainingjob_crd(), localqueue_crd(), podgroup_crd(), *third_party_crds()]
 
 
 def build_crds(third_party: str = "IfAbsent") -> list[dict[str, Any]]:
     """The CRDs a spec installs: ours, plus the third-party stubs unless `Never`. Where a
     stub's CRD already exists, the appliers leave it alone (`foreign_manager`)."""
-    return all_crds() if third_party != "Never" else [trainingjob_crd(), podgroup_crd()]
+    own = [trainingjob_crd(), localqueue_crd(), podgroup_crd()]
+    return all_crds() if third_party != "Never" else own
 
 
 def foreign_manager(existing: dict[str, Any]) -> str | None:

@@ -10,6 +10,11 @@ import yaml
 
 from trainmaster.api import app_labels, queue_ledger_name
 from trainmaster.objects._jobs import priority_class_name
+from trainmaster.objects._local_queues import (
+    LOCALQUEUE_READ,
+    build_local_queues,
+    local_queue_namespaces,
+)
 from trainmaster.objects._nodeagent import ADMISSION_API
 from trainmaster.objects._rbac import identity, role, role_binding
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
@@ -31,6 +36,8 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
+    # A pod's queue label in a team's namespace names a LocalQueue there (read only).
+    *LOCALQUEUE_READ,
     # A pod naming this scheduler in a namespace it does not serve is told so where its
     # user looks: an Event (any namespace, as kube-scheduler's own role allows) and its
     # PodScheduled condition. Outside the served namespaces the ValidatingAdmissionPolicy
@@ -113,6 +120,8 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
         "queues": config_queues(sched.queues),
         "namespaces": served_namespaces(spec),
         **config_fair_sharing(sched),
+        **({"localQueueNamespaces": local_queue_namespaces(spec)}
+           if local_queue_namespaces(spec) else {}),
     }
 
 
@@ -321,4 +330,5 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
         },
     ]
     objs.extend(priority_classes(spec))
+    objs.extend(build_local_queues(spec))
     return objs

@@ -315,6 +315,27 @@ class Queue(_Model):
         return None
 
 
+class LocalQueueSpec(_Model):
+    """A LocalQueue object's `spec` (its CRD's schema is generated from this model)."""
+
+    cluster_queue: Name
+    """The scheduler queue (`scheduler.queues[].name`, Kueue's ClusterQueue) its work is
+    charged to."""
+
+
+class LocalQueue(LocalQueueSpec):
+    """A namespaced queue (Kueue's LocalQueue): a team submits from its own namespace by
+    naming it in the `kueue.x-k8s.io/queue-name` label, and its work is charged to the
+    scheduler queue `clusterQueue`. Rendered as a LocalQueue object in `namespace`."""
+
+    name: Name
+    """The LocalQueue's name, which the pods and PodGroups of its namespace name in their
+    queue label (`default`: also the queue of their unlabelled work)."""
+    namespace: Name
+    """The team's namespace: one of `scheduler.namespaces` (not the cluster's namespace,
+    whose jobs name scheduler queues directly)."""
+
+
 class SchedulerSpec(_Model):
     """trainmaster-scheduler settings."""
 
@@ -346,6 +367,11 @@ class SchedulerSpec(_Model):
     served). It gets bind rights (a RoleBinding) in each, which must exist before apply; a
     pod naming this scheduler anywhere else stays pending with a `NamespaceNotServed`
     Event and PodScheduled condition."""
+    local_queues: list[LocalQueue] = Field(default_factory=list, max_length=256)
+    """Namespaced queues of the teams (Kueue's LocalQueues). With any set, a pod in a
+    served namespace other than the cluster's names a LocalQueue of its namespace (it
+    waits with a `LocalQueueNotFound` Event and PodScheduled condition otherwise), and
+    each such namespace gets a Role for its users."""
 
 
 # --- cache ---------------------------------------------------------------------------

@@ -204,6 +204,7 @@ def _domains(spec: ClusterSpec) -> tuple[str, ...]:
 def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
     sched = spec.scheduler
     yield from queue_issues(sched.queues, cohorts=sched.cohorts)
+    yield from _local_queue_issues(spec)
     domains = _domains(spec)
     for i, rule in enumerate(sched.topology_policy):
         if rule.domain not in domains:
@@ -211,6 +212,34 @@ def _scheduler(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 f"scheduler.topologyPolicy[{i}].domain",
                 f"{rule.domain!r} is not a topology domain: use one of {', '.join(domains)}",
             )
+
+
+def _local_queue_issues(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Each LocalQueue points at a queue that exists, in a namespace the scheduler serves
+    other than the cluster's own, and is declared once."""
+    sched = spec.scheduler
+    queues = [q.name for q in sched.queues]
+    seen: set[tuple[str, str]] = set()
+    for i, local in enumerate(sched.local_queues):
+        path = f"scheduler.localQueues[{i}]"
+        if local.cluster_queue not in queues:
+            yield SpecIssue(f"{path}.clusterQueue",
+                            f"{local.cluster_queue!r} is not a queue of scheduler.queues: "
+                            f"name one of {', '.join(queues)}, or add it there")
+        if local.namespace == spec.metadata.namespace:
+            yield SpecIssue(f"{path}.namespace",
+                            f"{local.namespace!r} is the cluster's namespace, whose jobs name "
+                            "scheduler queues directly (jobs[].queue): put the LocalQueue in "
+                            "a team's namespace")
+        elif local.namespace not in sched.namespaces:
+            yield SpecIssue(f"{path}.namespace",
+                            f"namespace {local.namespace!r} is not served by the scheduler: "
+                            "add it to scheduler.namespaces")
+        key = (local.namespace, local.name)
+        if key in seen:
+            yield SpecIssue(f"{path}.name", f"LocalQueue {local.namespace}/{local.name} is "
+                            "declared more than once")
+        seen.add(key)
 
 
 def _resource_issues(resources: Sequence[ResourceQuota], path: str,

@@ -22,12 +22,15 @@ from collections.abc import Iterable
 
 from trainmaster.kubeclient import DELETED
 
+from .._keys import LOCAL_QUEUE_NOT_FOUND
 from ..framework.model import NodeInfo, PodRequest
 from ..plugins.quota import QueueLedger
 from ..state import ClusterState, PodState
 from .config import SchedulerConfig
 from .convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
 from .gangs import gang_key_of
+from .local_queues import LocalQueues
+from .report import NOT_SERVED, not_served_message
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -60,6 +63,8 @@ class ClusterCache:
         self.ledger = QueueLedger(config.queues, config.default_queue, config.cohorts,
                                   config.fair_sharing)
         """Resources in use per queue: bound pods and pods assumed by a cycle."""
+        self.local_queues = LocalQueues(config.local_queue_namespaces)
+        """LocalQueue -> queue, per team namespace (``local_queues.py``)."""
         self.started: dict[str, float] = {}
         """uid -> when a bound pod started (its work since then may be lost)."""
         self.ours: dict[str, int] = {}
@@ -306,6 +311,16 @@ class ClusterCache:
             self.groups[info.key] = info
         self.touch(info.key)
 
+    def on_local_queue(self, kind: str, obj: JSON) -> None:
+        """A LocalQueue changed: the gangs waiting in its namespace are re-assembled (their
+        queue, or whether they have one, may have changed)."""
+        namespace = self.local_queues.on_local_queue(kind, obj)
+        if namespace is None:
+            return
+        prefix = f"{namespace}/"
+        for key in [k for k in self.members if k.startswith(prefix)]:
+            self.touch(key)
+
     def own(self, uid: str, priority: int) -> None:
         if uid not in self.ours:
             self.ours[uid] = priority
@@ -326,11 +341,36 @@ class ClusterCache:
     # --- queries for the loop ---------------------------------------------------------
 
     def queue_of(self, pod: PodRequest, label: str | None) -> str:
-        """The pod's queue: its own label, else its PodGroup's, else the default queue."""
-        if label:
-            return label
-        group = self.groups.get(pod.gang_key) if pod.gang_key else None
-        return self.ledger.resolve(group.queue if group is not None else None)
+        """The pod's queue: its own label, else its PodGroup's, else the default queue; in
+        a LocalQueue namespace through the LocalQueue that label names (``resolve``)."""
+        if not label:
+            group = self.groups.get(pod.gang_key) if pod.gang_key else None
+            label = group.queue if group is not None else None
+        return self.resolve_queue(pod.namespace, label)
+
+    def resolve_queue(self, namespace: str, label: str | None) -> str:
+        """The queue work labelled ``label`` in ``namespace`` is charged to. A LocalQueue
+        that does not exist gives the default queue: only for pods bound before it went
+        away (a gang whose LocalQueue is missing is never admitted)."""
+        return self.ledger.resolve(self.local_queues.resolve(namespace, label))
+
+    def refusal(self, key: str, members: Iterable[PodInfo]) -> tuple[str, str] | None:
+        """(reason, message) when gang ``key`` is never queued as it stands: its namespace
+        is not served (binding there would be refused: no RoleBinding), or it is a team's
+        namespace and the gang's queue label (the PodGroup's, else a pod's) names no
+        LocalQueue there. None: queue it."""
+        namespace = key.split("/", 1)[0]
+        if not self.config.serves(namespace):
+            return NOT_SERVED, not_served_message(self.config.scheduler_name, namespace,
+                                                  self.config.namespaces)
+        if not self.local_queues.applies(namespace):
+            return None
+        group = self.groups.get(key)
+        label = group.queue if group is not None and group.queue else next(
+            (m.queue for m in members if m.queue), None)
+        if self.local_queues.found(namespace, label):
+            return None
+        return LOCAL_QUEUE_NOT_FOUND, self.local_queues.missing_message(namespace, label)
 
     def pending_members(self, key: str) -> list[PodInfo]:
         """Pending pods of the gang the snapshot does not track yet (not in flight)."""

@@ -6,8 +6,8 @@ leaderElection {leaseName, leaseNamespace}, topologyPolicy, preemption, queues
 [{name, nominalQuota, cohort, borrowingLimit, lendingLimit, resources, fairSharing,
 preemption}], cohorts [{name, parent, resources, fairSharing}], fairSharing {enable,
 preemptionStrategies}, admissionFairSharing {usageHalfLifeSeconds}, defaultQueue,
-namespaces; by hand also nodeSelector). Keys the runtime does not know are an error rather
-than silently ignored, so a typo never means a default.
+namespaces, localQueueNamespaces; by hand also nodeSelector). Keys the runtime does not
+know are an error rather than silently ignored, so a typo never means a default.
 """
 
 from __future__ import annotations
@@ -112,6 +112,11 @@ class SchedulerConfig:
     cluster's namespace); a pod naming it elsewhere is told so and left alone. Empty:
     every namespace (a scheduler run by hand, with rights everywhere)."""
 
+    local_queue_namespaces: tuple[str, ...] = ()
+    """Namespaces whose queue label names a LocalQueue of the namespace (resolved to the
+    queue its ``spec.clusterQueue`` names), not a queue; unlabelled work there goes to
+    their LocalQueue ``default``. Elsewhere the label names a queue directly."""
+
     def serves(self, namespace: str) -> bool:
         return not self.namespaces or namespace in self.namespaces
 
@@ -138,7 +143,7 @@ class SchedulerConfig:
             "bindConcurrency", "clientQps", "clientBurst", "leaderElection", "topologyPolicy",
             "metricsAddress", "metricsPort", "backoffInitialSeconds", "backoffMaxSeconds",
             "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue", "nodeSelector",
-            "namespaces",
+            "namespaces", "localQueueNamespaces",
             "cohorts", "fairSharing", "admissionFairSharing",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
@@ -192,6 +197,11 @@ class SchedulerConfig:
             if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
                 raise ConfigError("namespaces must be a list of namespace names")
             out["namespaces"] = tuple(dict.fromkeys(names))
+        if "localQueueNamespaces" in data:
+            names = data["localQueueNamespaces"]
+            if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+                raise ConfigError("localQueueNamespaces must be a list of namespace names")
+            out["local_queue_namespaces"] = tuple(dict.fromkeys(names))
         config = cls(**out)
         config.validate()
         return config

@@ -42,11 +42,12 @@ from .events import ApiWriter, EventRecorder, ObjectRef, default_identity
 from .gang_scheduler import CycleResult, GangScheduler
 from .gangs import LONE_PREFIX, Waiting, assemble, lone_gang, pinned_gang
 from .ledger import LedgerPublisher
+from .local_queues import local_queue_reflector
 from .metrics import SchedulerMetrics
 from .preemptor import Preemptor, QuotaAdmission, nominations
 from .queue import queue_key
 from .records import GangRecords
-from .report import Reporter, not_served_message
+from .report import Reporter
 from .tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
@@ -101,6 +102,8 @@ class SchedulerRuntime:
             Reflector(api, podgroup_path(), self.cache.on_group, name=PODGROUP_PLURAL,
                       optional=True),
         ]  # fmt: skip
+        if config.local_queue_namespaces:
+            self.reflectors.append(local_queue_reflector(api, self.cache.on_local_queue))
         self._scheduler: GangScheduler | None = None
         self._cycle_host: Cycle | None = None
         self._records = GangRecords()
@@ -295,17 +298,14 @@ class SchedulerRuntime:
                 record.queued = None
             return False
         requests = [m.request for m in members]
-        namespace = key.split("/", 1)[0]
-        if not self.config.serves(namespace):
-            # Never queued: binding there would be refused (no RoleBinding), and the user
-            # would see nothing. Say so on the pods instead.
+        refused = self.cache.refusal(key, members)
+        if refused is not None:
             if record.queued is not None:
                 sched.remove(key)
                 record.queued = None
-            message = not_served_message(self.config.scheduler_name, namespace,
-                                         self.config.namespaces)
-            record.waiting = Waiting(key, message)
-            self.reporter.not_served(key, requests, message, self.cache.groups.get(key))
+            record.waiting = Waiting(key, refused[1])
+            self.reporter.not_served(key, requests, refused[1], self.cache.groups.get(key),
+                                     reason=refused[0])
             return False
         unsupported = sorted({m.unsupported for m in members if m.unsupported})
         gang: Gang | Waiting

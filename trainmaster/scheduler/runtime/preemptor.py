@@ -67,7 +67,8 @@ class QuotaAdmission:
         self.refused: dict[str, str] = {}
         """gang -> why its quota holds it (cleared when admitted)."""
 
-    def queue_of_gang(self, gang: Gang) -> str:
+    def label_of_gang(self, gang: Gang) -> str | None:
+        """The queue label of a gang: its PodGroup's, else its first labelled pod's."""
         group = self.cache.groups.get(gang.key)
         if group is not None and group.queue:
             return group.queue
@@ -75,7 +76,12 @@ class QuotaAdmission:
             info = self.cache.pending.get(member.uid)
             if info is not None and info.queue:
                 return info.queue
-        return self.cache.ledger.default
+        return None
+
+    def queue_of_gang(self, gang: Gang) -> str:
+        """The queue the gang is charged to (its label, resolved through its namespace's
+        LocalQueue where the namespace has them)."""
+        return self.cache.resolve_queue(gang.namespace, self.label_of_gang(gang))
 
     def refusal(self, gang: Gang) -> str | None:
         ledger = self.cache.ledger

@@ -6,7 +6,8 @@ message on each of its pods (``kubectl get pods`` / ``describe`` show it) and ge
 gets one ``Scheduled`` Event there. A gang in a namespace the scheduler does not serve
 is never placed: its pods get ``PodScheduled=False, reason=NamespaceNotServed`` and a
 ``NamespaceNotServed`` Warning each (and its PodGroup one), since a user who finds a pod
-pending looks at the pod first.
+pending looks at the pod first. A gang in a team's namespace whose queue label names no
+LocalQueue there is told the same way, with reason ``LocalQueueNotFound``.
 
 Rate: the core's message names the best domain's free capacity, which changes whenever
 anything is bound or finishes. Re-patching every pod of every waiting gang on each change
@@ -85,21 +86,23 @@ class Reporter:
         return True
 
     def not_served(
-        self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None
+        self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None,
+        reason: str = NOT_SERVED,
     ) -> bool:
-        """Tell each pod (and its PodGroup) that this scheduler will not place it here;
-        once per message, like ``unschedulable``."""
+        """Tell each pod (and its PodGroup) that this scheduler will not place it as it
+        stands (``reason``: its namespace is not served, or it names no LocalQueue); once
+        per message, like ``unschedulable``."""
         if not self._due(key, pods, message):
             return False
         since = self._since(key)
         for pod in pods:
             self._recorder.pod_unschedulable(
                 pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid),
-                reason=NOT_SERVED,
+                reason=reason,
             )
-            self._recorder.event(_ref(None, [pod]), "Warning", NOT_SERVED, message)
+            self._recorder.event(_ref(None, [pod]), "Warning", reason, message)
         if group is not None:
-            self._recorder.event(_ref(group, pods), "Warning", NOT_SERVED, message)
+            self._recorder.event(_ref(group, pods), "Warning", reason, message)
         self._last[key] = _Reported(message, self._clock(), since)
         return True
 
