@@ -38,7 +38,8 @@ a LocalQueue), watch them, and read the LocalQueues it may name."""
 LOCALQUEUE_READ: Rules = [
     {"apiGroups": [GROUP], "resources": [LOCALQUEUE_PLURAL], "verbs": ["get", "list", "watch"]},
 ]
-"""The scheduler's one right on LocalQueues: it resolves queue labels through them."""
+"""The scheduler's one right on LocalQueues, in each team namespace (a rule of its Role
+there): it resolves the queue labels of that namespace through them."""
 
 
 def tenant_role_name(spec: ClusterSpec) -> str:

@@ -36,8 +36,6 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
-    # A pod's queue label in a team's namespace names a LocalQueue there (read only).
-    *LOCALQUEUE_READ,
     # A pod naming this scheduler in a namespace it does not serve is told so where its
     # user looks: an Event (any namespace, as kube-scheduler's own role allows) and its
     # PodScheduled condition. Outside the served namespaces the ValidatingAdmissionPolicy
@@ -263,6 +261,7 @@ def priority_classes(spec: ClusterSpec) -> list[dict[str, Any]]:
 def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
     name, ns = spec.scheduler.name, system_namespace(spec)
     labels = app_labels(name, "scheduler", spec.metadata.name)
+    teams = local_queue_namespaces(spec)  # it reads their LocalQueues, there only
     selector = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": spec.metadata.name}
     objs: list[dict[str, Any]] = [
         *identity(
@@ -270,7 +269,8 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
             ns,
             labels,
             cluster_rules=SCHEDULER_RULES,
-            namespaced_rules={served: SCHEDULER_NAMESPACE_RULES
+            namespaced_rules={served: [*SCHEDULER_NAMESPACE_RULES,
+                                       *(LOCALQUEUE_READ if served in teams else [])]
                               for served in served_namespaces(spec)},
             role_name=f"{spec.metadata.name}-{name}",
         ),

@@ -88,8 +88,10 @@ class LocalQueues:
                 f"{choice}, or add it to the cluster spec's scheduler.localQueues")
 
 
-def local_queue_reflector(api: Kube, handler: Callable[[str, Any], None]) -> Reflector:
-    """The LocalQueue informer (every namespace: the scheduler's ClusterRole reads them).
-    Optional: without the CRD (a scheduler run by hand) nothing resolves, and the gangs of
-    the team namespaces wait, saying so."""
-    return Reflector(api, localqueue_path(), handler, name="localqueues", optional=True)
+def local_queue_reflector(api: Kube, namespace: str,
+                          handler: Callable[[str, Any], None]) -> Reflector:
+    """The LocalQueue informer of one team namespace (the scheduler may read them there
+    only: a rule of its Role in that namespace). Optional: without the CRD (a scheduler
+    run by hand) nothing resolves, and the gangs of that namespace wait, saying so."""
+    return Reflector(api, localqueue_path(namespace), handler, name=f"localqueues-{namespace}",
+                     optional=True)

@@ -102,8 +102,8 @@ class SchedulerRuntime:
             Reflector(api, podgroup_path(), self.cache.on_group, name=PODGROUP_PLURAL,
                       optional=True),
         ]  # fmt: skip
-        if config.local_queue_namespaces:
-            self.reflectors.append(local_queue_reflector(api, self.cache.on_local_queue))
+        self.reflectors += [local_queue_reflector(api, ns, self.cache.on_local_queue)
+                            for ns in config.local_queue_namespaces]
         self._scheduler: GangScheduler | None = None
         self._cycle_host: Cycle | None = None
         self._records = GangRecords()
