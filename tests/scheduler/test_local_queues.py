@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
-from trainmaster.api import LOCAL_QUEUE_NOT_FOUND, QUEUE_LABEL
+from trainmaster.api import CLUSTER_QUEUE_NOT_FOUND, LOCAL_QUEUE_NOT_FOUND, QUEUE_LABEL
 from trainmaster.kubeclient import ADDED, DELETED, MODIFIED, localqueue_path
 from trainmaster.scheduler import ConfigError, SchedulerConfig, SchedulerRuntime
 from trainmaster.scheduler.runtime.local_queues import LocalQueues
@@ -211,3 +211,20 @@ def test_local_queues_are_watched_in_the_team_namespaces_only() -> None:
     api, _ = _run(cluster, _config())
     assert sorted({p for m, p, _ in api.calls if "localqueues" in p}) == [
         localqueue_path(ns) for ns in TEAMS]
+
+
+def test_a_local_queue_pointing_at_a_missing_queue_is_reported_as_such() -> None:
+    pods = [_labelled(pod_obj("a0", namespace="team-a", group="ga"), "lq-x")]
+    groups = [_labelled(group_obj("ga", 1, namespace="team-a"), "lq-x")]
+    cluster = Cluster([node_obj("n1")], pods, groups)
+    _serve(cluster, [_lq("lq-x", "team-a", "ghost")])
+
+    api, _ = _run(cluster, _config())
+
+    assert not cluster.binds
+    events = [e for _, e in api.posts("/events") if e["reason"] == CLUSTER_QUEUE_NOT_FOUND]
+    assert sorted(e["involvedObject"]["kind"] for e in events) == ["Pod", "PodGroup"]
+    assert events[0]["message"] == (
+        "LocalQueue team-a/lq-x points at queue ghost, which trainmaster-scheduler does not "
+        "have (queues: alpha, beta): fix its clusterQueue in the cluster spec's "
+        "scheduler.localQueues")

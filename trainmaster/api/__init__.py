@@ -10,6 +10,7 @@ bundle (trainmaster.launch._bundle) carries it into training images. A test fail
 """
 
 from trainmaster.api._conditions import (
+    CLUSTER_QUEUE_NOT_FOUND,
     COND_DATASETS_READY,
     COND_FAILED,
     COND_RUNNING,
@@ -156,6 +157,7 @@ __all__ = [
     "CHECKPOINT_ANNOTATION",
     "CLUSTER_DOMAIN",
     "CLUSTER_KIND",
+    "CLUSTER_QUEUE_NOT_FOUND",
     "COMPLETION_INDEX_ANNOTATION",
     "COND_DATASETS_READY",
     "COND_FAILED",

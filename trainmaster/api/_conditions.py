@@ -78,6 +78,10 @@ GPU_CONDITION: Final = "GPUHealthy"
 LOCAL_QUEUE_NOT_FOUND: Final = "LocalQueueNotFound"
 """Pod PodScheduled=False reason and Warning Event reason: the pod's namespace resolves its
 queue label through LocalQueues, and it has none of that name."""
+CLUSTER_QUEUE_NOT_FOUND: Final = "ClusterQueueDoesNotExist"
+"""Pod PodScheduled=False reason and Warning Event reason: the LocalQueue the pod names
+points at a queue the scheduler's config does not have (Kueue's reason for an inactive
+LocalQueue)."""
 CRD_ESTABLISHED: Final = "Established"
 JOB_COMPLETE: Final = "Complete"
 JOB_FAILED: Final = "Failed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from trainmaster.api import (
     CHECKPOINT_ANNOTATION,
     CLUSTER_DOMAIN,
+    CLUSTER_QUEUE_NOT_FOUND,
     DATASET_LABEL_PREFIX,
     DATASETS_ANNOTATION,
     DISRUPTION_TARGET,
@@ -33,6 +34,7 @@ from trainmaster.api import (
 __all__ = [
     "CHECKPOINT_ANNOTATION",
     "CLUSTER_DOMAIN",
+    "CLUSTER_QUEUE_NOT_FOUND",
     "DATASETS_ANNOTATION",
     "DATASET_LABEL_PREFIX",
     "DISRUPTION_TARGET",

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from trainmaster.kubeclient import DELETED
 
-from .._keys import LOCAL_QUEUE_NOT_FOUND
+from .._keys import CLUSTER_QUEUE_NOT_FOUND, LOCAL_QUEUE_NOT_FOUND
 from ..framework.model import NodeInfo, PodRequest
 from ..plugins.quota import QueueLedger
 from ..state import ClusterState, PodState
@@ -368,9 +368,16 @@ class ClusterCache:
         group = self.groups.get(key)
         label = group.queue if group is not None and group.queue else next(
             (m.queue for m in members if m.queue), None)
-        if self.local_queues.found(namespace, label):
+        if not self.local_queues.found(namespace, label):
+            return LOCAL_QUEUE_NOT_FOUND, self.local_queues.missing_message(namespace, label)
+        queue = self.local_queues.resolve(namespace, label) or ""
+        if not self.ledger.enabled or queue in self.ledger.queues or queue == self.ledger.default:
             return None
-        return LOCAL_QUEUE_NOT_FOUND, self.local_queues.missing_message(namespace, label)
+        return CLUSTER_QUEUE_NOT_FOUND, (
+            f"LocalQueue {namespace}/{self.local_queues.name_of(label)} points at queue "
+            f"{queue}, which {self.config.scheduler_name} does not have (queues: "
+            f"{', '.join(sorted(self.ledger.queues))}): fix its clusterQueue in the cluster "
+            "spec's scheduler.localQueues")
 
     def pending_members(self, key: str) -> list[PodInfo]:
         """Pending pods of the gang the snapshot does not track yet (not in flight)."""

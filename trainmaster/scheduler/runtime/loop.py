@@ -304,7 +304,7 @@ class SchedulerRuntime:
                 sched.remove(key)
                 record.queued = None
             record.waiting = Waiting(key, refused[1])
-            self.reporter.not_served(key, requests, refused[1], self.cache.groups.get(key),
+            self.reporter.refused(key, requests, refused[1], self.cache.groups.get(key),
                                      reason=refused[0])
             return False
         unsupported = sorted({m.unsupported for m in members if m.unsupported})

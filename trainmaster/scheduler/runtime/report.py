@@ -7,7 +7,8 @@ gets one ``Scheduled`` Event there. A gang in a namespace the scheduler does not
 is never placed: its pods get ``PodScheduled=False, reason=NamespaceNotServed`` and a
 ``NamespaceNotServed`` Warning each (and its PodGroup one), since a user who finds a pod
 pending looks at the pod first. A gang in a team's namespace whose queue label names no
-LocalQueue there is told the same way, with reason ``LocalQueueNotFound``.
+LocalQueue there is told the same way, with reason ``LocalQueueNotFound`` (or
+``ClusterQueueDoesNotExist`` when its LocalQueue points at a queue the config lacks).
 
 Rate: the core's message names the best domain's free capacity, which changes whenever
 anything is bound or finishes. Re-patching every pod of every waiting gang on each change
@@ -85,13 +86,13 @@ class Reporter:
         self._last[key] = _Reported(message, self._clock(), since)
         return True
 
-    def not_served(
+    def refused(
         self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None,
         reason: str = NOT_SERVED,
     ) -> bool:
         """Tell each pod (and its PodGroup) that this scheduler will not place it as it
-        stands (``reason``: its namespace is not served, or it names no LocalQueue); once
-        per message, like ``unschedulable``."""
+        stands (``reason``: its namespace is not served, or it names no usable
+        LocalQueue); once per message, like ``unschedulable``."""
         if not self._due(key, pods, message):
             return False
         since = self._since(key)
