@@ -333,7 +333,7 @@ class LocalQueue(LocalQueueSpec):
     queue label (`default`: also the queue of their unlabelled work)."""
     namespace: Name
     """The team's namespace: one of `scheduler.namespaces` (not the cluster's namespace,
-    whose jobs name scheduler queues directly)."""
+    whose jobs name scheduler queues directly). Like those, it must exist before apply."""
 
 
 class SchedulerSpec(_Model):
