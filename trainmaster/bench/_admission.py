@@ -19,11 +19,14 @@
   answers None (admitted) and that the gang borrows.
 
 The per-cycle part (``set_waiting``: what each queue has waiting, once per cycle, not
-per gang) is timed on its own. Each figure is wall time and this thread's CPU time.
+per gang) is timed on its own. Each figure is wall time and this thread's CPU time. Each
+cold decision starts after a ``gc.collect()`` (the previous fresh copy's garbage would
+otherwise land in whichever decision comes next).
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import statistics
@@ -189,6 +192,7 @@ def admission_at_scale(nodes: int = 10_000, gang: int = 64, runs: int = 20,
         for tree in order:
             fresh = snap.copy()
             target = realistic_gang(gang, f"cold{k}{'t' if tree else 'f'}")
+            gc.collect()  # the last copy's garbage is not either side's decision
             level = decide(fresh, target, tree_cold if tree else flat_cold, tree)
             del fresh
     target = realistic_gang(gang, "warm")
