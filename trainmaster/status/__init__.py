@@ -5,6 +5,12 @@
 what this shows; neither imports it.
 """
 
+from trainmaster.status._fairness import (
+    fairness,
+    ledger_usage,
+    queue_usage,
+    scheduler_configs,
+)
 from trainmaster.status._render import age, render_view
 from trainmaster.status._view import (
     FencedNode,
@@ -32,11 +38,15 @@ __all__ = [
     "SwitchUsage",
     "age",
     "collect_view",
+    "fairness",
     "gpu_request",
     "ledger_rows",
+    "ledger_usage",
     "queue_rows",
+    "queue_usage",
     "read_view",
     "render_view",
+    "scheduler_configs",
     "scheduler_queues",
     "summarize",
     "topology_levels",

@@ -3,10 +3,11 @@ CLI's is unbounded when stdout is not a terminal, so a pipe gets every number wh
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from trainmaster.status._view import ResourceView
 
@@ -22,6 +23,60 @@ def age(seconds: float) -> str:
     if hours < 48:
         return f"{hours}h{minutes % 60:02d}m" if hours < 10 else f"{hours}h"
     return f"{hours // 24}d"
+
+
+def quantity(resource: str, qty: float) -> str:
+    """Base units as people read them: cpu in cores, memory in Gi, others as counted."""
+    if resource == "cpu":
+        return f"{qty / 1000:g}"
+    if resource == "memory":
+        return f"{qty / 2**30:.4g}Gi"
+    return f"{qty:g}"
+
+
+def share_text(node: dict[str, Any]) -> str:
+    """A node's DRF share as the scheduler compares it (inf: borrowing at weight 0)."""
+    if node.get("share_infinite"):
+        return "inf"
+    return f"{node['share']:.3f}"
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def resource_lines(node: dict[str, Any]) -> list[str]:
+    """Per resource: used/nominal, and what is borrowed or lent."""
+    lines = []
+    for r in node.get("resources") or []:
+        name = r["name"]
+        text = f"{name} {quantity(name, r['used'])}/{quantity(name, r['nominal'])}"
+        if r["borrowed"]:
+            text += f" borrowed {quantity(name, r['borrowed'])}"
+        if r["lent"]:
+            text += f" lent {quantity(name, r['lent'])}"
+        lines.append(text)
+    return lines
+
+
+def fairness_table(report: dict[str, Any]) -> Table:
+    """The cohort tree with each node's DRF share against its entitlement
+    (``FairReport.to_json``)."""
+    from rich.table import Table
+
+    on = "on" if report.get("fair_sharing") else "off"
+    table = Table(title=f"Queue fair sharing (fair sharing {on}; share: weighted DRF share "
+                  "as the scheduler computes it; entitlement: weight over its cohort's)")
+    for col in ("queue / cohort", "weight", "share", "entitlement", "held",
+                "used/nominal (base units: cores, Gi)"):
+        table.add_column(col, justify="left" if col[0] in "qu" else "right")
+    for node in report.get("nodes") or []:
+        name = "  " * node["depth"] + (f"[b]{node['name']}[/]" if node["kind"] == "cohort"
+                                       else node["name"])
+        table.add_row(name, f"{node['weight']:g}", share_text(node),
+                      percent(node["entitlement"]), percent(node["held"]),
+                      "\n".join(resource_lines(node)) or "-")
+    return table
 
 
 def render_view(view: ResourceView, console: Console) -> None:
@@ -55,6 +110,8 @@ def render_view(view: ResourceView, console: Console) -> None:
                 f"{view.gpus_outside_queues} of the {view.gpus_used} GPUs in use belong to "
                 f"{why}, so the switches' use is higher than the queues' sum.",
                 highlight=False)
+    if view.fairness:
+        console.print(fairness_table(view.fairness))
     jobs = Table(title="Training jobs")
     for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
         jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")

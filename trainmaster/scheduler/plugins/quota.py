@@ -57,6 +57,7 @@ class QueueUsage:
     nominal_quota: int | None
     borrowed: int
     cohort: str | None
+    resources: tuple[tuple[str, int, int], ...] = ()  # (other resource, in use, borrowed)
 
 
 def gang_gpus(gang: Gang) -> int:
@@ -472,6 +473,8 @@ class QueueLedger:
                 self.queues[name].nominal_quota if name in self.queues else None,
                 self.borrowed(name),
                 self.queues[name].cohort if name in self.queues else None,
+                tuple((r, q, self.borrowed(name, r))
+                      for r, q in sorted(self._used.get(name, {}).items()) if r != GPU and q),
             )
             for name in names
         ]

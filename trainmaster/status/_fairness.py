@@ -1,0 +1,94 @@
+"""The queues' fair sharing as `trainmaster status` and the web view show it: the
+scheduler's own arithmetic (``trainmaster.scheduler.fair_report`` over a ledger built
+from the scheduler's config and charged with what each queue holds), never a second
+implementation.
+
+What each queue holds comes from the ledger the scheduler publishes (every resource, in
+base units) or, without one, from its bound pods by label (``queue_usage``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+
+from trainmaster.api import QUEUE_LABEL
+
+Usage = dict[str, dict[str, int]]
+"""queue -> resource -> base units (devices, millicores, bytes)."""
+
+
+def scheduler_configs(configmaps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every trainmaster-scheduler config document (``config.yaml``) of these maps."""
+    out = []
+    for cm in configmaps:
+        text = (cm.get("data") or {}).get("config.yaml")
+        try:
+            doc = yaml.safe_load(text) if text else None
+        except yaml.YAMLError:
+            continue
+        if isinstance(doc, dict):
+            out.append(doc)
+    return out
+
+
+def ledger_usage(ledger: Iterable[Mapping[str, Any]]) -> Usage:
+    """What each queue holds, per resource, from the scheduler's published entries."""
+    out: Usage = {}
+    for entry in ledger:
+        name = str(entry.get("name") or "")
+        if not name:
+            continue
+        held = out.setdefault(name, {})
+        for flavor in entry.get("flavorsUsage") or []:
+            for res in (flavor or {}).get("resources") or []:
+                try:
+                    total = int((res or {}).get("total") or 0)
+                except (TypeError, ValueError):
+                    continue
+                if res.get("name") and total:
+                    held[str(res["name"])] = held.get(str(res["name"]), 0) + total
+    return out
+
+
+def queue_usage(pods: Iterable[Mapping[str, Any]]) -> Usage:
+    """What each queue's bound, unfinished pods request (label
+    ``kueue.x-k8s.io/queue-name``), per resource in the scheduler's base units."""
+    from trainmaster.scheduler import pod_requests
+
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for pod in pods:
+        queue = ((pod.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+        spec = pod.get("spec") or {}
+        if not queue or not spec.get("nodeName") \
+                or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        held = out[queue]
+        for resource, qty in pod_requests(spec).items():
+            if qty:
+                held[resource] = held.get(resource, 0) + qty
+    return dict(out)
+
+
+def fairness(configs: Iterable[Mapping[str, Any]], usage: Mapping[str, Mapping[str, int]],
+             ) -> dict[str, Any] | None:
+    """The fair-sharing report (``FairReport.to_json``) of the first scheduler config
+    with queues that have a quota, charged with ``usage``; None when there is none (or
+    it does not parse: the scheduler would not have started with it either)."""
+    from trainmaster.scheduler import ConfigError, SchedulerConfig, charged_ledger, fair_report
+
+    for doc in configs:
+        try:
+            config = SchedulerConfig.from_mapping(doc)
+        except (ConfigError, TypeError, ValueError):
+            continue
+        if not any(q.limited for q in config.queues):
+            continue
+        ledger = charged_ledger(config.queues, config.cohorts, config.fair_sharing,
+                                {q: dict(a) for q, a in usage.items() if q in
+                                 {s.name for s in config.queues}})
+        return fair_report(ledger).to_json()
+    return None
