@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from trainmaster.api import QUEUE_LABEL
+from trainmaster.api import QUEUE_LABEL, QUEUE_LEDGER_KEY
 
 Usage = dict[str, dict[str, int]]
 """queue -> resource -> base units (devices, millicores, bytes)."""
@@ -71,6 +71,66 @@ def queue_usage(pods: Iterable[Mapping[str, Any]]) -> Usage:
             if qty:
                 held[resource] = held.get(resource, 0) + qty
     return dict(out)
+
+
+def quantity(resource: str, qty: float) -> str:
+    """Base units as people read them: cpu in cores, memory in Gi, others as counted."""
+    if resource == "cpu":
+        return f"{qty / 1000:g}"
+    if resource == "memory":
+        return f"{qty / 2**30:.4g}Gi"
+    return f"{qty:g}"
+
+
+def share_text(node: dict[str, Any]) -> str:
+    """A node's DRF share as the scheduler compares it (inf: borrowing at weight 0)."""
+    if node.get("share_infinite"):
+        return "inf"
+    return f"{node['share']:.3f}"
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def resource_lines(node: dict[str, Any]) -> list[str]:
+    """Per resource: used/nominal, and what is borrowed or lent."""
+    lines = []
+    for r in node.get("resources") or []:
+        name = r["name"]
+        text = f"{name} {quantity(name, r['used'])}/{quantity(name, r['nominal'])}"
+        if r["borrowed"]:
+            text += f" borrowed {quantity(name, r['borrowed'])}"
+        if r["lent"]:
+            text += f" lent {quantity(name, r['lent'])}"
+        lines.append(text)
+    return lines
+
+
+def queue_fairness(configs: Iterable[Mapping[str, Any]],
+                   ledger: Iterable[Mapping[str, Any]] | None,
+                   pods: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """``fairness`` on what the scheduler published (``ledger``), else on ``pods`` by
+    label: what `trainmaster status` and the web view both show."""
+    usage = ledger_usage(ledger) if ledger is not None else queue_usage(pods)
+    return fairness(configs, usage)
+
+
+def ledger_entries(configmaps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """The queue entries of every published queue ledger among ``configmaps`` (key
+    ``QUEUE_LEDGER_KEY``); None when none is published."""
+    out: list[dict[str, Any]] = []
+    found = False
+    for cm in configmaps:
+        text = (cm.get("data") or {}).get(QUEUE_LEDGER_KEY)
+        try:
+            doc = yaml.safe_load(text) if text else None
+        except yaml.YAMLError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("queues"), list):
+            found = True
+            out.extend(q for q in doc["queues"] if isinstance(q, dict))
+    return out if found else None
 
 
 def fairness(configs: Iterable[Mapping[str, Any]], usage: Mapping[str, Mapping[str, int]],

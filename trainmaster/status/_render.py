@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainmaster.status._fairness import percent, resource_lines, share_text
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -23,40 +25,6 @@ def age(seconds: float) -> str:
     if hours < 48:
         return f"{hours}h{minutes % 60:02d}m" if hours < 10 else f"{hours}h"
     return f"{hours // 24}d"
-
-
-def quantity(resource: str, qty: float) -> str:
-    """Base units as people read them: cpu in cores, memory in Gi, others as counted."""
-    if resource == "cpu":
-        return f"{qty / 1000:g}"
-    if resource == "memory":
-        return f"{qty / 2**30:.4g}Gi"
-    return f"{qty:g}"
-
-
-def share_text(node: dict[str, Any]) -> str:
-    """A node's DRF share as the scheduler compares it (inf: borrowing at weight 0)."""
-    if node.get("share_infinite"):
-        return "inf"
-    return f"{node['share']:.3f}"
-
-
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.0f}%"
-
-
-def resource_lines(node: dict[str, Any]) -> list[str]:
-    """Per resource: used/nominal, and what is borrowed or lent."""
-    lines = []
-    for r in node.get("resources") or []:
-        name = r["name"]
-        text = f"{name} {quantity(name, r['used'])}/{quantity(name, r['nominal'])}"
-        if r["borrowed"]:
-            text += f" borrowed {quantity(name, r['borrowed'])}"
-        if r["lent"]:
-            text += f" lent {quantity(name, r['lent'])}"
-        lines.append(text)
-    return lines
 
 
 def fairness_table(report: dict[str, Any]) -> Table:

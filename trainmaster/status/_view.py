@@ -28,7 +28,6 @@ from trainmaster.api import (
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     QUEUE_LEDGER_COMPONENT,
-    QUEUE_LEDGER_KEY,
     RESTARTING,
     TOPOLOGY_PREFIX,
     UNHEALTHY_TAINT,
@@ -45,12 +44,7 @@ from trainmaster.kubeclient import (
     trainingjob_path,
 )
 from trainmaster.operator import fenced_record
-from trainmaster.status._fairness import (
-    fairness,
-    ledger_usage,
-    queue_usage,
-    scheduler_configs,
-)
+from trainmaster.status._fairness import ledger_entries, queue_fairness, scheduler_configs
 
 
 @dataclass
@@ -248,8 +242,7 @@ def summarize(
     else:
         view.queues = queue_rows(pods, queues or [])
     if configs:
-        usage = ledger_usage(ledger) if ledger is not None else queue_usage(pods)
-        view.fairness = fairness(configs, usage)
+        view.fairness = queue_fairness(configs, ledger, pods)
     switches: dict[tuple[str, str], SwitchUsage] = {}
     leaf = levels[-1] if levels else None
     for node in nodes:
@@ -446,18 +439,7 @@ async def _scheduler_ledger(kube: Kube) -> list[dict[str, Any]] | None:
         maps = await kube.list("/api/v1/configmaps", selector)
     except ApiError:
         return None
-    out: list[dict[str, Any]] = []
-    found = False
-    for cm in maps:
-        text = (cm.get("data") or {}).get(QUEUE_LEDGER_KEY)
-        try:
-            doc = yaml.safe_load(text) if text else None
-        except yaml.YAMLError:
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("queues"), list):
-            found = True
-            out.extend(q for q in doc["queues"] if isinstance(q, dict))
-    return out if found else None
+    return ledger_entries(maps)
 
 
 def collect_view(kubeconfig: Path | None, namespace: str | None = None) -> ResourceView:
