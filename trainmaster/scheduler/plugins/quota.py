@@ -403,12 +403,8 @@ class QueueLedger:
 
     def _may_yield(self, node: QuotaNode, need: Amounts) -> bool:
         """``may_yield`` over what waits this cycle (``fair_refusal``'s quick no)."""
-        waiting = {name for name, needs in self._waiting.items() if needs}
-        waiting.discard(node.name)
-        if not waiting:
-            return False
         half_life = bool(self.fair.usage_half_life)
-        return may_yield(node, node.deltas_up(need), waiting,
+        return may_yield(node, node.deltas_up(need), self._waiting,
                          self.average_usage(node.name) if half_life else None)
 
     def fair_victims(self, queue: str, need: Amounts,

@@ -24,7 +24,7 @@ share for *admission order* is taken over its usage averaged with exponential de
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .quota_tree import QuotaNode, child_towards, lowest_common_ancestor
@@ -83,9 +83,10 @@ def meeting_nodes(a: QuotaNode, b: QuotaNode) -> tuple[QuotaNode, QuotaNode] | N
     return child_towards(lca, a), child_towards(lca, b)
 
 
-def may_yield(node: QuotaNode, deltas: Deltas, waiting: Collection[str],
+def may_yield(node: QuotaNode, deltas: Deltas, waiting: Mapping[str, object],
               average: Mapping[str, float] | None = None) -> bool:
-    """Whether a queue of ``waiting`` could go before a gang of queue ``node`` whose
+    """Whether a queue with work in ``waiting`` (queue -> its waiting needs, empty: none)
+    could go before a gang of queue ``node`` whose
     usage changes are ``deltas``: a necessary condition for the pairwise comparison, in
     O(depth x siblings) instead of O(waiting queues). Walking up ``node``'s path, a
     sibling subtree whose share now is already >= the gang's side's share with the gang
@@ -105,7 +106,7 @@ def may_yield(node: QuotaNode, deltas: Deltas, waiting: Collection[str],
                 continue
             if (average is None or side.kind != "queue") and dominant_share(side) >= mine:
                 continue
-            if any(leaf.name in waiting for leaf in side.leaves()):
+            if any(waiting.get(leaf.name) for leaf in side.leaves()):
                 return True
         child = ancestor
     return False
