@@ -135,12 +135,17 @@ def ledger_entries(configmaps: Iterable[Mapping[str, Any]]) -> list[dict[str, An
 
 def fairness(configs: Iterable[Mapping[str, Any]], usage: Mapping[str, Mapping[str, int]],
              ) -> dict[str, Any] | None:
-    """The fair-sharing report (``FairReport.to_json``) of the first scheduler config
-    with queues that have a quota, charged with ``usage``; None when there is none (or
-    it does not parse: the scheduler would not have started with it either)."""
+    """The fair-sharing report (``FairReport.to_json``) of a scheduler config with
+    queues that have a quota, charged with ``usage``: of several (several schedulers),
+    the one whose queues hold most of ``usage``'s queues, then the first; None when there
+    is none (or it does not parse: the scheduler would not have started with it)."""
     from trainmaster.scheduler import ConfigError, SchedulerConfig, charged_ledger, fair_report
 
-    for doc in configs:
+    def overlap(doc: Mapping[str, Any]) -> int:
+        names = {str(q.get("name")) for q in doc.get("queues") or [] if isinstance(q, dict)}
+        return -len(names & set(usage))
+
+    for doc in sorted(configs, key=overlap):
         try:
             config = SchedulerConfig.from_mapping(doc)
         except (ConfigError, TypeError, ValueError):
