@@ -36,7 +36,7 @@ def fairness_table(report: dict[str, Any]) -> Table:
     table = Table(title=f"Queue fair sharing (fair sharing {on}; share: weighted DRF share "
                   "as the scheduler computes it; entitlement: weight over its cohort's)")
     for col in ("queue / cohort", "weight", "share", "entitlement", "held",
-                "used/nominal (base units: cores, Gi)"):
+                "used/nominal (cpu in cores, memory in Gi)"):
         table.add_column(col, justify="left" if col[0] in "qu" else "right")
     for node in report.get("nodes") or []:
         name = "  " * node["depth"] + (f"[b]{node['name']}[/]" if node["kind"] == "cohort"
