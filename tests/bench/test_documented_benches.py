@@ -179,6 +179,8 @@ def test_bench_placement_queues_smallest(capsys: pytest.CaptureFixture[str]) -> 
                                              "warm_cpu_ms"}
     assert main(["bench", "placement", "--queues", "1"]) == 2
     assert "--queues must be at least 2" in capsys.readouterr().err
+    assert main(["bench", "placement", "--queues", "100", "--also-tree", "/tmp"]) == 2
+    assert "give one" in capsys.readouterr().err
 
 
 def test_the_bench_tree_admits_its_gang_only_after_weighing_every_waiting_queue() -> None:

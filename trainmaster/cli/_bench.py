@@ -153,6 +153,8 @@ def placement_cmd(
             raise UsageError(f"{name} must be at least 1, got {value}")
     if pods_per_node < 0:
         raise UsageError(f"--pods-per-node must be 0 or more, got {pods_per_node}")
+    if queues and also_tree is not None:
+        raise UsageError("--queues and --also-tree are separate comparisons: give one")
     if queues:
         _placement_with_queues(nodes, gang, runs, cold_runs, pods_per_node, queues,
                                cohort_depth, as_json)
