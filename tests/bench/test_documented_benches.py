@@ -159,3 +159,48 @@ def test_bench_recovery_real_smallest(tmp_path: Path) -> None:
     assert row["scenario"] == "process-kill" and row["ok"] is True, row
     assert 0 < row["detect_seconds"] <= row["recover_seconds"]
     assert row["resumed_step"] == row["checkpoint_at_start"] > 0
+
+
+def test_bench_placement_queues_smallest(capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench placement --queues 100 --cohort-depth 3` (docs/benchmarks.md) at its
+    smallest size: flat and tree decisions in one run, admission through the tree."""
+    from trainmaster.cli import main
+
+    assert main(["bench", "placement", "--nodes", "200", "--gang", "4", "--runs", "2",
+                 "--cold-runs", "1", "--queues", "100", "--cohort-depth", "3",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["nodes"], result["queues"], result["cohort_depth"]) == (200, 100, 3)
+    assert result["cohorts"] == 1 + 5 + 25  # 5 children per cohort: 5**3 >= 100
+    for side in ("flat", "tree"):
+        assert {"cold_ms", "warm_ms", "cold_cpu_ms", "warm_cpu_ms"} <= set(result[side])
+    assert result["tree"]["admission_cpu_ms"] > 0 and result["tree"]["cycle_start_ms"] > 0
+    assert set(result["tree_over_flat"]) == {"cold_ms", "warm_ms", "cold_cpu_ms",
+                                             "warm_cpu_ms"}
+    assert main(["bench", "placement", "--queues", "1"]) == 2
+    assert "--queues must be at least 2" in capsys.readouterr().err
+    assert main(["bench", "placement", "--queues", "100", "--also-tree", "/tmp"]) == 2
+    assert "give one" in capsys.readouterr().err
+
+
+def test_the_bench_tree_admits_its_gang_only_after_weighing_every_waiting_queue() -> None:
+    """The tree of `--queues` is a real walk: the gang borrows, all 99 other queues wait
+    with gangs their quota admits, and the full pairwise scan (no quick no) reaches the
+    same answer, admitted."""
+    from trainmaster.bench._admission import BENCH_QUEUE, tree_ledger
+    from trainmaster.bench._placement import realistic_gang
+    from trainmaster.scheduler import gang_amounts
+
+    ledger, waiting = tree_ledger(200, 100, 3)
+    need = gang_amounts(realistic_gang(4, "t"))
+    assert len({q for q, _ in waiting}) == 99
+    assert all(ledger.quota_refusal(q, n) is None for q, n in waiting)
+    assert all(ledger.borrowing(q) for q, _ in waiting)
+    assert not ledger.within_nominal(BENCH_QUEUE, need)
+    ledger.set_waiting([*waiting, (BENCH_QUEUE, need)])
+    assert ledger.refusal(BENCH_QUEUE, need) is None
+    ledger._may_yield = lambda node, need: True  # type: ignore[method-assign]
+    assert ledger.fair_refusal(BENCH_QUEUE, need) is None
+    assert ledger.nodes[BENCH_QUEUE].parent is not None
+    depth = sum(1 for _ in ledger.nodes[BENCH_QUEUE].path()) - 1
+    assert depth == 3

@@ -301,3 +301,65 @@ def test_a_change_of_an_immutable_field_is_planned_as_a_replacement(tmp_path: Pa
 def test_mutable_changes_replace_nothing(repo: Path) -> None:
     dev = _stack(build_plan("HEAD~1", "HEAD", cwd=repo).stacks, "stacks/dev/cluster.yaml")
     assert dev.settings and dev.replaced == ()
+
+
+def _fair_doc(weight_a: float, quota_b: int) -> dict[str, Any]:
+    doc = base_dev()
+    doc["scheduler"]["cohorts"] = [
+        {"name": "all", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]},
+        {"name": "research", "parent": "all", "fairSharing": {"weight": 1}},
+        {"name": "prod", "parent": "all"}]
+    doc["scheduler"]["fairSharing"] = {"enable": True}
+    doc["scheduler"]["queues"] = [
+        {"name": "default", "priority": 1000},
+        {"name": "research", "nominalQuota": 32, "cohort": "research",
+         "fairSharing": {"weight": weight_a}},
+        {"name": "vision", "nominalQuota": quota_b, "cohort": "research"},
+        {"name": "serving", "nominalQuota": 16, "cohort": "prod"}]
+    return doc
+
+
+def test_a_weight_or_quota_change_shows_the_new_entitlements(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Weight 1 -> 3 for research and vision's quota 32 -> 48: the plan lists each queue
+    and cohort whose entitlement moves, before -> after, from the scheduler's own
+    report on the rendered config (siblings move too; serving, alone in prod, does not)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write(root, "stacks/dev/cluster.yaml", _fair_doc(1, 32))
+    commit(root, "base")
+    write(root, "stacks/dev/cluster.yaml", _fair_doc(3, 48))
+    commit(root, "head")
+    plan = build_plan("HEAD~1", "HEAD", cwd=root)
+    dev = _stack(plan.stacks, "stacks/dev/cluster.yaml")
+    moved = {(e.kind, e.name): e for e in dev.entitlements}
+    assert set(moved) == {("queue", "research"), ("queue", "vision"), ("cohort", "research"),
+                          ("cohort", "prod"), ("cohort", "all")}  # all: its pool grows
+    research, vision = moved[("queue", "research")], moved[("queue", "vision")]
+    assert research.before is not None and research.after is not None
+    assert (research.before.weight, research.after.weight) == (1.0, 3.0)
+    assert (research.before.entitlement, research.after.entitlement) == (0.5, 0.75)
+    # The research cohort's pool: 32 + 32 lent, then 32 + 48.
+    assert (research.before.entitled_gpus, research.after.entitled_gpus) == (32.0, 60.0)
+    assert vision.before is not None and vision.after is not None
+    assert (vision.before.entitlement, vision.after.entitlement) == (0.5, 0.25)
+    assert (vision.before.nominal_gpus, vision.after.nominal_gpus) == (32, 48)
+    prod = moved[("cohort", "prod")]  # its share of the root's pool: 16/2 of 80 -> 96
+    assert prod.before is not None and prod.after is not None
+    assert (prod.before.entitled_gpus, prod.after.entitled_gpus) == (40.0, 48.0)
+
+    monkeypatch.chdir(root)
+    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD"]) == 0
+    out = capsys.readouterr().out
+    assert "**Fair-sharing entitlements**" in out
+    assert "| `research` | research | 1 → 3 | 32 | 50% → 75% | 32 → 60 |" in out
+    assert "| `vision` | research | 1 | 32 → 48 | 50% → 25% | 32 → 20 |" in out
+    assert "| cohort `research` | all | 1 | 64 → 80 | 50% | 40 → 48 |" in out
+    assert main(["plan", "--base", "HEAD~1", "--head", "HEAD", "--json"]) == 0
+    (stack,) = json.loads(capsys.readouterr().out)["stacks"]
+    shown = {(e["kind"], e["name"]): e for e in stack["entitlements"]}
+    assert shown[("queue", "research")]["after"] == {
+        "cohort": "research", "weight": 3.0, "nominalGpus": 32, "entitlement": 0.75,
+        "entitledGpus": 60.0}

@@ -180,3 +180,45 @@ def test_no_queue_is_ever_charged_beyond_its_limits(
             ledger.charge(f"p{n}", queue, need)  # admitted by borrowing
             live.append(f"p{n}")
         assert ledger.charged_beyond_limits() == []
+
+
+class _FullScan(QueueLedger):
+    """The ledger without the quick no of ``may_yield``: every waiting queue is asked."""
+
+    def _may_yield(self, node: object, need: object) -> bool:
+        return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ledgers(), st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=9, max_size=9),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(0, 6), st.integers(0, 6)),
+                max_size=12),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(0, 6), st.integers(0, 6)),
+                min_size=1, max_size=6),
+       st.none() | st.just(60.0))
+def test_the_quick_no_of_fair_refusal_never_changes_its_answer(
+        ledger: QueueLedger, weights: list[float], charges: list[tuple[int, int, int]],
+        waiting: list[tuple[int, int, int]], half_life: float | None) -> None:
+    """``may_yield`` prunes subtrees that cannot go before the gang: the refusal (and its
+    message) is that of the full pairwise scan, whatever the weights (0 included), the
+    tree, the usage and the half-life."""
+    now = [0.0]  # moves between charges; each refusal reads one instant
+    queues = [QueueSpec(q.name, q.nominal_quota, q.borrowing_limit, q.cohort,
+                        lending_limit=q.lending_limit, resources=q.resources,
+                        weight=weights[i]) for i, q in enumerate(ledger.queues.values())]
+    cohorts = [CohortSpec(c.name, c.parent, c.resources, weights[5 + i % 4])
+               for i, c in enumerate(ledger.cohorts.values())]
+    fair = FairSharing(True, usage_half_life=half_life)
+    fast = QueueLedger(queues, cohorts=cohorts, fair=fair, clock=lambda: now[0])
+    full = _FullScan(queues, cohorts=cohorts, fair=fair, clock=lambda: now[0])
+    names = sorted(fast.queues)
+    for n, (q, gpus, cpus) in enumerate(charges):
+        now[0] += 7.0
+        for one in (fast, full):
+            one.charge(f"p{n}", names[q % len(names)], {GPU: gpus, CPU: cpus})
+    entries = [(names[q % len(names)], {GPU: g, CPU: c}) for q, g, c in waiting]
+    fast.set_waiting(entries)
+    full.set_waiting(entries)
+    for name in names:
+        for need in ({GPU: 1}, {GPU: 4, CPU: 2}, {GPU: 9, CPU: 9}):
+            assert fast.refusal(name, need) == full.refusal(name, need), (name, need)

@@ -7,7 +7,8 @@ spec renders: its Roles, ClusterRole and the not-served admission policy.
   and is never bound; the same scheduler identity is refused any other status write there;
 - a gang in a second, listed namespace is bound;
 - a gang whose pods carry no queue label, admitted through its PodGroup's queue, counts in
-  the ledger, and `trainmaster status` shows the scheduler's own numbers.
+  the ledger, and `trainmaster status` shows the scheduler's own numbers, fair sharing
+  (share, entitlement, used against nominal) included.
 """
 
 from __future__ import annotations
@@ -41,16 +42,23 @@ def _spec(scratch: Scratch, served: str, queue: str) -> ClusterSpec:
     doc["metadata"].update(name=f"ns-{scratch.tag}", namespace=scratch.namespace)
     doc["scheduler"].update(name=scratch.scheduler, namespaces=[served],
                             queues=[{"name": "default"},
-                                    {"name": queue, "gpuQuota": 16}])
+                                    {"name": queue, "gpuQuota": 16, "cohort": queue,
+                                     "fairSharing": {"weight": 3}},
+                                    {"name": f"{queue}-b", "gpuQuota": 16, "cohort": queue}],
+                            fairSharing={"enable": True})
     doc["jobs"] = []
     return ClusterSpec.model_validate(doc)
 
 
 @contextlib.contextmanager
 def _rights(scratch: Scratch, spec: ClusterSpec) -> Iterator[list[dict[str, Any]]]:
-    """The scheduler's identity as rendered, applied as the administrator; cluster-scoped
-    objects deleted after (the namespaced ones go with their namespaces)."""
-    objs = [o for o in build_scheduler(spec) if o["kind"] in RBAC_KINDS]
+    """The scheduler's identity and config as rendered, applied as the administrator;
+    cluster-scoped objects and the config deleted after (the other namespaced ones go
+    with their namespaces)."""
+    # With the scheduler's config, as rendered: what `trainmaster status` reads quotas,
+    # cohorts and weights from.
+    objs = [o for o in build_scheduler(spec) if o["kind"] in RBAC_KINDS or (
+        o["kind"] == "ConfigMap" and "config.yaml" in (o.get("data") or {}))]
     dyn = dynamic.DynamicClient(scratch.api_client)
     try:
         for obj in objs:
@@ -60,10 +68,11 @@ def _rights(scratch: Scratch, spec: ClusterSpec) -> Iterator[list[dict[str, Any]
         yield objs
     finally:
         for obj in objs:
-            if "namespace" not in obj["metadata"]:
+            if "namespace" not in obj["metadata"] or obj["kind"] == "ConfigMap":
                 with contextlib.suppress(client.ApiException):
                     dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
-                        name=obj["metadata"]["name"])
+                        name=obj["metadata"]["name"],
+                        namespace=obj["metadata"].get("namespace"))
 
 
 def _token_kubeconfig(admin: Path, scratch: Scratch, account: str, ns: str, out: Path) -> Path:
@@ -171,6 +180,17 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
             rows = wait_for(status_rows, "trainmaster status to show the ledger", 180)
             assert rows[queue] == (16, 16, 0)
             assert rows[queue][0] == procs[0].metrics()[metric]
+            # Its fair sharing, from the scheduler's config and its published ledger: the
+            # queue holds its nominal 16 (share 0), entitled to 3/4 of the cohort.
+            view = collect_view(local_cluster.kubeconfig)
+            assert view.fairness is not None
+            nodes = {(n["kind"], n["name"]): n for n in view.fairness["nodes"]}
+            mine, other = nodes[("queue", queue)], nodes[("queue", f"{queue}-b")]
+            assert (mine["share"], mine["entitlement"], mine["held"]) == (0.0, 0.75, 1.0)
+            assert other["entitlement"] == 0.25 and nodes[("cohort", queue)]["children"] == [
+                queue, f"{queue}-b"]
+            gpu = next(r for r in mine["resources"] if r["name"] == "nvidia.com/gpu")
+            assert (gpu["used"], gpu["nominal"], gpu["borrowed"], gpu["lent"]) == (16, 16, 0, 0)
     finally:
         for ns in (served, far, system):
             with contextlib.suppress(client.ApiException):

@@ -251,3 +251,112 @@ def test_queues_come_from_the_schedulers_ledger_when_it_publishes_one() -> None:
     assert view.queues_from == "scheduler ledger"
     assert [(q.name, q.in_use, q.nominal_quota, q.borrowed, q.cohort) for q in view.queues] == [
         ("prod", 0, 16, 0, "all"), ("research", 24, 16, 8, "all")]
+
+
+_FAIR_CONFIG = {
+    "schedulerName": "trainmaster-scheduler",
+    "fairSharing": {"enable": True},
+    "cohorts": [{"name": "all", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]},
+                {"name": "research", "parent": "all", "fairSharing": {"weight": 2}},
+                {"name": "prod", "parent": "all"}],
+    "queues": [
+        {"name": "a", "cohort": "research", "nominalQuota": 8, "fairSharing": {"weight": 1},
+         "resources": [{"name": "cpu", "nominalQuota": "16"}]},
+        {"name": "b", "cohort": "research", "nominalQuota": 8, "fairSharing": {"weight": 3}},
+        {"name": "c", "cohort": "prod", "nominalQuota": 16},
+        {"name": "free"},
+    ],
+}
+
+
+def _entry(name: str, gpus: int, borrowed: int, cpu: int = 0) -> dict[str, Any]:
+    resources = [{"name": "nvidia.com/gpu", "total": gpus, "borrowed": borrowed}]
+    if cpu:
+        resources.append({"name": "cpu", "total": cpu, "borrowed": 0})
+    return {"name": name, "flavorsUsage": [{"name": "default", "resources": resources}]}
+
+
+def test_status_json_shows_each_queues_share_against_its_entitlement() -> None:
+    """`status --json` gains `fairness`: the cohort tree with each node's DRF share (the
+    scheduler's own ``QueueLedger.share`` on the published usage), its entitlement, and
+    per resource used, nominal, borrowed and lent."""
+    from trainmaster.scheduler import SchedulerConfig, charged_ledger
+
+    ledger = [_entry("a", 20, 12, cpu=12_000), _entry("b", 4, 0), _entry("c", 10, 0)]
+    view = summarize([], [], [], at(1), _FAIR_CONFIG["queues"], ledger=ledger,
+                     configs=[_FAIR_CONFIG])
+    fair = json.loads(json.dumps(view.to_json()))["fairness"]
+    assert fair["fair_sharing"] is True
+    nodes = {(n["kind"], n["name"]): n for n in fair["nodes"]}
+    # The tree, each cohort followed by its subtree; "free" has no quota: not in it.
+    assert [(n["depth"], n["name"]) for n in fair["nodes"]] == [
+        (0, "all"), (1, "prod"), (2, "c"), (1, "research"), (2, "a"), (2, "b")]
+    assert nodes[("cohort", "research")]["children"] == ["a", "b"]
+    a, b = nodes[("queue", "a")], nodes[("queue", "b")]
+    assert (a["entitlement"], b["entitlement"]) == (0.25, 0.75)
+    assert nodes[("cohort", "research")]["entitlement"] == pytest.approx(2 / 3)
+    config = SchedulerConfig.from_mapping(_FAIR_CONFIG)
+    same = charged_ledger(config.queues, config.cohorts, config.fair_sharing,
+                          {"a": {"nvidia.com/gpu": 20, "cpu": 12_000},
+                           "b": {"nvidia.com/gpu": 4}, "c": {"nvidia.com/gpu": 10}})
+    assert a["share"] == pytest.approx(same.share("a")) and a["share"] == pytest.approx(0.75)
+    assert b["share"] == 0.0 and b["held"] == pytest.approx(4 / 24, abs=1e-6)
+    gpu_a = next(r for r in a["resources"] if r["name"] == "nvidia.com/gpu")
+    assert (gpu_a["used"], gpu_a["nominal"], gpu_a["borrowed"], gpu_a["lent"]) == (20, 8, 12, 0)
+    cpu_a = next(r for r in a["resources"] if r["name"] == "cpu")
+    assert (cpu_a["used"], cpu_a["nominal"]) == (12_000, 16_000)
+    gpu_b = next(r for r in b["resources"] if r["name"] == "nvidia.com/gpu")
+    assert (gpu_b["used"], gpu_b["borrowed"], gpu_b["lent"]) == (4, 0, 4)
+    research = nodes[("cohort", "research")]
+    gpu_r = next(r for r in research["resources"] if r["name"] == "nvidia.com/gpu")
+    assert (gpu_r["used"], gpu_r["nominal"], gpu_r["borrowed"]) == (24, 16, 8)
+    # The 8 research borrows from the tree: the root's own 8 idle and prod's 6 idle,
+    # pro rata.
+    gpu_c = next(r for r in nodes[("queue", "c")]["resources"] if r["name"] == "nvidia.com/gpu")
+    assert gpu_c["lent"] == 8 * 6 // 14
+
+
+def test_status_fairness_by_pod_labels_without_a_ledger_and_in_the_table() -> None:
+    from rich.console import Console
+
+    from trainmaster.status import render_view
+
+    pods = []
+    for node, queue in (("n0", "a"), ("n1", "a"), ("n2", "b")):
+        pod = _pod(node, 8)
+        pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue
+        pods.append(pod)
+    view = summarize([], pods, [], at(1), _FAIR_CONFIG["queues"], configs=[_FAIR_CONFIG])
+    assert view.queues_from == "pod labels" and view.fairness is not None
+    a = next(n for n in view.fairness["nodes"] if n["name"] == "a")
+    assert a["resources"][-1]["name"] == "nvidia.com/gpu" and a["resources"][-1]["used"] == 16
+    assert a["share"] == pytest.approx(8 / 16)
+    console = Console(record=True, width=200)
+    render_view(view, console)
+    text = console.export_text()
+    assert "Queue fair sharing (fair sharing on" in text
+    assert "nvidia.com/gpu 16/8 borrowed 8" in text and "25%" in text and "0.500" in text
+    # No quota anywhere: no fairness section.
+    plain = summarize([], pods, [], at(1), [{"name": "a"}], configs=[{"queues": [{"name": "a"}]}])
+    assert plain.fairness is None
+
+
+def test_the_published_ledger_carries_every_resource_to_status() -> None:
+    """What the scheduler publishes (``ledger_document`` of its ledger's usage) gives
+    status the same shares the scheduler's ledger has, cpu included."""
+    from trainmaster.scheduler import SchedulerConfig, charged_ledger
+    from trainmaster.scheduler.runtime.ledger import ledger_document
+
+    config = SchedulerConfig.from_mapping(_FAIR_CONFIG)
+    live = charged_ledger(config.queues, config.cohorts, config.fair_sharing,
+                          {"a": {"nvidia.com/gpu": 12, "cpu": 20_000}, "b": {"cpu": 500}})
+    doc = ledger_document(live.usage())
+    a = next(q for q in doc if q["name"] == "a")["flavorsUsage"][0]["resources"]
+    assert a == [{"name": "nvidia.com/gpu", "total": 12, "borrowed": 4},
+                 {"name": "cpu", "total": 20_000, "borrowed": 4_000}]
+    view = summarize([], [], [], at(1), _FAIR_CONFIG["queues"], ledger=doc,
+                     configs=[_FAIR_CONFIG])
+    assert view.fairness is not None
+    shown = {n["name"]: n for n in view.fairness["nodes"] if n["kind"] == "queue"}
+    assert shown["a"]["share"] == pytest.approx(live.share("a"))
+    assert shown["a"]["share"] == pytest.approx(max(4 / 16, 4_000 / 16_000))

@@ -179,3 +179,49 @@ def test_every_view_answers_over_http_with_real_tables() -> None:
         assert missing.status == 404 and b"no TrainingJob" in missing.read()
         conn.request("POST", "/jobs")
         assert conn.getresponse().status == 405  # read-only: GET routes only
+
+
+def test_the_queues_page_shows_the_fair_sharing_status_shows() -> None:
+    """/queues has the cohort tree with each queue's DRF share against its entitlement:
+    the same report, from the same function, as `trainmaster status` on the same
+    objects (the scheduler's config and its published ledger)."""
+    import re
+
+    from trainmaster.status import summarize
+
+    config = {"fairSharing": {"enable": True},
+              "cohorts": [{"name": "all", "resources": [
+                  {"name": "nvidia.com/gpu", "nominalQuota": 8}]}],
+              "queues": [{"name": "a", "cohort": "all", "nominalQuota": 8,
+                          "fairSharing": {"weight": 1}},
+                         {"name": "b", "cohort": "all", "nominalQuota": 8,
+                          "fairSharing": {"weight": 3}}]}
+    ledger = [{"name": "a", "flavorsUsage": [{"name": "default", "resources": [
+                  {"name": "nvidia.com/gpu", "total": 20, "borrowed": 12}]}]},
+              {"name": "b", "flavorsUsage": [{"name": "default", "resources": [
+                  {"name": "nvidia.com/gpu", "total": 2, "borrowed": 0}]}]}]
+    world = World(queues=config["queues"], configs=[config], ledger=ledger)
+    status = summarize([], [], [], T0, config["queues"], ledger=ledger, configs=[config])
+    assert status.fairness is not None
+    with served(create_app(FixedSource(world))) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/queues")
+        body = conn.getresponse().read().decode()
+    assert 'id="fairness"' in body and "fair sharing on" in body
+    for entry in status.fairness["nodes"]:
+        row = re.search(rf'<tr id="fair-{entry["kind"]}-{entry["name"]}"[^>]*>(.*?)</tr>', body)
+        assert row is not None, entry["name"]
+        cells = dict(re.findall(r'<td class="(\w+)">(.*?)</td>', row.group(1)))
+        share = "inf" if entry["share_infinite"] else f"{entry['share']:.3f}"
+        assert cells["share"] == share
+        entitlement = "-" if entry["entitlement"] is None else f"{100 * entry['entitlement']:.0f}%"
+        assert cells["entitlement"] == entitlement
+    a = re.search(r'<tr id="fair-queue-a"[^>]*>(.*?)</tr>', body)
+    assert a is not None
+    # 12 borrowed over the cohort's 24 lendable, weight 1; entitled to a quarter.
+    assert '<td class="share">0.500</td>' in a.group(1)
+    assert '<td class="entitlement">25%</td>' in a.group(1)
+    assert "nvidia.com/gpu 20/8 borrowed 12" in a.group(1)
+    b = re.search(r'<tr id="fair-queue-b"[^>]*>(.*?)</tr>', body)
+    # a's 12 borrowed come from the cohort's own 8 and b's 6 idle, pro rata: 12*6//14.
+    assert b is not None and "lent 5" in b.group(1) and ">75%<" in b.group(1)

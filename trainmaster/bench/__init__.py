@@ -5,9 +5,11 @@ the stock kube-scheduler (default and tuned) and a decision-free bind ceiling, e
 on the same fresh pending gangs; see ``_run`` for the procedure and ``_contenders`` for
 what each clock includes. ``placement_microbench`` and ``placement_at_scale`` are `trainmaster bench
 placement`: the placement core alone on a large simulated cluster (decisions, node
-events, memory).
+events, memory); ``admission_at_scale`` is `bench placement --queues Q`: the same
+decision with admission through a cohort tree next to the flat one.
 """
 
+from trainmaster.bench._admission import AdmissionResult, admission_at_scale
 from trainmaster.bench._contenders import CONTENDERS
 from trainmaster.bench._errors import BenchError
 from trainmaster.bench._failover import FailoverOptions, run_failover_bench
@@ -44,6 +46,7 @@ __all__ = [
     "CONTENDERS",
     "RECOVERY_BASELINES",
     "RECOVERY_SCENARIOS",
+    "AdmissionResult",
     "BenchError",
     "BenchOptions",
     "BenchResult",
@@ -54,6 +57,7 @@ __all__ = [
     "RecoveryRow",
     "ScaleResult",
     "ViewTime",
+    "admission_at_scale",
     "bench_ui",
     "build_world",
     "gang_sizes",

@@ -133,6 +133,14 @@ def placement_cmd(
                      "its own process; print both and their ratio."),
     ] = None,
     rounds: Annotated[int, typer.Option(help="With --also-tree: runs of each tree.")] = 5,
+    queues: Annotated[
+        int, typer.Option(help="Also decide with admission through this many queues in a "
+                          "cohort tree (fair sharing on), alternating with the flat "
+                          "decision; print both and their ratio. 0: off.")
+    ] = 0,
+    cohort_depth: Annotated[
+        int, typer.Option(help="With --queues: cohort levels of the tree.")
+    ] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
     """The placement core alone on a large cluster, no API server: cold and warm gang
@@ -145,6 +153,12 @@ def placement_cmd(
             raise UsageError(f"{name} must be at least 1, got {value}")
     if pods_per_node < 0:
         raise UsageError(f"--pods-per-node must be 0 or more, got {pods_per_node}")
+    if queues and also_tree is not None:
+        raise UsageError("--queues and --also-tree are separate comparisons: give one")
+    if queues:
+        _placement_with_queues(nodes, gang, runs, cold_runs, pods_per_node, queues,
+                               cohort_depth, as_json)
+        return
     if also_tree is not None:
         if rounds < 1:
             raise UsageError(f"--rounds must be at least 1, got {rounds}")
@@ -182,6 +196,34 @@ def placement_cmd(
     real.add_row(f"CPU {scale.cold_cpu_ms:.2f}", f"CPU {scale.warm_cpu_ms:.2f}",
                  f"CPU {scale.node_event_cpu_ms:.3f}", "", "", "")
     _out.print(real)
+
+
+def _placement_with_queues(nodes: int, gang: int, runs: int, cold_runs: int,
+                           pods_per_node: int, queues: int, depth: int,
+                           as_json: bool) -> None:
+    from trainmaster.bench import admission_at_scale
+
+    if queues < 2 or depth < 1:
+        raise UsageError(f"--queues must be at least 2 and --cohort-depth at least 1, got "
+                         f"{queues} and {depth}")
+    result = admission_at_scale(nodes=nodes, gang=gang, runs=runs, cold_runs=cold_runs,
+                                pods_per_node=pods_per_node, queues=queues, depth=depth)
+    if as_json:
+        print(json.dumps(result.to_json()))
+        return
+    from rich.table import Table  # rich: only when printing
+    table = Table(title=f"one {gang}-pod gang on {nodes} nodes: flat (no queues) and "
+                  f"admitted through {queues} queues under {result.cohorts} cohorts, "
+                  f"{depth} levels (median ms)")
+    for column in ("measure", "flat", "tree", "tree / flat"):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    for key in ("cold_ms", "warm_ms", "cold_cpu_ms", "warm_cpu_ms"):
+        table.add_row(key.removesuffix("_ms").replace("_", " "), f"{result.flat[key]:.3f}",
+                      f"{result.tree[key]:.3f}", f"{result.ratio(key):.3f}")
+    for key in ("admission_ms", "admission_cpu_ms", "cycle_start_ms", "cycle_start_cpu_ms"):
+        table.add_row(key.removesuffix("_ms").replace("_", " "), "", f"{result.tree[key]:.3f}",
+                      "")
+    _out.print(table)
 
 
 def _placement_before_after(tree: Path, rounds: int, as_json: bool,

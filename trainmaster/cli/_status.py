@@ -20,7 +20,8 @@ def status(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
-    """The workload on any cluster: GPUs used/free per switch, queues, training jobs (phase,
+    """The workload on any cluster: GPUs used/free per switch, queues (with each queue's
+    fair share against its entitlement in the cohort tree), training jobs (phase,
     restarts, checkpoint, age), fenced nodes, and every gang the scheduler has not placed
     yet (TrainingJobs' and other PodGroups') with the reason. For the local control
     plane's own processes and nodes: `trainmaster cluster status`."""

@@ -1,4 +1,5 @@
-"""What a change to spec files does: jobs, GPU demand per queue, settings, policy findings."""
+"""What a change to spec files does: jobs, GPU demand per queue, fair-sharing entitlements,
+settings, policy findings."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Literal
 from policies import Finding, evaluate
 from trainmaster.objects import Replacement, all_objects, replacements
 from trainmaster.plan._diff import Change, diff
+from trainmaster.plan._fair import EntitlementChange, entitlement_changes
 from trainmaster.plan._git import Repo, Revision
 from trainmaster.spec import ClusterSpec, Job, SpecInvalidError, SpecReadError, load_spec_text
 
@@ -109,6 +111,9 @@ class StackPlan:
     removed: tuple[JobSummary, ...] = ()
     changed: tuple[JobChange, ...] = ()
     queues: tuple[QueueDemand, ...] = ()
+    entitlements: tuple[EntitlementChange, ...] = ()
+    """Queues and cohorts whose fair-sharing entitlement (or weight, quota, cohort) the
+    change moves."""
     settings: tuple[Change, ...] = ()
     """Changed fields outside `jobs` (topology, networks, scheduler, ...)."""
     replaced: tuple[Replacement, ...] = ()
@@ -145,6 +150,7 @@ class StackPlan:
                 "changed": [j.to_json() for j in self.changed],
             },
             "queues": [q.to_json() for q in self.queues],
+            "entitlements": [e.to_json() for e in self.entitlements],
             "settings": [c.to_json() for c in self.settings],
             "replaced": [r.to_json() for r in self.replaced],
             "findings": {
@@ -241,6 +247,9 @@ def plan_stack(path: str, base: SpecState, head: SpecState) -> StackPlan:
             if n in old_jobs and (changes := diff(_dump(old_jobs[n]), _dump(j)))
         )
     replaced: tuple[Replacement, ...] = ()
+    entitled: tuple[EntitlementChange, ...] = ()
+    if comparable:
+        entitled = entitlement_changes(old, new)
     if old is not None and new is not None:
         replaced = tuple(replacements(_objects(old), _objects(new)))
         settings = tuple(
@@ -261,6 +270,7 @@ def plan_stack(path: str, base: SpecState, head: SpecState) -> StackPlan:
         removed=removed,
         changed=changed,
         queues=_queues(old, new) if comparable else (),
+        entitlements=entitled,
         settings=settings,
         replaced=replaced,
         # Mandatory first: those decide whether the change can merge.

@@ -44,6 +44,15 @@ def quota(q: int | None) -> str:
     return "unlimited" if q is None else str(q)
 
 
+def share(fraction: float | None) -> str:
+    """A fraction as a percentage ("-": none, a tree root or no such node)."""
+    return "-" if fraction is None else f"{100 * fraction:.1f}%".replace(".0%", "%")
+
+
+def number(n: float | None) -> str:
+    return "-" if n is None else f"{n:g}"
+
+
 def transition(before: object, after: object) -> str:
     return str(after) if before == after else f"{before} → {after}"
 
@@ -58,7 +67,8 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,  # Markdown, not HTML: escaping is per cell (see `code`)
     )
-    env.filters.update(code=code, value=value, delta=delta, quota=quota, text=_cell)
+    env.filters.update(code=code, value=value, delta=delta, quota=quota, text=_cell,
+                       share=share, number=number)
     env.globals["transition"] = transition
     return env
 

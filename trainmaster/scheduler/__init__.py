@@ -119,6 +119,13 @@ if TYPE_CHECKING:
         pod_requests,
         resource_map,
     )
+    from .runtime.fair_report import (
+        FairReport,
+        NodeFairness,
+        ResourceFigures,
+        charged_ledger,
+        fair_report,
+    )
     from .runtime.loop import SchedulerRuntime
     from .runtime.service import ServiceOptions, serve
 
@@ -137,6 +144,11 @@ _RUNTIME = {
     "base_units": "runtime.convert",
     "resource_map": "runtime.convert",
     "serve": "runtime.service",
+    "FairReport": "runtime.fair_report",
+    "NodeFairness": "runtime.fair_report",
+    "ResourceFigures": "runtime.fair_report",
+    "charged_ledger": "runtime.fair_report",
+    "fair_report": "runtime.fair_report",
     "topology_label": "_keys",
 }
 
@@ -179,12 +191,14 @@ __all__ = [
     "Cycle",
     "CycleState",
     "DomainChoicePlugin",
+    "FairReport",
     "FairSharing",
     "FilterPlugin",
     "Gang",
     "GangScheduler",
     "Handle",
     "LiveDomain",
+    "NodeFairness",
     "NodeInfo",
     "NodeSelectorRequirement",
     "PermitPlugin",
@@ -199,6 +213,7 @@ __all__ = [
     "QueueSpec",
     "Registry",
     "ReservePlugin",
+    "ResourceFigures",
     "ResourceQuota",
     "SchedulerConfig",
     "SchedulerRuntime",
@@ -216,8 +231,10 @@ __all__ = [
     "Unschedulable",
     "Victim",
     "base_units",
+    "charged_ledger",
     "cohort_specs",
     "elastic_parts",
+    "fair_report",
     "fair_sharing",
     "fit_count",
     "gang_amounts",

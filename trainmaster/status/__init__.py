@@ -5,6 +5,17 @@
 what this shows; neither imports it.
 """
 
+from trainmaster.status._fairness import (
+    fairness,
+    ledger_entries,
+    ledger_usage,
+    percent,
+    queue_fairness,
+    queue_usage,
+    resource_lines,
+    scheduler_configs,
+    share_text,
+)
 from trainmaster.status._render import age, render_view
 from trainmaster.status._view import (
     FencedNode,
@@ -32,12 +43,21 @@ __all__ = [
     "SwitchUsage",
     "age",
     "collect_view",
+    "fairness",
     "gpu_request",
+    "ledger_entries",
     "ledger_rows",
+    "ledger_usage",
+    "percent",
+    "queue_fairness",
     "queue_rows",
+    "queue_usage",
     "read_view",
     "render_view",
+    "resource_lines",
+    "scheduler_configs",
     "scheduler_queues",
+    "share_text",
     "summarize",
     "topology_levels",
 ]

@@ -3,10 +3,13 @@ CLI's is unbounded when stdout is not a terminal, so a pipe gets every number wh
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from trainmaster.status._fairness import percent, resource_lines, share_text
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from trainmaster.status._view import ResourceView
 
@@ -22,6 +25,26 @@ def age(seconds: float) -> str:
     if hours < 48:
         return f"{hours}h{minutes % 60:02d}m" if hours < 10 else f"{hours}h"
     return f"{hours // 24}d"
+
+
+def fairness_table(report: dict[str, Any]) -> Table:
+    """The cohort tree with each node's DRF share against its entitlement
+    (``FairReport.to_json``)."""
+    from rich.table import Table
+
+    on = "on" if report.get("fair_sharing") else "off"
+    table = Table(title=f"Queue fair sharing (fair sharing {on}; share: weighted DRF share "
+                  "as the scheduler computes it; entitlement: weight over its cohort's)")
+    for col in ("queue / cohort", "weight", "share", "entitlement", "held",
+                "used/nominal (cpu in cores, memory in Gi)"):
+        table.add_column(col, justify="left" if col[0] in "qu" else "right")
+    for node in report.get("nodes") or []:
+        name = "  " * node["depth"] + (f"[b]{node['name']}[/]" if node["kind"] == "cohort"
+                                       else node["name"])
+        table.add_row(name, f"{node['weight']:g}", share_text(node),
+                      percent(node["entitlement"]), percent(node["held"]),
+                      "\n".join(resource_lines(node)) or "-")
+    return table
 
 
 def render_view(view: ResourceView, console: Console) -> None:
@@ -55,6 +78,8 @@ def render_view(view: ResourceView, console: Console) -> None:
                 f"{view.gpus_outside_queues} of the {view.gpus_used} GPUs in use belong to "
                 f"{why}, so the switches' use is higher than the queues' sum.",
                 highlight=False)
+    if view.fairness:
+        console.print(fairness_table(view.fairness))
     jobs = Table(title="Training jobs")
     for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
         jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")

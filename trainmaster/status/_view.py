@@ -28,7 +28,6 @@ from trainmaster.api import (
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     QUEUE_LEDGER_COMPONENT,
-    QUEUE_LEDGER_KEY,
     RESTARTING,
     TOPOLOGY_PREFIX,
     UNHEALTHY_TAINT,
@@ -45,6 +44,7 @@ from trainmaster.kubeclient import (
     trainingjob_path,
 )
 from trainmaster.operator import fenced_record
+from trainmaster.status._fairness import ledger_entries, queue_fairness, scheduler_configs
 
 
 @dataclass
@@ -124,6 +124,10 @@ class ResourceView:
     """Where the queues' use comes from: `scheduler ledger` (what trainmaster-scheduler
     admitted, as it publishes it) or `pod labels` (no ledger published: no scheduler
     running, or no right to read it)."""
+    fairness: dict[str, Any] | None = None
+    """The queue tree's fair sharing (``trainmaster.scheduler.FairReport.to_json``): each
+    queue's and cohort's DRF share, entitlement, and per resource used, nominal, borrowed
+    and lent; None without queues that have a quota."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -219,10 +223,12 @@ def summarize(
     podgroups: list[dict[str, Any]] | None = None,
     unbound: list[dict[str, Any]] | None = None,
     ledger: list[dict[str, Any]] | None = None,
+    configs: list[dict[str, Any]] | None = None,
 ) -> ResourceView:
     """``pods``: bound, unfinished pods; ``unbound``: pods waiting for a node (members
     of pending gangs); ``podgroups``: every PodGroup the scheduler serves; ``ledger``:
-    the queue entries the scheduler published (None: none found, count by labels)."""
+    the queue entries the scheduler published (None: none found, count by labels);
+    ``configs``: the scheduler's config documents (queues, cohorts, fairSharing)."""
     levels = topology_levels(nodes)
     used: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -235,6 +241,8 @@ def summarize(
         view.queues, view.queues_from = ledger_rows(ledger), "scheduler ledger"
     else:
         view.queues = queue_rows(pods, queues or [])
+    if configs:
+        view.fairness = queue_fairness(configs, ledger, pods)
     switches: dict[tuple[str, str], SwitchUsage] = {}
     leaf = levels[-1] if levels else None
     for node in nodes:
@@ -380,8 +388,10 @@ async def read_view(kube: Kube, namespace: str | None = None) -> ResourceView:
     unbound = await kube.list(pod_path(namespace), params={"fieldSelector": waiting})
     tjs = await _optional(kube, trainingjob_path(namespace))  # no CRD installed: none
     podgroups = await _optional(kube, podgroup_path(namespace))
-    return summarize(nodes, pods, tjs, datetime.now(UTC), await _scheduler_queues(kube),
-                     podgroups, unbound, await _scheduler_ledger(kube))
+    configs = await _scheduler_configs(kube)
+    queues = [q for doc in configs for q in doc.get("queues") or [] if isinstance(q, dict)]
+    return summarize(nodes, pods, tjs, datetime.now(UTC), queues, podgroups, unbound,
+                     await _scheduler_ledger(kube), configs)
 
 
 async def _optional(kube: Kube, path: str) -> list[dict[str, Any]]:
@@ -409,15 +419,15 @@ def scheduler_queues(configmaps: Iterable[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
-async def _scheduler_queues(kube: Kube) -> list[dict[str, Any]]:
-    """The queues of every trainmaster-scheduler config in the cluster (their quotas);
-    none when it cannot be read (no rights, no scheduler)."""
+async def _scheduler_configs(kube: Kube) -> list[dict[str, Any]]:
+    """Every trainmaster-scheduler config in the cluster (queues, quotas, cohorts, fair
+    sharing); none when it cannot be read (no rights, no scheduler)."""
     selector = "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster"
     try:
         maps = await kube.list("/api/v1/configmaps", selector)
     except ApiError:
         return []
-    return scheduler_queues(maps)
+    return scheduler_configs(maps)
 
 
 async def _scheduler_ledger(kube: Kube) -> list[dict[str, Any]] | None:
@@ -429,18 +439,7 @@ async def _scheduler_ledger(kube: Kube) -> list[dict[str, Any]] | None:
         maps = await kube.list("/api/v1/configmaps", selector)
     except ApiError:
         return None
-    out: list[dict[str, Any]] = []
-    found = False
-    for cm in maps:
-        text = (cm.get("data") or {}).get(QUEUE_LEDGER_KEY)
-        try:
-            doc = yaml.safe_load(text) if text else None
-        except yaml.YAMLError:
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("queues"), list):
-            found = True
-            out.extend(q for q in doc["queues"] if isinstance(q, dict))
-    return out if found else None
+    return ledger_entries(maps)
 
 
 def collect_view(kubeconfig: Path | None, namespace: str | None = None) -> ResourceView:

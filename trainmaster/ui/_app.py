@@ -31,7 +31,7 @@ from starlette.staticfiles import StaticFiles
 
 from trainmaster.status import age
 from trainmaster.ui._jobs import find_job, job_events, job_info, job_rows, nodes_ran_on
-from trainmaster.ui._queues import queue_infos
+from trainmaster.ui._queues import queue_fairness_view, queue_infos
 from trainmaster.ui._topology import build_topology
 from trainmaster.ui._why import Counterfactuals, pending_gangs
 from trainmaster.ui._world import World
@@ -176,7 +176,8 @@ class Views:
 
     async def queues(self, request: Request) -> Response:
         queues = await self.model(request, "queues", queue_infos)
-        return self.page(request, "queues.html", "Queues", queues=queues)
+        fairness = await self.model(request, "fairness", queue_fairness_view)
+        return self.page(request, "queues.html", "Queues", queues=queues, fairness=fairness)
 
     async def pending(self, request: Request) -> Response:
         """Reasons and placement now; each of the first gangs' counterfactual is fetched

@@ -1,7 +1,8 @@
 """The queues view: each queue's nominal quota, GPUs in use (the same count as
 `trainmaster status`: ``trainmaster.status.queue_rows``), borrowed and lent within its
 cohort, its pending gangs in the scheduler's order, and the preemptions the scheduler
-announced (its ``Preempted`` Events: victim, preemptor, GPUs freed, work lost)."""
+announced (its ``Preempted`` Events: victim, preemptor, GPUs freed, work lost); and the
+queue tree's fair sharing, as `trainmaster status` shows it (``queue_fairness_view``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from trainmaster.api import EVENT_PREEMPTED, QUEUE_LABEL
+from trainmaster.status import percent, queue_fairness, resource_lines, share_text
 from trainmaster.ui._jobs import _event_time
+from trainmaster.ui._topology import holds_capacity
 from trainmaster.ui._why import Pending, pending_gangs, queue_summary
 from trainmaster.ui._world import World
 
@@ -43,6 +46,40 @@ class QueueInfo:
     cohort: str | None
     pending: list[Pending] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FairRow:
+    """One queue or cohort of the tree as the page shows it (``trainmaster status``'s
+    fairness section: the same report, the same words)."""
+
+    name: str
+    kind: str
+    depth: int
+    weight: str
+    share: str
+    entitlement: str
+    held: str
+    resources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fairness:
+    enabled: bool
+    rows: tuple[FairRow, ...]
+
+
+def queue_fairness_view(world: World) -> Fairness | None:
+    """The queue tree's fair sharing from ``trainmaster.status.queue_fairness`` (the
+    scheduler's ``fair_report``) on the published ledger, else on the pods by label."""
+    report = queue_fairness(world.configs, world.ledger,
+                            [p for p in world.pods if holds_capacity(p)])
+    if report is None:
+        return None
+    return Fairness(bool(report["fair_sharing"]), tuple(
+        FairRow(n["name"], n["kind"], n["depth"], f"{n['weight']:g}", share_text(n),
+                percent(n["entitlement"]), percent(n["held"]), tuple(resource_lines(n)))
+        for n in report["nodes"]))
 
 
 def preemptions(world: World) -> list[Preemption]:

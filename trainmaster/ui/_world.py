@@ -4,7 +4,8 @@ reflectors (list once, then watch: a change costs O(change), never a re-list).
 ``World`` is a plain read-only picture (lists of JSON objects) that the pure view
 functions take; ``Store`` fills one from the API and wakes the server-sent-event streams
 when something changed. No Secret is ever read: the kinds watched are nodes, pods,
-TrainingJobs, PodGroups, Events and the scheduler's own ConfigMaps (by label).
+TrainingJobs, PodGroups, Events and the scheduler's own ConfigMaps (its config and its
+published queue ledger, by label).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from trainmaster.api import UTC, parse_time
+from trainmaster.api import (
+    APP_COMPONENT_LABEL,
+    APP_PART_OF_LABEL,
+    QUEUE_LEDGER_COMPONENT,
+    UTC,
+    parse_time,
+)
 from trainmaster.kubeclient import (
     DELETED,
     JSON,
@@ -30,10 +37,12 @@ from trainmaster.kubeclient import (
     podgroup_path,
     trainingjob_path,
 )
-from trainmaster.status import scheduler_queues
+from trainmaster.status import ledger_entries, scheduler_configs, scheduler_queues
 
 SCHEDULER_CONFIG_SELECTOR = (
     "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster")
+QUEUE_LEDGER_SELECTOR = (
+    f"{APP_COMPONENT_LABEL}={QUEUE_LEDGER_COMPONENT},{APP_PART_OF_LABEL}=trainmaster")
 EVENT_KINDS = frozenset({"TrainingJob", "PodGroup", "Node"})
 """Events about these are kept (what a job page, a queue's preemptions and the topology's
 causes show); others are dropped on arrival."""
@@ -60,6 +69,10 @@ class World:
     events: list[JSON] = field(default_factory=list)
     queues: list[dict[str, Any]] = field(default_factory=list)
     """The scheduler config's queue entries (name, nominalQuota, cohort, ...)."""
+    configs: list[dict[str, Any]] = field(default_factory=list)
+    """The scheduler's whole config documents (queues, cohorts, fairSharing)."""
+    ledger: list[dict[str, Any]] | None = None
+    """The queue entries the scheduler published (None: none published)."""
     samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
     """(namespace, job) -> checkpoints seen, oldest first."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -95,8 +108,11 @@ class Store:
         self.configs = self._reflector(
             "/api/v1/configmaps", "scheduler-configs",
             params={"labelSelector": SCHEDULER_CONFIG_SELECTOR})
+        self.ledgers = self._reflector(
+            "/api/v1/configmaps", "queue-ledgers",
+            params={"labelSelector": QUEUE_LEDGER_SELECTOR})
         self.reflectors = [self.nodes, self.pods, self.jobs, self.groups, self.event_list,
-                           self.configs]
+                           self.configs, self.ledgers]
 
     def _reflector(self, path: str, name: str,
                    also: Callable[[str, JSON], None] | None = None,
@@ -164,5 +180,7 @@ class Store:
             podgroups=list(self.groups.store.values()),
             events=list(self._events.values()),
             queues=scheduler_queues(self.configs.store.values()),
+            configs=scheduler_configs(self.configs.store.values()),
+            ledger=ledger_entries(self.ledgers.store.values()),
             samples={k: list(v) for k, v in self._samples.items()},
         )

@@ -27,6 +27,7 @@ from ..state.fair_share import (
     FairSharing,
     decayed,
     dominant_share,
+    may_yield,
     meeting_nodes,
     preemption_allowed,
 )
@@ -56,6 +57,7 @@ class QueueUsage:
     nominal_quota: int | None
     borrowed: int
     cohort: str | None
+    resources: tuple[tuple[str, int, int], ...] = ()  # (other resource, in use, borrowed)
 
 
 def gang_gpus(gang: Gang) -> int:
@@ -237,19 +239,16 @@ class QueueLedger:
             used, nominal = node.usage.get(resource, 0), node.subtree(resource)
             if used + qty <= nominal:
                 continue  # its own quota: taken back from borrowers if need be
-            head = (f"queue {queue}: {format_amount(resource, used)} of "
-                    f"{format_amount(resource, nominal)} in use, gang needs "
-                    f"{format_amount(resource, qty)}")
-            if resource == GPU:  # the GPU-only wording operators know
-                head = f"queue {queue}: {used}/{nominal} GPUs in use, gang needs {qty}"
             if node.parent is None:
-                return head
+                return _over_quota(queue, resource, used, nominal, qty)
             limit = node.quotas[resource].borrowing_limit
             if limit is not None and used + qty > nominal + limit:
-                return f"{head}; borrowing limit {limit} reached"
+                return (f"{_over_quota(queue, resource, used, nominal, qty)}; "
+                        f"borrowing limit {limit} reached")
             available = node.available(resource)
             if qty > available:
-                return (f"{head}; cohort {node.parent.name} has only "
+                return (f"{_over_quota(queue, resource, used, nominal, qty)}; cohort "
+                        f"{node.parent.name} has only "
                         f"{format_amount(resource, max(0, available))} idle"
                         ).replace(" GPUs idle", " idle GPUs")
         return None
@@ -380,7 +379,8 @@ class QueueLedger:
         """A borrowing gang waits while a gang of a queue further below its share (where
         the two queues' paths meet) waits for quota it would get."""
         node = self.nodes.get(queue)
-        if node is None or node.parent is None or self.within_nominal(queue, need):
+        if node is None or node.parent is None or self.within_nominal(queue, need) \
+                or not self._may_yield(node, need):
             return None
         for other_name, needs in self._waiting.items():
             other = self.nodes[other_name]
@@ -400,6 +400,12 @@ class QueueLedger:
                             f"{theirs:.3g}) goes before {meet[0].label} (share "
                             f"{mine:.3g}) for its cohort's idle quota")
         return None
+
+    def _may_yield(self, node: QuotaNode, need: Amounts) -> bool:
+        """``may_yield`` over what waits this cycle (``fair_refusal``'s quick no)."""
+        half_life = bool(self.fair.usage_half_life)
+        return may_yield(node, node.deltas_up(need), self._waiting,
+                         self.average_usage(node.name) if half_life else None)
 
     def fair_victims(self, queue: str, need: Amounts,
                      running: Sequence[tuple[str, str, Amounts]]) -> dict[str, float]:
@@ -463,9 +469,19 @@ class QueueLedger:
                 self.queues[name].nominal_quota if name in self.queues else None,
                 self.borrowed(name),
                 self.queues[name].cohort if name in self.queues else None,
+                tuple((r, q, self.borrowed(name, r))
+                      for r, q in sorted(self._used.get(name, {}).items()) if r != GPU and q),
             )
             for name in names
         ]
+
+
+def _over_quota(queue: str, resource: str, used: int, nominal: int, qty: int) -> str:
+    if resource == GPU:  # the GPU-only wording operators know
+        return f"queue {queue}: {used}/{nominal} GPUs in use, gang needs {qty}"
+    return (f"queue {queue}: {format_amount(resource, used)} of "
+            f"{format_amount(resource, nominal)} in use, gang needs "
+            f"{format_amount(resource, qty)}")
 
 
 def _link(child: QuotaNode, parent: QuotaNode) -> None:

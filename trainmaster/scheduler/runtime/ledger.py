@@ -5,8 +5,9 @@ charged to its queue (its label, else its PodGroup's, else the default queue). O
 (``trainmaster status``, dashboards) must show the same numbers, not recount pods by a
 label some pods lack, so the leader writes it to a ConfigMap of its own namespace
 (``queue_ledger_name``), in the shape of Kueue's ClusterQueue status (``flavorsUsage``:
-``total`` and ``borrowed`` per resource, one flavor), by server-side apply with its own
-field manager.
+``total`` and ``borrowed`` per resource, one flavor; GPUs first, then every other
+resource the queue holds, in base units: millicores, bytes), by server-side apply with
+its own field manager.
 
 Writes go through the report writer (off the bind path) and coalesce: at most one is
 queued, and it writes the newest ledger when it runs.
@@ -45,7 +46,9 @@ def ledger_document(usage: Sequence[QueueUsage]) -> list[dict[str, Any]]:
             **({"cohort": q.cohort} if q.cohort is not None else {}),
             **({"nominalQuota": q.nominal_quota} if q.nominal_quota is not None else {}),
             "flavorsUsage": [{"name": FLAVOR, "resources": [
-                {"name": GPU_RESOURCE, "total": q.in_use, "borrowed": q.borrowed}]}],
+                {"name": GPU_RESOURCE, "total": q.in_use, "borrowed": q.borrowed},
+                *({"name": r, "total": total, "borrowed": borrowed}
+                  for r, total, borrowed in q.resources)]}],
         }
         for q in usage
     ]

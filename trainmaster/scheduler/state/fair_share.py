@@ -83,6 +83,35 @@ def meeting_nodes(a: QuotaNode, b: QuotaNode) -> tuple[QuotaNode, QuotaNode] | N
     return child_towards(lca, a), child_towards(lca, b)
 
 
+def may_yield(node: QuotaNode, deltas: Deltas, waiting: Mapping[str, object],
+              average: Mapping[str, float] | None = None) -> bool:
+    """Whether a queue with work in ``waiting`` (queue -> its waiting needs, empty: none)
+    could go before a gang of queue ``node`` whose
+    usage changes are ``deltas``: a necessary condition for the pairwise comparison, in
+    O(depth x siblings) instead of O(waiting queues). Walking up ``node``'s path, a
+    sibling subtree whose share now is already >= the gang's side's share with the gang
+    cannot go before it (a waiting gang only adds usage, and a share only grows with
+    usage), so only the other subtrees are looked into. ``average``: ``node``'s decayed
+    usage (a half-life): a sibling queue's order share is then its own decayed average,
+    which has no such bound, so sibling queues are always looked at."""
+    child = node
+    while child.parent is not None:
+        ancestor = child.parent
+        if child is node and average is not None:
+            mine = dominant_share(node, deltas, average)
+        else:
+            mine = dominant_share(child, deltas)
+        for side in ancestor.children:
+            if side is child:
+                continue
+            if (average is None or side.kind != "queue") and dominant_share(side) >= mine:
+                continue
+            if any(waiting.get(leaf.name) for leaf in side.leaves()):
+                return True
+        child = ancestor
+    return False
+
+
 def preemption_allowed(strategies: tuple[str, ...], preemptor_share: float,
                        target_before: float, target_after: float) -> bool:
     """Whether any of ``strategies`` lets a preemptor at ``preemptor_share`` (with its
