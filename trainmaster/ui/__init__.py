@@ -10,12 +10,13 @@ events); the view models (``build_topology``, ``job_rows``, ``queue_infos``,
 from trainmaster.ui._app import FixedSource, Source, create_app
 from trainmaster.ui._jobs import JobInfo, Recovery, job_info, job_rows, step_rate
 from trainmaster.ui._queues import Preemption, QueueInfo, queue_infos
-from trainmaster.ui._serve import LOOPBACK, serve
+from trainmaster.ui._serve import IN_CLUSTER, LOOPBACK, serve
 from trainmaster.ui._topology import Topology, build_topology, node_state
 from trainmaster.ui._why import Pending, Why, pending_gangs, why_pending
 from trainmaster.ui._world import Sample, Store, World
 
 __all__ = [
+    "IN_CLUSTER",
     "LOOPBACK",
     "FixedSource",
     "JobInfo",

@@ -197,6 +197,11 @@ class Views:
         why = await self.model(request, f"cf:{ns}/{name}", lambda world: cf.explain(gang))
         return PlainTextResponse(why.counterfactual)
 
+    async def healthz(self, request: Request) -> Response:
+        """The in-cluster Deployment's probes: the store has listed (the server only
+        starts after), and answers."""
+        return PlainTextResponse(f"ok {self.source.version}\n")
+
     def _missing(self, text: str) -> Response:
         return PlainTextResponse(text + "\n", status_code=404)
 
@@ -247,6 +252,7 @@ def create_app(source: Source) -> Starlette:
         Route("/pending", timed(views.pending)),
         Route("/pending/{namespace}/{name}/counterfactual", timed(views.counterfactual)),
         Route("/events", views.events),
+        Route("/healthz", views.healthz),
         Mount("/static", StaticFiles(directory=str(ASSETS / "static")), name="static"),
     ]
     return Starlette(routes=routes)

@@ -77,7 +77,9 @@ class Store:
     """Reflectors over the watched kinds; ``version`` moves on every change and
     ``changed`` wakes whoever waits for one."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, config_namespace: str | None = None) -> None:
+        """``config_namespace``: where the scheduler's config ConfigMaps are read (the
+        in-cluster UI's Role holds configmaps there only); None: every namespace."""
         self.kube = kube
         self.version = 0
         self.changed_at = time.monotonic()
@@ -92,8 +94,9 @@ class Store:
                                     optional=True)
         self.groups = self._reflector(podgroup_path(None), "podgroups", optional=True)
         self.event_list = self._reflector(api_path("v1", "events"), "events", self._on_event)
+        configmaps = api_path("v1", "configmaps", config_namespace)
         self.configs = self._reflector(
-            "/api/v1/configmaps", "scheduler-configs",
+            configmaps, "scheduler-configs",
             params={"labelSelector": SCHEDULER_CONFIG_SELECTOR})
         self.reflectors = [self.nodes, self.pods, self.jobs, self.groups, self.event_list,
                            self.configs]
