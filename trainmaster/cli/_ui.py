@@ -32,6 +32,14 @@ def ui(
                            "(`ui.enabled`): the pod's ServiceAccount, listening on every "
                            "address of the pod (0.0.0.0). Refused outside a pod.")
     ] = False,
+    jobs_namespace: Annotated[
+        list[str] | None, typer.Option(metavar="NAMESPACE", help="Watch TrainingJobs in "
+                                       "this namespace only (repeat for more; default: all).")
+    ] = None,
+    events_namespace: Annotated[
+        list[str] | None, typer.Option(metavar="NAMESPACE", help="Watch Events in this "
+                                       "namespace only (repeat for more; default: all).")
+    ] = None,
     config_namespace: Annotated[
         str | None, typer.Option(metavar="NAMESPACE", help="Read the scheduler's config "
                                  "(queues, quotas) from this namespace only (default: all).")
@@ -44,7 +52,7 @@ def ui(
     with what would make it fit. Live: pages follow the API's watches."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {port}")
-    from trainmaster.ui import LOOPBACK, serve
+    from trainmaster.ui import LOOPBACK, Scope, serve
 
     if in_cluster:
         host = in_cluster_host(host, kubeconfig, os.environ)
@@ -56,7 +64,10 @@ def ui(
         print(f"trainmaster ui: serving {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(kubeconfig, host, port, ready, config_namespace))
+        scope = Scope(jobs=tuple(jobs_namespace) if jobs_namespace else None,
+                      events=tuple(events_namespace) if events_namespace else None,
+                      configs=config_namespace)
+        asyncio.run(serve(kubeconfig, host, port, ready, scope))
 
 
 def in_cluster_host(host: str, kubeconfig: Path | None, environ: Mapping[str, str]) -> str:

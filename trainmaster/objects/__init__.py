@@ -99,7 +99,16 @@ from trainmaster.objects._security import (
     psa_labels,
     system_namespace,
 )
-from trainmaster.objects._ui import UI_CLUSTER_RULES, UI_PORT, UI_SYSTEM_RULES, build_ui, ui_name
+from trainmaster.objects._ui import (
+    UI_CLUSTER_RULES,
+    UI_EVENT_RULES,
+    UI_JOB_RULES,
+    UI_PORT,
+    UI_SYSTEM_RULES,
+    build_ui,
+    ui_command,
+    ui_name,
+)
 
 __all__ = [
     "COMPONENTS",
@@ -124,6 +133,8 @@ __all__ = [
     "TRAININGJOB_PLURAL",
     "TRAININGJOB_VERSION",
     "UI_CLUSTER_RULES",
+    "UI_EVENT_RULES",
+    "UI_JOB_RULES",
     "UI_PORT",
     "UI_SYSTEM_RULES",
     "Grant",
@@ -185,6 +196,7 @@ __all__ = [
     "to_yaml",
     "trainer_account",
     "trainingjob_crd",
+    "ui_command",
     "ui_name",
     "workloads",
     "workloads_markdown",

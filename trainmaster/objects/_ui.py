@@ -3,9 +3,11 @@
 NetworkPolicy that says which namespaces' pods may open it (none by default: only
 `kubectl port-forward` reaches it then).
 
-Its rights are exactly what the UI's store watches (trainmaster.ui._world): nodes, pods,
-Events, TrainingJobs and PodGroups everywhere, and the scheduler's config ConfigMaps in
-`<namespace>-system` (its queues). get, list and watch only; no Secret.
+Its rights are exactly what the UI's store watches (trainmaster.ui's `Scope`): nodes, pods
+and PodGroups everywhere (a ClusterRole), and in Roles: TrainingJobs of the cluster's
+namespace, Events of the scheduler's namespaces and of `default` (nodes'), the scheduler's
+config ConfigMaps in `<namespace>-system` (its queues). get, list and watch only; no
+Secret.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any
 
 from trainmaster.api import GROUP, PODGROUP_GROUP, TRAININGJOB_PLURAL, app_labels
 from trainmaster.objects._netpol import NAMESPACE_NAME_LABEL
+from trainmaster.objects._operator import NODE_EVENT_NAMESPACE
 from trainmaster.objects._rbac import identity
+from trainmaster.objects._scheduler import served_namespaces
 from trainmaster.objects._security import (
     restricted_container,
     restricted_pod,
@@ -26,13 +30,23 @@ from trainmaster.spec import ClusterSpec
 READ = ["get", "list", "watch"]
 
 UI_CLUSTER_RULES: list[dict[str, Any]] = [
-    # The topology (nodes, the pods on them), jobs' pods and the Events of jobs, gangs and
-    # nodes: cluster-wide, as `trainmaster ui` run by a person reads them.
-    {"apiGroups": [""], "resources": ["nodes", "pods", "events"], "verbs": READ},
-    {"apiGroups": [GROUP], "resources": [TRAININGJOB_PLURAL], "verbs": READ},
+    # The topology: nodes, and every pod on them whatever its namespace (as the scheduler
+    # reads them); gangs are PodGroups, in every namespace the scheduler serves.
+    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": READ},
     {"apiGroups": [PODGROUP_GROUP], "resources": ["podgroups"], "verbs": READ},
 ]
 """The UI's cluster-wide rights (a ClusterRole): read only."""
+
+UI_JOB_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [GROUP], "resources": [TRAININGJOB_PLURAL], "verbs": READ},
+]
+"""TrainingJobs, in the cluster's namespace (a Role there)."""
+
+UI_EVENT_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["events"], "verbs": READ},
+]
+"""Events of jobs and gangs (each namespace the scheduler serves) and of nodes (`default`,
+where the kubelet and the operator report them): a Role in each."""
 
 UI_SYSTEM_RULES: list[dict[str, Any]] = [
     # The scheduler's config (its queues and quotas). A label selector cannot narrow RBAC,
@@ -40,6 +54,21 @@ UI_SYSTEM_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": READ},
 ]
 """The UI's rights in `<namespace>-system` (a Role there)."""
+
+
+def event_namespaces(spec: ClusterSpec) -> list[str]:
+    """Where the UI reads Events: the scheduler's namespaces, then the nodes' (each once)."""
+    return list(dict.fromkeys([*served_namespaces(spec), NODE_EVENT_NAMESPACE]))
+
+
+def ui_rules(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
+    """namespace -> the UI's rules there (its Roles)."""
+    rules: dict[str, list[dict[str, Any]]] = {spec.metadata.namespace: list(UI_JOB_RULES)}
+    for namespace in event_namespaces(spec):
+        rules.setdefault(namespace, []).extend(UI_EVENT_RULES)
+    rules[system_namespace(spec)] = list(UI_SYSTEM_RULES)
+    return rules
+
 
 UI_PORT = 8080
 """The container's port (named `http`); the Service serves it on port 80."""
@@ -53,8 +82,10 @@ def ui_name(spec: ClusterSpec) -> str:
 def ui_command(spec: ClusterSpec) -> list[str]:
     """`trainmaster ui --in-cluster`: the pod's ServiceAccount, every address of the pod
     (the Service's traffic arrives on its IP, `kubectl port-forward`'s on loopback), and
-    the scheduler config of the system namespace only (what its Role lets it read)."""
+    the namespaced kinds read where its Roles let it, nowhere else."""
+    events = [arg for ns in event_namespaces(spec) for arg in ("--events-namespace", ns)]
     return ["trainmaster", "ui", "--in-cluster", "--port", str(UI_PORT),
+            "--jobs-namespace", spec.metadata.namespace, *events,
             "--config-namespace", system_namespace(spec)]
 
 
@@ -121,7 +152,7 @@ def build_ui(spec: ClusterSpec) -> list[dict[str, Any]]:
                 "app.kubernetes.io/instance": spec.metadata.name}
     return [
         *identity(name, namespace, labels, cluster_rules=UI_CLUSTER_RULES,
-                  namespaced_rules={namespace: UI_SYSTEM_RULES}),
+                  namespaced_rules=ui_rules(spec)),
         _deployment(spec, name, namespace, labels, selector),
         {
             "apiVersion": "v1",

@@ -13,7 +13,7 @@ from trainmaster.ui._queues import Preemption, QueueInfo, queue_infos
 from trainmaster.ui._serve import IN_CLUSTER, LOOPBACK, serve
 from trainmaster.ui._topology import Topology, build_topology, node_state
 from trainmaster.ui._why import Pending, Why, pending_gangs, why_pending
-from trainmaster.ui._world import Sample, Store, World
+from trainmaster.ui._world import Sample, Scope, Store, World
 
 __all__ = [
     "IN_CLUSTER",
@@ -25,6 +25,7 @@ __all__ = [
     "QueueInfo",
     "Recovery",
     "Sample",
+    "Scope",
     "Source",
     "Store",
     "Topology",

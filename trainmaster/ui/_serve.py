@@ -12,7 +12,7 @@ from pathlib import Path
 
 from trainmaster.kubeclient import Kube
 from trainmaster.ui._app import create_app
-from trainmaster.ui._world import Store
+from trainmaster.ui._world import Scope, Store
 
 LOOPBACK = "127.0.0.1"
 IN_CLUSTER = "0.0.0.0"
@@ -23,11 +23,11 @@ outside a pod this would open the views to the whole network."""
 
 async def serve(kubeconfig: Path | None, host: str, port: int,
                 ready: Callable[[str], None] = lambda url: None,
-                config_namespace: str | None = None) -> None:
+                scope: Scope | None = None) -> None:
     import uvicorn
 
     kube = await Kube.connect(kubeconfig, user_agent="trainmaster-ui")
-    store = Store(kube, config_namespace)
+    store = Store(kube, scope)
     try:
         await store.start()
         config = uvicorn.Config(create_app(store), host=host, port=port, log_level="warning",
