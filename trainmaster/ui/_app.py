@@ -12,11 +12,8 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
-from importlib.resources import files
-from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
@@ -29,15 +26,14 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from trainmaster.status import age
 from trainmaster.ui._jobs import find_job, job_events, job_info, job_rows, nodes_ran_on
+from trainmaster.ui._look import ASSETS, environment
 from trainmaster.ui._queues import queue_infos
 from trainmaster.ui._topology import build_topology
 from trainmaster.ui._why import Counterfactuals, pending_gangs
 from trainmaster.ui._world import World
 
 T = TypeVar("T")
-ASSETS = Path(str(files("trainmaster") / "data" / "ui"))
 DEBOUNCE = 0.3
 """Seconds to gather a burst of watch events into one update (well inside the ~2 s the
 views promise)."""
@@ -74,29 +70,6 @@ class FixedSource:
     async def wait_change(self, seen: int, timeout: float) -> int:
         await asyncio.sleep(timeout)
         return self.version
-
-
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else age(value)
-
-
-def _clock(value: datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _rate(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 60:.1f}/min" if value < 1 else f"{value:.2f}/s"
-
-
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(ASSETS / "templates")),
-        autoescape=jinja2.select_autoescape(["html"]),
-        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(seconds=_seconds, clock=_clock, rate=_rate)
-    return env
 
 
 class Views:
