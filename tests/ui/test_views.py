@@ -179,3 +179,30 @@ def test_every_view_answers_over_http_with_real_tables() -> None:
         assert missing.status == 404 and b"no TrainingJob" in missing.read()
         conn.request("POST", "/jobs")
         assert conn.getresponse().status == 405  # read-only: GET routes only
+
+
+def test_the_why_pending_state_follows_a_newer_world_by_its_changes_only() -> None:
+    """advance() converts only the objects that changed and ends where a state built from
+    scratch on the newer world is: the same answers, the same free GPUs."""
+    from trainmaster.ui._why import Counterfactuals
+
+    world = _leaf_world()
+    cf = Counterfactuals(world)
+    assert cf.advance(world) == 0  # same objects: nothing converted
+    (before,) = [cf.explain(p) for p in pending_gangs(world)]
+    assert before.counterfactual == "fits on leaf leaf-0 once job ml/a-r0 finishes"
+    # a-r0 ends, b-r0 moves to n2 (a new pod object), n1 is cordoned, n4 joins leaf-2.
+    newer = World(
+        nodes=[world.nodes[0], node("n1", "leaf-0", unschedulable=True), world.nodes[2],
+               world.nodes[3], node("n4", "leaf-2")],
+        pods=[pod("b-0", "b-r0", "n2"), *world.pods[2:]], podgroups=world.podgroups)
+    assert cf.advance(newer) == 5  # a-0 gone, b-0 dropped and added, n1 and n4
+    fresh = Counterfactuals(newer)
+    for name in ("n0", "n1", "n2", "n3", "n4"):
+        assert cf.state.free(name) == fresh.state.free(name), name
+        assert cf.state.node(name) == fresh.state.node(name), name
+    assert dict(cf.running) == dict(fresh.running)
+    gangs = pending_gangs(newer)
+    assert [cf.explain(p) for p in gangs] == [fresh.explain(p) for p in gangs]
+    # leaf-0 has one usable node left (n1 cordoned); b-r0 now blocks leaf-1.
+    assert cf.explain(gangs[0]).counterfactual == "fits on leaf leaf-1 once job ml/b-r0 finishes"

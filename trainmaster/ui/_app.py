@@ -9,6 +9,7 @@ routes exist.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
@@ -78,6 +79,27 @@ class Views:
         self.env = environment()
         self._cached: tuple[int, World] | None = None
         self._models: dict[str, tuple[int, float, Any]] = {}
+        self._cf: Counterfactuals | None = None
+        self._cf_lock = threading.Lock()
+
+    def counterfactuals(self, world: World) -> Counterfactuals:
+        """One scheduler state for the app's life, brought to each newer world by its
+        changes (``Counterfactuals.advance``): O(change) after the first build."""
+        with self._cf_lock:
+            if self._cf is None:
+                self._cf = Counterfactuals(world)
+            else:
+                self._cf.advance(world)
+            return self._cf
+
+    def warm(self) -> threading.Thread:
+        """Build what the first visit of a view would otherwise wait for (the scheduler
+        state of why pending) in a thread, before anyone asks. The world is taken here,
+        on the caller's (the event loop's) thread, as every view takes it."""
+        thread = threading.Thread(target=self.counterfactuals, args=(self.world(),),
+                                  name="ui-warm", daemon=True)
+        thread.start()
+        return thread
 
     def world(self) -> World:
         version = self.source.version
@@ -155,7 +177,7 @@ class Views:
         """Reasons and placement now; each of the first gangs' counterfactual is fetched
         by the page on its own (``/pending/NS/NAME/counterfactual``), so the table paints
         before the searches end."""
-        cf = await self.model(request, "cf", Counterfactuals)
+        cf = await self.model(request, "cf", self.counterfactuals)
         whys = await self.model(request, "pending", lambda world: [
             cf.explain_now(p) for p in pending_gangs(world)[:PENDING_LIMIT]])
         return self.page(request, "pending.html", "Why pending", whys=whys,
@@ -163,7 +185,7 @@ class Views:
 
     async def counterfactual(self, request: Request) -> Response:
         ns, name = request.path_params["namespace"], request.path_params["name"]
-        cf = await self.model(request, "cf", Counterfactuals)
+        cf = await self.model(request, "cf", self.counterfactuals)
         gang = next((p for p in pending_gangs(self.world()) if p.key == f"{ns}/{name}"), None)
         if gang is None:
             return self._missing(f"no pending gang {ns}/{name}")
@@ -213,8 +235,11 @@ def timed(endpoint: Endpoint) -> Endpoint:
     return run
 
 
-def create_app(source: Source) -> Starlette:
+def create_app(source: Source, *, warm: bool = False) -> Starlette:
+    """``warm``: build the why-pending view's scheduler state now, in a thread, so its
+    first visit does not wait for it (`trainmaster ui` does; `bench ui` measures both)."""
     views = Views(source)
+    warming = views.warm() if warm else None
     routes = [
         Route("/", views.root),
         Route("/topology", timed(views.topology)),
@@ -228,4 +253,6 @@ def create_app(source: Source) -> Starlette:
         Route("/healthz", views.healthz),
         Mount("/static", StaticFiles(directory=str(ASSETS / "static")), name="static"),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    app.state.warming = warming
+    return app

@@ -30,8 +30,9 @@ async def serve(kubeconfig: Path | None, host: str, port: int,
     store = Store(kube, scope)
     try:
         await store.start()
-        config = uvicorn.Config(create_app(store), host=host, port=port, log_level="warning",
-                                lifespan="off", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(create_app(store, warm=True), host=host, port=port,
+                                log_level="warning", lifespan="off",
+                                timeout_graceful_shutdown=1)
         server = uvicorn.Server(config)
 
         async def announce() -> None:
