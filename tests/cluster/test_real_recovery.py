@@ -6,22 +6,29 @@ on the real nodes, the image built (cached) and loaded, the checkpoint volume a 
 - the job's pods were placed by the in-cluster trainmaster-scheduler on the real nodes;
 - a SIGKILL to one rank's training process, and then to its container through containerd:
   each time the operator restarts the gang, rank 0 logs that it resumed at the newest
-  checkpoint on disk, and every rank trains past it.
+  checkpoint on disk, and every rank trains past it;
+- `trainmaster ui` in chromium: the job's step rises on its open page, and a kill shows on
+  its recovery timeline before it trains again (issue 29).
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from tests.ui.browser import browser, live, needs_browser, serving_ui, shot, text
 from trainmaster.api import JOB_LABEL
 from trainmaster.drill import RealStack, run_drill, start_real_stack, wait_controllers
 from trainmaster.kubeclient import SyncKube, api_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
+__all__ = ["browser"]  # a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,3 +96,58 @@ def test_a_killed_container_resumes_from_the_last_checkpoint(stack: RealStack) -
     assert result.resumed_step == result.last_checkpoint_step, result
     assert result.steps_after > result.resumed_step
     assert result.ok
+
+
+def _step(driver: Any) -> int | None:
+    value = text(driver, "#step")
+    return int(value) if value.isdigit() else None
+
+
+def _rises_past(driver: Any, step: int, timeout: float) -> int:
+    """The job page's step once it is past ``step``, without a reload of the page."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # the fragment is being swapped in
+            now = _step(driver)
+            if now is not None and now > step:
+                return now
+        time.sleep(0.2)
+    raise AssertionError(f"the step stayed at or below {step}: {text(driver, 'main')[:800]}")
+
+
+@needs_browser
+def test_the_ui_shows_the_real_job_training_and_its_recovery(
+    stack: RealStack, browser: Any, tmp_path: Path,
+) -> None:
+    """`trainmaster ui` in chromium on this cluster of real nodes: dp-example's step rises
+    on its open page (pushed by the server: the page is never reloaded), the rank killed
+    for real appears on its recovery timeline with the step it resumed from, and the job
+    trains again past it. Screenshots for docs/ui.md."""
+    job, ns = stack.job.name, stack.namespace
+    with serving_ui(stack.kubeconfig, tmp_path / "ui.log") as url:
+        browser.get(f"{url}/jobs")
+        live(browser, f"#job-{ns}-{job}", "Running", timeout=180)
+        browser.get(f"{url}/jobs/{ns}/{job}")
+        origin = browser.execute_script("return window.performance.timeOrigin")
+        first = _rises_past(browser, 0, timeout=180)
+        second = _rises_past(browser, first, timeout=60)  # checkpoints every 20 steps
+        _log(f"the open page showed step {first}, then {second}")
+        attempt = int(text(browser, "#attempt"))
+        shot(browser, "job-real-training")
+
+        result = run_drill(stack, "process-kill", _log)
+        row = f"{attempt} → {attempt + 1}"
+        live(browser, "#timeline", row, timeout=60)
+        live(browser, "#phase", "Running", timeout=60)
+        timeline = [line for line in text(browser, "#timeline").splitlines()
+                    if line.startswith(row)]
+        assert timeline and str(result.resumed_step) in timeline[0], timeline
+        resumed = _rises_past(browser, result.resumed_step or 0, timeout=120)
+        _log(f"after the kill the page showed attempt {attempt + 1} at step {resumed}")
+        assert text(browser, "#attempt") == str(attempt + 1)
+        assert browser.execute_script("return window.performance.timeOrigin") == origin
+        shot(browser, "job-real")
+
+        browser.get(f"{url}/jobs")
+        assert "Running" in text(browser, f"#job-{ns}-{job}")
+        shot(browser, "jobs-real")
