@@ -8,13 +8,15 @@ on the real nodes, the image built (cached) and loaded, the checkpoint volume a 
   each time the operator restarts the gang, rank 0 logs that it resumed at the newest
   checkpoint on disk, and every rank trains past it;
 - `trainmaster ui` in chromium: the job's step rises on its open page, and a kill shows on
-  its recovery timeline before it trains again (issue 29).
+  its recovery timeline before it trains again; the in-cluster UI (`ui.enabled`) runs as
+  a pod on a real node under its read-only ServiceAccount and serves the job (issue 29).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,9 @@ import yaml
 from tests.ui.browser import browser, live, needs_browser, serving_ui, shot, text
 from trainmaster.api import JOB_LABEL
 from trainmaster.drill import RealStack, run_drill, start_real_stack, wait_controllers
-from trainmaster.kubeclient import SyncKube, api_path
+from trainmaster.kubeclient import SyncKube, api_path, pod_path
+from trainmaster.objects import UI_PORT, ui_name
+from trainmaster.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 __all__ = ["browser"]  # a fixture
@@ -45,6 +49,7 @@ def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
     # stacks/dev under another name, so a `make demo` cluster of this host is left alone.
     doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
     doc["metadata"]["name"] = "drill"
+    doc["ui"] = {"enabled": True}  # the in-cluster UI runs on the real nodes too
     path = tmp_path_factory.mktemp("drill") / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     real = start_real_stack(path, 2, _log)
@@ -124,6 +129,24 @@ def test_the_ui_shows_the_real_job_training_and_its_recovery(
     for real appears on its recovery timeline with the step it resumed from, and the job
     trains again past it. Screenshots for docs/ui.md."""
     job, ns = stack.job.name, stack.namespace
+    # The in-cluster UI (`ui.enabled`): Ready on a real node under its own read-only
+    # ServiceAccount (its readiness probe answers once it has listed everything with
+    # those rights), and serving the job from its pod's IP.
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        def ready_ui() -> dict[str, Any] | None:
+            pods = kube.list(pod_path(f"{ns}-system"), "app.kubernetes.io/name=trainmaster-ui")
+            return next((p for p in pods if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or [])), None)
+
+        pod = wait_until(ready_ui, "the in-cluster UI to be Ready", 300, 1)
+    assert pod["spec"]["nodeName"] in stack.record.real_nodes
+    assert pod["spec"]["serviceAccountName"] == ui_name(stack.spec)
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{UI_PORT}/jobs",
+                                timeout=60) as response:
+        assert f"{ns}/{job}" in response.read().decode()
+    _log(f"the in-cluster UI serves /jobs on {pod['spec']['nodeName']}")
+
     with serving_ui(stack.kubeconfig, tmp_path / "ui.log") as url:
         browser.get(f"{url}/jobs")
         live(browser, f"#job-{ns}-{job}", "Running", timeout=180)
