@@ -206,3 +206,28 @@ def test_the_why_pending_state_follows_a_newer_world_by_its_changes_only() -> No
     assert [cf.explain(p) for p in gangs] == [fresh.explain(p) for p in gangs]
     # leaf-0 has one usable node left (n1 cordoned); b-r0 now blocks leaf-1.
     assert cf.explain(gangs[0]).counterfactual == "fits on leaf leaf-1 once job ml/b-r0 finishes"
+
+
+def test_a_resumed_checkpoint_reported_again_is_not_the_first_step() -> None:
+    """The new gang reports the checkpoint it resumed from once more (a later time, the
+    same step): the time lost still runs from that checkpoint's first report to the first
+    checkpoint past it (on real nodes: dp-example resumed at step 40, reported 40 again,
+    then 60)."""
+    tj = {"metadata": {"name": "dp", "namespace": "ml", "creationTimestamp": at(0)},
+          "spec": {"nodes": 2, "gpusPerPod": 8},
+          "status": {"phase": "Running", "attempt": 1, "restarts": 1, "gang": "dp-r1",
+                     "runningSince": at(58),
+                     "lastCheckpoint": {"path": "/c/dp/step-60", "step": 60, "time": at(66)},
+                     "restartHistory": [{"cause": "PodFailed", "message": "exit code 137",
+                                         "attempt": 0, "newAttempt": 1, "time": at(52),
+                                         "resumeFrom": "/c/dp/step-40"}]}}
+    events = [{"reason": "Scheduled", "lastTimestamp": at(58), "metadata": {"uid": "e1"},
+               "involvedObject": {"kind": "PodGroup", "namespace": "ml", "name": "dp-r1"}}]
+    samples = [Sample(T0 + timedelta(seconds=s), step)
+               for s, step in ((40, 20), (45, 40), (61, 40), (66, 60))]
+    world = World(trainingjobs=[tj], events=events, samples={("ml", "dp"): samples},
+                  now=T0 + timedelta(seconds=70))
+    (r,) = job_info(tj, world).recoveries
+    assert (r.resume_step, r.resume_time) == (40, T0 + timedelta(seconds=45))
+    assert r.first_step == T0 + timedelta(seconds=66)
+    assert r.lost_seconds == 21.0 and r.lost_steps is not None and r.lost_steps > 0
