@@ -165,6 +165,10 @@ def test_the_ui_shows_the_real_job_training_and_its_recovery(
         timeline = [line for line in text(browser, "#timeline").splitlines()
                     if line.startswith(row)]
         assert timeline and str(result.resumed_step) in timeline[0], timeline
+        # The work redone and the wait: from the checkpoint resumed from to the first one
+        # past it.
+        live(browser, "#timeline tbody tr:last-child td:last-child", "s", timeout=60)
+        assert text(browser, "#timeline tbody tr:last-child td:last-child") not in ("0s", "-")
         resumed = _rises_past(browser, result.resumed_step or 0, timeout=120)
         _log(f"after the kill the page showed attempt {attempt + 1} at step {resumed}")
         assert text(browser, "#attempt") == str(attempt + 1)
