@@ -22,6 +22,7 @@ PART_TOKENS = {
     "cache": "trainmaster:k8s:DatasetCache",
     "monitoring": "trainmaster:k8s:Monitoring",
     "jobs": "trainmaster:k8s:TrainingJobs",
+    "ui": "trainmaster:k8s:UI",
 }
 
 

@@ -66,7 +66,8 @@ def test_bench_ui_smallest(tmp_path: Path) -> None:
     result = json.loads(proc.stdout)
     assert (result["nodes"], result["jobs"], result["runs"]) == (40, 10, 1)
     views = {v["view"]: v for v in result["views"]}
-    assert {"topology", "leaf", "jobs", "job", "queues", "pending"} <= set(views)
+    assert {"topology", "leaf", "jobs", "job", "queues", "pending", "pending, warmed",
+            "pending, after a change"} <= set(views)
     for view in views.values():
         assert view["bytes"] > 0 and 0 < view["first_cpu_ms"] <= view["first_ms"], view
 

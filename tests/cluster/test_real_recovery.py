@@ -6,22 +6,33 @@ on the real nodes, the image built (cached) and loaded, the checkpoint volume a 
 - the job's pods were placed by the in-cluster trainmaster-scheduler on the real nodes;
 - a SIGKILL to one rank's training process, and then to its container through containerd:
   each time the operator restarts the gang, rank 0 logs that it resumed at the newest
-  checkpoint on disk, and every rank trains past it.
+  checkpoint on disk, and every rank trains past it;
+- `trainmaster ui` in chromium: the job's step rises on its open page, and a kill shows on
+  its recovery timeline before it trains again; the in-cluster UI (`ui.enabled`) runs as
+  a pod on a real node under its read-only ServiceAccount and serves the job (issue 29).
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from tests.ui.browser import browser, live, needs_browser, serving_ui, shot, text
 from trainmaster.api import JOB_LABEL
 from trainmaster.drill import RealStack, run_drill, start_real_stack, wait_controllers
-from trainmaster.kubeclient import SyncKube, api_path
+from trainmaster.kubeclient import SyncKube, api_path, pod_path
+from trainmaster.objects import UI_PORT, ui_name
+from trainmaster.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
+__all__ = ["browser"]  # a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +49,7 @@ def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
     # stacks/dev under another name, so a `make demo` cluster of this host is left alone.
     doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
     doc["metadata"]["name"] = "drill"
+    doc["ui"] = {"enabled": True}  # the in-cluster UI runs on the real nodes too
     path = tmp_path_factory.mktemp("drill") / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     real = start_real_stack(path, 2, _log)
@@ -89,3 +101,80 @@ def test_a_killed_container_resumes_from_the_last_checkpoint(stack: RealStack) -
     assert result.resumed_step == result.last_checkpoint_step, result
     assert result.steps_after > result.resumed_step
     assert result.ok
+
+
+def _step(driver: Any) -> int | None:
+    value = text(driver, "#step")
+    return int(value) if value.isdigit() else None
+
+
+def _rises_past(driver: Any, step: int, timeout: float) -> int:
+    """The job page's step once it is past ``step``, without a reload of the page."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # the fragment is being swapped in
+            now = _step(driver)
+            if now is not None and now > step:
+                return now
+        time.sleep(0.2)
+    raise AssertionError(f"the step stayed at or below {step}: {text(driver, 'main')[:800]}")
+
+
+@needs_browser
+def test_the_ui_shows_the_real_job_training_and_its_recovery(
+    stack: RealStack, browser: Any, tmp_path: Path,
+) -> None:
+    """`trainmaster ui` in chromium on this cluster of real nodes: dp-example's step rises
+    on its open page (pushed by the server: the page is never reloaded), the rank killed
+    for real appears on its recovery timeline with the step it resumed from, and the job
+    trains again past it. Screenshots for docs/ui.md."""
+    job, ns = stack.job.name, stack.namespace
+    # The in-cluster UI (`ui.enabled`): Ready on a real node under its own read-only
+    # ServiceAccount (its readiness probe answers once it has listed everything with
+    # those rights), and serving the job from its pod's IP.
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        def ready_ui() -> dict[str, Any] | None:
+            pods = kube.list(pod_path(f"{ns}-system"), "app.kubernetes.io/name=trainmaster-ui")
+            return next((p for p in pods if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or [])), None)
+
+        pod = wait_until(ready_ui, "the in-cluster UI to be Ready", 300, 1)
+    assert pod["spec"]["nodeName"] in stack.record.real_nodes
+    assert pod["spec"]["serviceAccountName"] == ui_name(stack.spec)
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{UI_PORT}/jobs",
+                                timeout=60) as response:
+        assert f"{ns}/{job}" in response.read().decode()
+    _log(f"the in-cluster UI serves /jobs on {pod['spec']['nodeName']}")
+
+    with serving_ui(stack.kubeconfig, tmp_path / "ui.log") as url:
+        browser.get(f"{url}/jobs")
+        live(browser, f"#job-{ns}-{job}", "Running", timeout=180)
+        browser.get(f"{url}/jobs/{ns}/{job}")
+        origin = browser.execute_script("return window.performance.timeOrigin")
+        first = _rises_past(browser, 0, timeout=180)
+        second = _rises_past(browser, first, timeout=60)  # checkpoints every 20 steps
+        _log(f"the open page showed step {first}, then {second}")
+        attempt = int(text(browser, "#attempt"))
+        shot(browser, "job-real-training")
+
+        result = run_drill(stack, "process-kill", _log)
+        row = f"{attempt} → {attempt + 1}"
+        live(browser, "#timeline", row, timeout=60)
+        live(browser, "#phase", "Running", timeout=60)
+        timeline = [line for line in text(browser, "#timeline").splitlines()
+                    if line.startswith(row)]
+        assert timeline and str(result.resumed_step) in timeline[0], timeline
+        # The work redone and the wait: from the checkpoint resumed from to the first one
+        # past it.
+        live(browser, "#timeline tbody tr:last-child td:last-child", "s", timeout=60)
+        assert text(browser, "#timeline tbody tr:last-child td:last-child") not in ("0s", "-")
+        resumed = _rises_past(browser, result.resumed_step or 0, timeout=120)
+        _log(f"after the kill the page showed attempt {attempt + 1} at step {resumed}")
+        assert text(browser, "#attempt") == str(attempt + 1)
+        assert browser.execute_script("return window.performance.timeOrigin") == origin
+        shot(browser, "job-real")
+
+        browser.get(f"{url}/jobs")
+        assert "Running" in text(browser, f"#job-{ns}-{job}")
+        shot(browser, "jobs-real")

@@ -69,6 +69,7 @@ def test_components_and_parts_are_registered(dev: Recorder) -> None:
             "trainmaster:k8s:Networks",
             "trainmaster:k8s:Scheduler",
             "trainmaster:k8s:Operator",
+            "trainmaster:k8s:UI",
             "trainmaster:k8s:DatasetCache",
             "trainmaster:k8s:Monitoring",
             "trainmaster:k8s:TrainingJobs",

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ROOT, STACKS
-from tests.security.documented import Right, documented_rights
+from tests.helpers import ROOT
+from tests.security.documented import Right, documented_rights, documented_spec
 from trainmaster.objects import (
     grants,
     namespaces_markdown,
@@ -27,7 +27,6 @@ from trainmaster.objects import (
     workloads,
     workloads_markdown,
 )
-from trainmaster.spec import load_spec
 
 DOC = ROOT / "docs" / "security.md"
 Tables = Callable[[Iterable[Mapping[str, Any]]], str]
@@ -45,7 +44,7 @@ def _block(name: str) -> re.Pattern[str]:
 
 
 def _objects() -> list[dict[str, Any]]:
-    return spec_objects(load_spec(STACKS / "dev" / "cluster.yaml"))
+    return spec_objects(documented_spec())
 
 
 @pytest.mark.parametrize("name", list(TABLES))

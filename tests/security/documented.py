@@ -3,7 +3,8 @@
 This is the independent record the tests hold the rendered bindings (tests/objects) and the
 API server (tests/security, live) to: the renderer changing a right makes them fail until
 the table, a reviewed document, says the same. The table describes the dev stack (cluster
-`dev`, namespace `trainmaster`); `for_cluster` renames it for another name and namespace.
+`dev`, namespace `trainmaster`) with its optional identities on (`documented_spec`);
+`for_cluster` renames it for another name and namespace.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, STACKS
+from trainmaster.spec import ClusterSpec, load_spec
 
 DOC = ROOT / "docs" / "security.md"
 BEGIN, END = "<!-- BEGIN expected: grants -->\n", "<!-- END expected: grants -->"
@@ -35,6 +37,16 @@ class Right:
 def _cell(text: str) -> frozenset[str]:
     text = text.strip()
     return frozenset() if text == "—" else frozenset(v.strip() for v in text.split(","))
+
+
+def with_optional_identities(spec: ClusterSpec) -> ClusterSpec:
+    """The spec with every optional identity on (the in-cluster UI), as the table lists."""
+    return spec.model_copy(update={"ui": spec.ui.model_copy(update={"enabled": True})})
+
+
+def documented_spec() -> ClusterSpec:
+    """What the table describes: the dev stack, with every optional identity on."""
+    return with_optional_identities(load_spec(STACKS / "dev" / "cluster.yaml"))
 
 
 def documented_rights(block: str = "grants") -> list[Right]:

@@ -2,9 +2,10 @@
 docs/security.md lists for it, and nothing dangerous.
 
 Per stack (sequentially, each in its own namespaces and cluster name, cleaned up after):
-1. apply the stack's rendered objects (build_all) as the administrator; workloads are not
-   started (500 DaemonSet pods each would only load the machine): each pod template is
-   instead created as a Pod with server-side dry run, which runs Pod Security admission;
+1. apply the stack's rendered objects (build_all, the optional in-cluster UI on) as the
+   administrator; workloads are not started (500 DaemonSet pods each would only load the
+   machine): each pod template is instead created as a Pod with server-side dry run,
+   which runs Pod Security admission;
 2. as the operator (impersonated), apply each job's gang: its identity (ServiceAccount,
    Role, RoleBinding), NetworkPolicy, Service, ConfigMap, PodGroup, and the Indexed Job
    (dry run) — the API server's escalation check passes without `bind`/`escalate`;
@@ -12,12 +13,20 @@ Per stack (sequentially, each in its own namespaces and cluster name, cleaned up
    docs/security.md's hand-kept table lists (every verb on every resource probed); the
    dangerous actions are refused; the namespaces' `default` ServiceAccounts are refused
    every right any identity holds;
-4. the NIC agent, as its pod's bound token presents it, writes its own node's status only.
+4. the NIC agent, as its pod's bound token presents it, writes its own node's status only;
+5. the in-cluster UI's identity writes nothing and reads no Secret, and the UI run with its
+   token and the Deployment's arguments lists all it watches and serves its pages.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,13 +34,19 @@ from typing import Any
 
 import kubernetes
 import pytest
+import yaml
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import LocalCluster
 from tests.helpers import STACKS
 from tests.security.access import Access, Action
-from tests.security.documented import Right, documented_rights, for_cluster
+from tests.security.documented import (
+    Right,
+    documented_rights,
+    for_cluster,
+    with_optional_identities,
+)
 from trainmaster.api import FIELD_MANAGER
 from trainmaster.apply import apply_objects
 from trainmaster.kubeclient import generated_client as sync_client
@@ -44,6 +59,8 @@ from trainmaster.objects import (
     grants,
     service_accounts,
     system_namespace,
+    ui_command,
+    ui_name,
 )
 from trainmaster.objects._nodeagent import NODE_NAME_CLAIM, nic_agent_name
 from trainmaster.polling import wait_until
@@ -57,8 +74,9 @@ WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 
 def isolated(stack: str) -> ClusterSpec:
     """The stack's spec with its own cluster name and namespace, so stacks (and other
-    tests sharing the session cluster) never share an object."""
-    spec = load_spec(STACKS / stack / "cluster.yaml")
+    tests sharing the session cluster) never share an object; with its optional
+    identities on (the in-cluster UI), so theirs are proven too."""
+    spec = with_optional_identities(load_spec(STACKS / stack / "cluster.yaml"))
     meta = spec.metadata.model_copy(update={"name": f"sec-{stack}", "namespace": f"sec-{stack}"})
     return spec.model_copy(update={"metadata": meta})
 
@@ -414,7 +432,7 @@ def test_operator_cannot_escalate(deployed: Deployed) -> None:
     ns = deployed.spec.metadata.namespace
     operator = deployed.access.client_as(operator_account(deployed.spec))
     meta = {"namespace": ns}
-    attempts = [
+    attempts: list[dict[str, Any]] = [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
@@ -462,3 +480,77 @@ def test_trainer_patches_its_own_status_only(deployed: Deployed) -> None:
             name=other, namespace=ns, body=body, content_type="application/merge-patch+json"
         )
     assert exc.value.status == 403
+
+
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def _token_kubeconfig(admin: Path, token: str, path: Path) -> Path:
+    """The admin kubeconfig's cluster, reached with a ServiceAccount's token only."""
+    config = yaml.safe_load(admin.read_text())
+    current = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    cluster = next(c for c in config["clusters"]
+                   if c["name"] == current["context"]["cluster"])
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+        "users": [{"name": "ui", "user": {"token": token}}],
+        "contexts": [{"name": "ui", "context": {"cluster": cluster["name"], "user": "ui"}}],
+        "current-context": "ui"}))
+    return path
+
+
+@pytest.mark.parametrize("deployed", ["dev"], indirect=True)
+def test_the_ui_reads_what_it_shows_and_nothing_else(deployed: Deployed,
+                                                      tmp_path: Path) -> None:
+    """The in-cluster UI's identity (`ui.enabled`): the API server refuses it every write
+    verb on every documented or probed resource, and Secrets in every scope; and the UI
+    itself, run with that ServiceAccount's own token and the Deployment's arguments, lists
+    everything it watches and serves the dev stack's jobs and queues."""
+    spec = deployed.spec
+    ns, system = spec.metadata.namespace, system_namespace(spec)
+    account = f"{system}/{ui_name(spec)}"
+    assert account in service_accounts(deployed.all_objects)
+    resources = {(r.api_group, r.resource) for r in documented_rights()} | PROBED
+    scopes = ["", ns, system, NODE_EVENT_NAMESPACE]
+    refused = [Action(verb, resource, group, "" if resource in CLUSTER_SCOPED else where)
+               for group, resource in sorted(resources) for verb in WRITE_VERBS
+               for where in scopes]
+    refused += [Action(verb, "secrets", "", where) for verb in ("get", "list", "watch")
+                for where in scopes]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda a: deployed.access.allowed(account, a), refused))
+    allowed = [a.describe() for a, yes in zip(refused, answers, strict=True) if yes]
+    assert allowed == [] and len(refused) > 200
+
+    core = kubernetes.client.CoreV1Api(sync_client(deployed.kubeconfig))
+    token = core.create_namespaced_service_account_token(
+        ui_name(spec), system, {"spec": {"expirationSeconds": 600}}).status.token
+    kubeconfig = _token_kubeconfig(deployed.kubeconfig, token, tmp_path / "ui.kubeconfig")
+    args = [a for a in ui_command(spec)[2:] if a != "--in-cluster"]
+    args[args.index("--port") + 1] = "0"
+    log = tmp_path / "ui.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "trainmaster", "ui", *args,
+                                 "--kubeconfig", str(kubeconfig)], stderr=err,
+                                env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
+    try:
+        found = wait_until(lambda: re.search(r"serving (http://\S+)", log.read_text())
+                           or (proc.poll() is not None and log.read_text()),
+                           "the UI to list everything as its ServiceAccount", 90, 0.2)
+        assert isinstance(found, re.Match), f"the UI did not start: {found}"
+        url = found.group(1).rstrip("/")
+
+        def page(path: str) -> str:
+            with urllib.request.urlopen(url + path, timeout=60) as response:
+                return str(response.read().decode())
+
+        assert page("/healthz").startswith("ok")
+        jobs = page("/jobs")
+        assert all(job.name in jobs for job in spec.jobs), jobs[:2000]
+        queues = page("/queues")
+        assert all(q.name in queues for q in spec.scheduler.queues), queues[:2000]
+        assert "leaf-0" in page("/topology")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+    assert "403" not in log.read_text() and "orbidden" not in log.read_text(), log.read_text()

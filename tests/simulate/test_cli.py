@@ -41,7 +41,7 @@ def test_trace_table_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     for name in ("allocation.png", "wait_cdf.png", "fragmentation.png", "index.html"):
         assert (tmp_path / "rep" / name).stat().st_size > 1000
     page = (tmp_path / "rep" / "index.html").read_text()
-    assert '<img src="wait_cdf.png"' in page and "<td>spread</td>" in page
+    assert '<img src="wait_cdf.png"' in page and '<th scope="row">spread</th>' in page
 
 
 def test_bad_trace_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,6 +169,41 @@ def test_report_has_a_per_queue_table(tmp_path: Path) -> None:
     page = (tmp_path / "rep" / "index.html").read_text()
     assert "<h2>Per queue</h2>" in page and "2 preemptions" in page
     assert "<td>research</td><td>32</td><td>3</td>" in page and "[{" not in page
+
+
+def test_the_report_wears_the_ui_look(tmp_path: Path) -> None:
+    """The report page is rendered from the UI's templates: the same head and masthead
+    as a view `trainmaster ui` serves, and the same stylesheet, copied beside it."""
+    import http.client
+    import re
+
+    from trainmaster.bench import served
+    from trainmaster.ui import FixedSource, World, create_app
+
+    assert main(["simulate", "--spec", str(EXAMPLE / "cluster.yaml"), "--trace",
+                 str(EXAMPLE / "jobs.csv"), "--policy", "trainmaster", "--report",
+                 str(tmp_path / "rep")]) == 0
+    page = (tmp_path / "rep" / "index.html").read_text()
+    with served(create_app(FixedSource(World()))) as port:
+        def get(path: str) -> str:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", path)
+            return conn.getresponse().read().decode()
+
+        view, css = get("/queues"), get("/static/ui.css")
+    assert (tmp_path / "rep" / "ui.css").read_text() == css
+    assert '<link rel="stylesheet" href="ui.css">' in page
+
+    def masthead(html: str) -> str:
+        match = re.search(r"<header>\n<nav aria-label=\"Views\">\n<strong>trainmaster</strong>"
+                          r"\n.*?</nav>\n</header>", html, re.S)
+        assert match, html[:1000]
+        return re.sub(r"<a [^>]*>[^<]*</a>\n", "", match.group(0))
+
+    assert masthead(page) == masthead(view)
+    assert '<a href="index.html" aria-current="page">Simulation report</a>' in page
+    assert re.search(r"<title>[^<]* · trainmaster</title>", page)
+    assert '<table class="report" id="policies">' in page and "<caption>" in page
 
 
 def test_missing_queues_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

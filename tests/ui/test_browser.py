@@ -6,10 +6,6 @@ docs/ui.md."""
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,83 +13,18 @@ from typing import Any
 
 import pytest
 
-from tests.operator.kit import OperatorEnv, job_doc, wait_for
+from tests.operator.kit import OperatorEnv, job_doc
+from tests.ui.browser import browser, live, needs_browser, serving_ui, shot, text
 from trainmaster.cli import main
 
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "ui"
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-needs_browser = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None,
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
-    "chromium-driver)")
+__all__ = ["browser"]  # a fixture
+
 
 
 @pytest.fixture()
 def ui_url(env: OperatorEnv, tmp_path: Path) -> Iterator[str]:
-    log = tmp_path / "ui.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "trainmaster", "ui", "--kubeconfig", str(env.kubeconfig),
-             "--port", "0"], stderr=out)
-    try:
-        found = wait_for(lambda: re.search(r"serving (http://\S+)", log.read_text()),
-                         "trainmaster ui to listen", timeout=600)
-        yield found.group(1).rstrip("/")
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        print(log.read_text())  # the server's warnings, shown when the test fails
-
-
-@pytest.fixture()
-def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _text(driver: Any, css: str) -> str:
-    """The element's text; found again when a live update swapped it out meanwhile."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    for _ in range(20):
-        try:
-            return str(driver.find_element(By.CSS_SELECTOR, css).text)
-        except StaleElementReferenceException:
-            time.sleep(0.05)
-        except NoSuchElementException:
-            body = driver.find_element(By.TAG_NAME, "body").text
-            raise AssertionError(f"no {css} on {driver.current_url}: {body[:2000]}") from None
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
-
-
-def _shot(driver: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SHOTS / f"{name}.png"))
-
-
-def _live(driver: Any, css: str, want: str, timeout: float = 10.0) -> float:
-    """Seconds until ``css``'s text contains ``want`` on the open page (no reload)."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        try:
-            if want in _text(driver, css):
-                return time.monotonic() - started
-        except Exception:  # the fragment is being swapped in
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{css} never showed {want!r}: {_text(driver, 'main')[:500]}")
+    with serving_ui(env.kubeconfig, tmp_path / "ui.log") as url:
+        yield url
 
 
 def _held_back_gang(env: OperatorEnv, name: str, pods: int, gpus: int) -> None:
@@ -130,31 +61,31 @@ def test_views_in_chromium(env: OperatorEnv, ui_url: str, browser: Any,
 
     # Jobs: the step rises on the open page, pushed by the server (no reload).
     browser.get(f"{ui_url}/jobs/{env.namespace}/gpt")
-    assert _text(browser, "#step") == "400"
+    assert text(browser, "#step") == "400"
     marker = browser.execute_script("return window.performance.timeOrigin")
     # Checkpoint times are RFC 3339 seconds: two reports within one second give no rate
     # (a real job's checkpoints are minutes apart), so the second comes a second later.
     time.sleep(1.1)
     env.report_checkpoint("gpt", "/checkpoints/gpt/step-800", 800)
-    took = _live(browser, "#step", "800")
+    took = live(browser, "#step", "800")
     assert took < 4.0, f"the step took {took:.1f}s to appear"
     assert browser.execute_script("return window.performance.timeOrigin") == marker
-    assert _text(browser, "#step-rate") != "-"
+    assert text(browser, "#step-rate") != "-"
 
     # The kill: a pod dies, the operator restarts the gang; the timeline shows it.
     env.fail_pod(pods[0]["metadata"]["name"], 137)
     env.wait_gang_running("gpt", 1, 2)
     env.wait_phase("gpt", "Running")
-    _live(browser, "#timeline", "0 → 1", timeout=20)
-    _live(browser, "#phase", "Running", timeout=20)
-    timeline = _text(browser, "#timeline")
+    live(browser, "#timeline", "0 → 1", timeout=20)
+    live(browser, "#phase", "Running", timeout=20)
+    timeline = text(browser, "#timeline")
     assert "137" in timeline or "exit" in timeline.lower(), timeline
-    _shot(browser, "job")
+    shot(browser, "job")
 
     browser.get(f"{ui_url}/jobs")
-    row = _text(browser, f"#job-{env.namespace}-gpt")
+    row = text(browser, f"#job-{env.namespace}-gpt")
     assert "Running" in row and "800" in row
-    _shot(browser, "jobs")
+    shot(browser, "jobs")
 
     # Queues: the UI's GPUs in use are `trainmaster status`'s.
     capsys.readouterr()
@@ -162,27 +93,27 @@ def test_views_in_chromium(env: OperatorEnv, ui_url: str, browser: Any,
     status = json.loads(capsys.readouterr().out)
     browser.get(f"{ui_url}/queues")
     for q in status["queues"]:
-        assert _text(browser, f"#queue-{q['name']} .in-use") == str(q["in_use"])
-    _shot(browser, "queues")
+        assert text(browser, f"#queue-{q['name']} .in-use") == str(q["in_use"])
+    shot(browser, "queues")
 
     # Why pending: the operator's reason and a counterfactual from the placement code.
     browser.get(f"{ui_url}/pending")
     row = f"#why-{env.namespace}-huge"
     # Its reason (nobody has answered for it yet), then the placement code's own.
-    assert "waiting for the scheduler" in _text(browser, f"{row} .reason")
-    assert "cannot fit even with every scheduled pod gone" in _text(browser, f"{row} .now")
+    assert "waiting for the scheduler" in text(browser, f"{row} .reason")
+    assert "cannot fit even with every scheduled pod gone" in text(browser, f"{row} .now")
     # The counterfactual is searched after the table paints, and filled in.
-    _live(browser, f"{row} .counterfactual", "does not fit even with every running job gone",
+    live(browser, f"{row} .counterfactual", "does not fit even with every running job gone",
           timeout=60)
-    _shot(browser, "pending")
+    shot(browser, "pending")
 
     # Topology: the gang's leaf and node, with the gang named on its node.
     node = env.node(env.pods("gpt", 1)[0]["spec"]["nodeName"])
     leaf = node["metadata"]["labels"]["topology.trainmaster.io/leaf"]
     browser.get(f"{ui_url}/topology")
-    assert _text(browser, "#totals").split()[0].isdigit()
-    _shot(browser, "topology")
+    assert text(browser, "#totals").split()[0].isdigit()
+    shot(browser, "topology")
     browser.get(f"{ui_url}/topology/{leaf}")
-    cell = _text(browser, f"#node-{node['metadata']['name']}")
+    cell = text(browser, f"#node-{node['metadata']['name']}")
     assert f"{env.namespace}/gpt-r1" in cell
-    _shot(browser, "leaf")
+    shot(browser, "leaf")

@@ -225,3 +225,55 @@ def test_the_queues_page_shows_the_fair_sharing_status_shows() -> None:
     b = re.search(r'<tr id="fair-queue-b"[^>]*>(.*?)</tr>', body)
     # a's 12 borrowed come from the cohort's own 8 and b's 6 idle, pro rata: 12*6//14.
     assert b is not None and "lent 5" in b.group(1) and ">75%<" in b.group(1)
+
+
+def test_the_why_pending_state_follows_a_newer_world_by_its_changes_only() -> None:
+    """advance() converts only the objects that changed and ends where a state built from
+    scratch on the newer world is: the same answers, the same free GPUs."""
+    from trainmaster.ui._why import Counterfactuals
+
+    world = _leaf_world()
+    cf = Counterfactuals(world)
+    assert cf.advance(world) == 0  # same objects: nothing converted
+    (before,) = [cf.explain(p) for p in pending_gangs(world)]
+    assert before.counterfactual == "fits on leaf leaf-0 once job ml/a-r0 finishes"
+    # a-r0 ends, b-r0 moves to n2 (a new pod object), n1 is cordoned, n4 joins leaf-2.
+    newer = World(
+        nodes=[world.nodes[0], node("n1", "leaf-0", unschedulable=True), world.nodes[2],
+               world.nodes[3], node("n4", "leaf-2")],
+        pods=[pod("b-0", "b-r0", "n2"), *world.pods[2:]], podgroups=world.podgroups)
+    assert cf.advance(newer) == 5  # a-0 gone, b-0 dropped and added, n1 and n4
+    fresh = Counterfactuals(newer)
+    for name in ("n0", "n1", "n2", "n3", "n4"):
+        assert cf.state.free(name) == fresh.state.free(name), name
+        assert cf.state.node(name) == fresh.state.node(name), name
+    assert dict(cf.running) == dict(fresh.running)
+    gangs = pending_gangs(newer)
+    assert [cf.explain(p) for p in gangs] == [fresh.explain(p) for p in gangs]
+    # leaf-0 has one usable node left (n1 cordoned); b-r0 now blocks leaf-1.
+    assert cf.explain(gangs[0]).counterfactual == "fits on leaf leaf-1 once job ml/b-r0 finishes"
+
+
+def test_a_resumed_checkpoint_reported_again_is_not_the_first_step() -> None:
+    """The new gang reports the checkpoint it resumed from once more (a later time, the
+    same step): the time lost still runs from that checkpoint's first report to the first
+    checkpoint past it (on real nodes: dp-example resumed at step 40, reported 40 again,
+    then 60)."""
+    tj = {"metadata": {"name": "dp", "namespace": "ml", "creationTimestamp": at(0)},
+          "spec": {"nodes": 2, "gpusPerPod": 8},
+          "status": {"phase": "Running", "attempt": 1, "restarts": 1, "gang": "dp-r1",
+                     "runningSince": at(58),
+                     "lastCheckpoint": {"path": "/c/dp/step-60", "step": 60, "time": at(66)},
+                     "restartHistory": [{"cause": "PodFailed", "message": "exit code 137",
+                                         "attempt": 0, "newAttempt": 1, "time": at(52),
+                                         "resumeFrom": "/c/dp/step-40"}]}}
+    events = [{"reason": "Scheduled", "lastTimestamp": at(58), "metadata": {"uid": "e1"},
+               "involvedObject": {"kind": "PodGroup", "namespace": "ml", "name": "dp-r1"}}]
+    samples = [Sample(T0 + timedelta(seconds=s), step)
+               for s, step in ((40, 20), (45, 40), (61, 40), (66, 60))]
+    world = World(trainingjobs=[tj], events=events, samples={("ml", "dp"): samples},
+                  now=T0 + timedelta(seconds=70))
+    (r,) = job_info(tj, world).recoveries
+    assert (r.resume_step, r.resume_time) == (40, T0 + timedelta(seconds=45))
+    assert r.first_step == T0 + timedelta(seconds=66)
+    assert r.lost_seconds == 21.0 and r.lost_steps is not None and r.lost_steps > 0

@@ -134,8 +134,66 @@ def build_world(nodes: int = 10_000, jobs: int = 1_000, seed: int = 1) -> Any:
     return world
 
 
+class _Changing:
+    """A world the bench changes by hand (``replace``), as the store's would."""
+
+    def __init__(self, world: Any) -> None:
+        self._world = world
+        self.version = 1
+
+    def world(self) -> Any:
+        return self._world
+
+    def replace(self, world: Any) -> None:
+        self._world = world
+        self.version += 1
+
+    async def wait_change(self, seen: int, timeout: float) -> int:
+        import asyncio
+
+        await asyncio.sleep(timeout)
+        return self.version
+
+
+def _fetch(port: int, view: str, path: str, runs: int) -> ViewTime:
+    trips, renders, cpus, size = [], [], [], 0
+    for _ in range(runs):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        started = time.perf_counter()
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        trips.append((time.perf_counter() - started) * 1000)
+        conn.close()
+        if resp.status != 200:
+            raise RuntimeError(f"GET {path}: HTTP {resp.status}")
+        timing = dict(re.findall(r"(\w+);dur=([\d.]+)", resp.getheader("Server-Timing") or ""))
+        renders.append(float(timing.get("render", 0)))
+        cpus.append(float(timing.get("cpu", 0)))
+        size = len(body)
+    return ViewTime(view, path, round(trips[0], 1), round(statistics.median(trips), 1),
+                    round(cpus[0], 1), round(statistics.median(renders), 1),
+                    round(max(trips), 1), size)
+
+
+def _one_change(world: Any) -> Any:
+    """The world after one watch event's worth of change: a node cordoned and a bound pod
+    replaced (new objects, as the store's reflectors make them)."""
+    from dataclasses import replace
+
+    nodes, pods = list(world.nodes), list(world.pods)
+    cordoned = {**nodes[0], "spec": {**nodes[0]["spec"], "unschedulable": True}}
+    nodes[0] = cordoned
+    if pods:
+        pods[0] = {**pods[0], "metadata": {**pods[0]["metadata"], "resourceVersion": "2"}}
+    return replace(world, nodes=nodes, pods=pods)
+
+
 def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 1
              ) -> list[ViewTime]:
+    """Each view's first paint and median on a cold app; then why pending with its state
+    built at start (``create_app(warm=True)``, as `trainmaster ui` does) and after one
+    change (the state follows by the change: ``Counterfactuals.advance``)."""
     from trainmaster.ui import FixedSource, create_app, pending_gangs
 
     world = build_world(nodes, jobs, seed)
@@ -153,29 +211,15 @@ def bench_ui(nodes: int = 10_000, jobs: int = 1_000, runs: int = 5, seed: int = 
         "counterfactual": f"/pending/{pending['namespace']}/{pending['name']}/counterfactual",
     }
     with served(create_app(FixedSource(world))) as port:
-        out = []
-        for view, path in paths.items():
-            trips, renders, cpus, size = [], [], [], 0
-            for _ in range(runs):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                started = time.perf_counter()
-                conn.request("GET", path)
-                resp = conn.getresponse()
-                body = resp.read()
-                trips.append((time.perf_counter() - started) * 1000)
-                conn.close()
-                if resp.status != 200:
-                    raise RuntimeError(f"GET {path}: HTTP {resp.status}")
-                timing = dict(re.findall(r"(\w+);dur=([\d.]+)",
-                                         resp.getheader("Server-Timing") or ""))
-                renders.append(float(timing.get("render", 0)))
-                cpus.append(float(timing.get("cpu", 0)))
-                size = len(body)
-            out.append(ViewTime(view, path, round(trips[0], 1),
-                                round(statistics.median(trips), 1), round(cpus[0], 1),
-                                round(statistics.median(renders), 1), round(max(trips), 1),
-                                size))
-        return out
+        out = [_fetch(port, view, path, runs) for view, path in paths.items()]
+    source = _Changing(world)
+    app = create_app(source, warm=True)
+    app.state.warming.join()
+    with served(app) as port:
+        out.append(_fetch(port, "pending, warmed", "/pending", runs))
+        source.replace(_one_change(world))
+        out.append(_fetch(port, "pending, after a change", "/pending", 1))
+    return out
 
 
 @contextlib.contextmanager

@@ -99,6 +99,16 @@ from trainmaster.objects._security import (
     psa_labels,
     system_namespace,
 )
+from trainmaster.objects._ui import (
+    UI_CLUSTER_RULES,
+    UI_EVENT_RULES,
+    UI_JOB_RULES,
+    UI_PORT,
+    UI_SYSTEM_RULES,
+    build_ui,
+    ui_command,
+    ui_name,
+)
 
 __all__ = [
     "COMPONENTS",
@@ -122,6 +132,11 @@ __all__ = [
     "TRAININGJOB_GROUP",
     "TRAININGJOB_PLURAL",
     "TRAININGJOB_VERSION",
+    "UI_CLUSTER_RULES",
+    "UI_EVENT_RULES",
+    "UI_JOB_RULES",
+    "UI_PORT",
+    "UI_SYSTEM_RULES",
     "Grant",
     "Replacement",
     "Workload",
@@ -148,6 +163,7 @@ __all__ = [
     "build_spec_configmap",
     "build_training_job",
     "build_training_jobs",
+    "build_ui",
     "config_fair_sharing",
     "config_queues",
     "covers_immutable",
@@ -180,6 +196,8 @@ __all__ = [
     "to_yaml",
     "trainer_account",
     "trainingjob_crd",
+    "ui_command",
+    "ui_name",
     "workloads",
     "workloads_markdown",
 ]

@@ -15,6 +15,7 @@ from trainmaster.objects._networks import build_networks
 from trainmaster.objects._operator import build_operator
 from trainmaster.objects._scheduler import build_scheduler
 from trainmaster.objects._security import build_default_deny, build_namespaces
+from trainmaster.objects._ui import build_ui
 from trainmaster.spec import ClusterSpec
 
 COMPONENTS = (
@@ -26,6 +27,7 @@ COMPONENTS = (
     "cache",
     "monitoring",
     "jobs",
+    "ui",
 )
 
 
@@ -48,6 +50,8 @@ def build_all(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
         "cache": build_cache(spec),
         "monitoring": build_monitoring(spec),
         "jobs": build_training_jobs(spec),
+        # Last: optional, and the file numbers of `render` stay what they were without it.
+        "ui": build_ui(spec),
     }
 
 

@@ -1,4 +1,5 @@
-"""``--report DIR``: three matplotlib PNGs and one HTML page that shows them with the table.
+"""``--report DIR``: three matplotlib PNGs and one HTML page that shows them with the table,
+in the look of `trainmaster ui` (its templates, its stylesheet copied beside the page).
 
 * ``allocation.png``: allocated GPUs / all GPUs over virtual time, per policy;
 * ``wait_cdf.png``: waiting-time CDF per policy, one panel per job-size class;
@@ -7,11 +8,9 @@
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ._jobs import WorkloadError
 from ._run import SimulationResult
@@ -92,43 +91,20 @@ def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
     fig.savefig(directory / "fragmentation.png", dpi=110)
     plt.close(fig)
 
-    page = directory / "index.html"
-    page.write_text(_html(result, title))
-    return page
+    return _page(result, directory, title)
 
 
-def _html(result: SimulationResult, title: str) -> str:
+def _page(result: SimulationResult, directory: Path, title: str) -> Path:
+    """``index.html`` in the look of `trainmaster ui` (its templates and stylesheet)."""
+    from trainmaster.ui import write_page
+
     rows = [r.to_json() for r in result.results]
     columns = [c for c in rows[0] if c != "queues"] if rows else []
-
-    def cell(value: Any) -> str:
-        return "-" if value is None else html.escape(str(value))
-
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in columns) + "</tr>"
-                   for r in rows)
-    extra = "".join(f"<li>{html.escape(r.policy)}: {r.failures} node failures, {r.restarts} "
-                    f"job restarts, {r.preemptions} preemptions, "
-                    f"{r.lost_gpu_seconds / 3600:.1f} GPU-hours lost</li>"
-                    for r in result.results)
     queue_rows = [{"policy": r["policy"], **q} for r in rows for q in r.get("queues", [])]
-    queues = ""
-    if queue_rows:
-        names = list(queue_rows[0])
-        queues = ("<h2>Per queue</h2><table><tr>"
-                  + "".join(f"<th>{html.escape(c)}</th>" for c in names) + "</tr>"
-                  + "".join("<tr>" + "".join(f"<td>{cell(q[c])}</td>" for c in names)
-                            + "</tr>" for q in queue_rows) + "</table>")
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}</style></head>
-<body><h1>{html.escape(title)}</h1>
-<p>{result.nodes} nodes, {result.gpus} GPUs, {result.jobs} jobs, simulated in
-{result.wall_seconds:.1f} s. Definitions: docs/simulate.md.</p>
-<table><tr>{head}</tr>{body}</table><ul>{extra}</ul>{queues}
-<h2>GPU allocation</h2><img src="allocation.png" alt="GPU allocation over time">
-<h2>Waiting time by job size</h2><img src="wait_cdf.png" alt="waiting-time CDF">
-<h2>Fragmentation</h2><img src="fragmentation.png" alt="fragmentation over time">
-</body></html>
-"""
+    disruptions = [f"{r.policy}: {r.failures} node failures, {r.restarts} job restarts, "
+                   f"{r.preemptions} preemptions, {r.lost_gpu_seconds / 3600:.1f} GPU-hours lost"
+                   for r in result.results]
+    return write_page(directory, "report.html", title, nodes=result.nodes, gpus=result.gpus,
+                      jobs=result.jobs, wall_seconds=result.wall_seconds, rows=rows,
+                      columns=columns, disruptions=disruptions, queue_rows=queue_rows,
+                      queue_columns=list(queue_rows[0]) if queue_rows else [])

@@ -535,12 +535,29 @@ class ImageSpec(_Model):
 
 
 class SystemPlacement(_Model):
-    """Which nodes trainmaster's own controllers (the scheduler and the operator) run on."""
+    """Which nodes trainmaster's own controllers (the scheduler, the operator and the in-cluster
+    UI) run on."""
 
     node_selector: dict[str, str] = {}
     """Node labels their pods require (pod `nodeSelector`); empty: any node."""
     tolerations: list[Toleration] = []
     """Taints their pods tolerate, e.g. a dedicated system node pool's."""
+
+
+# --- ui ------------------------------------------------------------------------------
+
+
+class UiSpec(_Model):
+    """The web view (`trainmaster ui`) as a Deployment in the cluster, read-only."""
+
+    enabled: bool = False
+    """Run it in `<namespace>-system` under its own ServiceAccount, which may only get, list
+    and watch what the views show (never a Secret), behind a ClusterIP Service."""
+    replicas: int = Field(1, ge=1, le=5)
+    """Pods of the Deployment (each keeps its own watches; no state is shared)."""
+    access_namespaces: list[Name] = Field(default_factory=list, max_length=16)
+    """Namespaces whose pods may open the Service (an ingress controller's, a proxy's that
+    authenticates users). Empty: no pod may; only `kubectl port-forward` reaches it."""
 
 
 # --- jobs ----------------------------------------------------------------------------
@@ -714,7 +731,9 @@ class ClusterSpec(_Model):
     image: ImageSpec = ImageSpec()
     """The trainmaster image the platform's own pods run (not the jobs' images)."""
     system: SystemPlacement = SystemPlacement()
-    """Where the scheduler and the operator run (node selector, tolerations)."""
+    """Where the scheduler, the operator and the UI run (node selector, tolerations)."""
+    ui: UiSpec = UiSpec()
+    """The web view in the cluster (off by default; `trainmaster ui` runs it locally)."""
     third_party_crds: Literal["IfAbsent", "Never"] = "IfAbsent"
     """Stub CRDs for the Prometheus operator (ServiceMonitor, PodMonitor, PrometheusRule):
     `IfAbsent` installs each only where the cluster lacks it, and never touches one that

@@ -9,14 +9,12 @@ routes exist.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
-from importlib.resources import files
-from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
@@ -29,15 +27,14 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from trainmaster.status import age
 from trainmaster.ui._jobs import find_job, job_events, job_info, job_rows, nodes_ran_on
+from trainmaster.ui._look import ASSETS, environment
 from trainmaster.ui._queues import queue_fairness_view, queue_infos
 from trainmaster.ui._topology import build_topology
 from trainmaster.ui._why import Counterfactuals, pending_gangs
 from trainmaster.ui._world import World
 
 T = TypeVar("T")
-ASSETS = Path(str(files("trainmaster") / "data" / "ui"))
 DEBOUNCE = 0.3
 """Seconds to gather a burst of watch events into one update (well inside the ~2 s the
 views promise)."""
@@ -76,35 +73,33 @@ class FixedSource:
         return self.version
 
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else age(value)
-
-
-def _clock(value: datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _rate(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 60:.1f}/min" if value < 1 else f"{value:.2f}/s"
-
-
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(ASSETS / "templates")),
-        autoescape=jinja2.select_autoescape(["html"]),
-        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(seconds=_seconds, clock=_clock, rate=_rate)
-    return env
-
-
 class Views:
     def __init__(self, source: Source) -> None:
         self.source = source
         self.env = environment()
         self._cached: tuple[int, World] | None = None
         self._models: dict[str, tuple[int, float, Any]] = {}
+        self._cf: Counterfactuals | None = None
+        self._cf_lock = threading.Lock()
+
+    def counterfactuals(self, world: World) -> Counterfactuals:
+        """One scheduler state for the app's life, brought to each newer world by its
+        changes (``Counterfactuals.advance``): O(change) after the first build."""
+        with self._cf_lock:
+            if self._cf is None:
+                self._cf = Counterfactuals(world)
+            else:
+                self._cf.advance(world)
+            return self._cf
+
+    def warm(self) -> threading.Thread:
+        """Build what the first visit of a view would otherwise wait for (the scheduler
+        state of why pending) in a thread, before anyone asks. The world is taken here,
+        on the caller's (the event loop's) thread, as every view takes it."""
+        thread = threading.Thread(target=self.counterfactuals, args=(self.world(),),
+                                  name="ui-warm", daemon=True)
+        thread.start()
+        return thread
 
     def world(self) -> World:
         version = self.source.version
@@ -183,7 +178,7 @@ class Views:
         """Reasons and placement now; each of the first gangs' counterfactual is fetched
         by the page on its own (``/pending/NS/NAME/counterfactual``), so the table paints
         before the searches end."""
-        cf = await self.model(request, "cf", Counterfactuals)
+        cf = await self.model(request, "cf", self.counterfactuals)
         whys = await self.model(request, "pending", lambda world: [
             cf.explain_now(p) for p in pending_gangs(world)[:PENDING_LIMIT]])
         return self.page(request, "pending.html", "Why pending", whys=whys,
@@ -191,12 +186,17 @@ class Views:
 
     async def counterfactual(self, request: Request) -> Response:
         ns, name = request.path_params["namespace"], request.path_params["name"]
-        cf = await self.model(request, "cf", Counterfactuals)
+        cf = await self.model(request, "cf", self.counterfactuals)
         gang = next((p for p in pending_gangs(self.world()) if p.key == f"{ns}/{name}"), None)
         if gang is None:
             return self._missing(f"no pending gang {ns}/{name}")
         why = await self.model(request, f"cf:{ns}/{name}", lambda world: cf.explain(gang))
         return PlainTextResponse(why.counterfactual)
+
+    async def healthz(self, request: Request) -> Response:
+        """The in-cluster Deployment's probes: the store has listed (the server only
+        starts after), and answers."""
+        return PlainTextResponse(f"ok {self.source.version}\n")
 
     def _missing(self, text: str) -> Response:
         return PlainTextResponse(text + "\n", status_code=404)
@@ -236,8 +236,11 @@ def timed(endpoint: Endpoint) -> Endpoint:
     return run
 
 
-def create_app(source: Source) -> Starlette:
+def create_app(source: Source, *, warm: bool = False) -> Starlette:
+    """``warm``: build the why-pending view's scheduler state now, in a thread, so its
+    first visit does not wait for it (`trainmaster ui` does; `bench ui` measures both)."""
     views = Views(source)
+    warming = views.warm() if warm else None
     routes = [
         Route("/", views.root),
         Route("/topology", timed(views.topology)),
@@ -248,6 +251,9 @@ def create_app(source: Source) -> Starlette:
         Route("/pending", timed(views.pending)),
         Route("/pending/{namespace}/{name}/counterfactual", timed(views.counterfactual)),
         Route("/events", views.events),
+        Route("/healthz", views.healthz),
         Mount("/static", StaticFiles(directory=str(ASSETS / "static")), name="static"),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    app.state.warming = warming
+    return app

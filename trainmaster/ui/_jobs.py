@@ -7,10 +7,11 @@ checkpoints the UI saw arrive (the step rate).
 
 A recovery's timeline: *fault detected* (the operator's restart record), *new gang
 bound* (the scheduler's Scheduled Event on the new attempt's PodGroup), *first step*
-(the first checkpoint reported after that; else, for the newest recovery, the moment
-its gang was Running again). Time lost = from the checkpoint resumed from to that first
-step (work redone plus the wait); lost steps = the steps past that checkpoint that were
-done before the fault, estimated from the step rate.
+(the first checkpoint past the one resumed from reported after that; else, for the
+newest recovery, the moment its gang was Running again). Time lost = from the checkpoint
+resumed from (its first report) to that first step (work redone plus the wait); lost
+steps = the steps past that checkpoint that were done before the fault, estimated from
+the step rate.
 """
 
 from __future__ import annotations
@@ -152,22 +153,27 @@ def _recoveries(tj: JSON, scheduled: Scheduled, samples: list[Sample],
     meta, status = tj.get("metadata") or {}, tj.get("status") or {}
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
     history = [h for h in status.get("restartHistory") or [] if isinstance(h, dict)]
-    by_step = {s.step: s.at for s in samples}
+    # A checkpoint's time is its first report: the new gang reports the one it resumed
+    # from again, later, and that is no new progress.
+    by_step: dict[int, datetime] = {}
+    for s in samples:
+        by_step.setdefault(s.step, s.at)
     out = []
     for i, record in enumerate(history):
         new_attempt = record.get("newAttempt")
         detected = parse_time(record.get("time"))
         bound = (scheduled.get((namespace, gang_name(name, new_attempt)))
                  if isinstance(new_attempt, int) else None)
+        resume = record.get("resumeFrom")
+        resume_step = step_of(str(resume).rstrip("/").rsplit("/", 1)[-1]) if resume else None
         after = bound or detected
-        first = next((s.at for s in samples if after is not None and s.at > after), None)
+        first = next((s.at for s in samples if after is not None and s.at > after
+                      and (resume_step is None or s.step > resume_step)), None)
         how = "first checkpoint after the new gang was bound"
         if first is None and i == len(history) - 1 and \
                 status.get("attempt") == new_attempt:
             first = parse_time(status.get("runningSince"))
             how = "new gang Running"
-        resume = record.get("resumeFrom")
-        resume_step = step_of(str(resume).rstrip("/").rsplit("/", 1)[-1]) if resume else None
         resume_time = by_step.get(resume_step) if resume_step is not None else None
         start = resume_time or detected
         lost = (first - start).total_seconds() if first and start else None

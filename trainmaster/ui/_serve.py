@@ -12,21 +12,27 @@ from pathlib import Path
 
 from trainmaster.kubeclient import Kube
 from trainmaster.ui._app import create_app
-from trainmaster.ui._world import Store
+from trainmaster.ui._world import Scope, Store
 
 LOOPBACK = "127.0.0.1"
+IN_CLUSTER = "0.0.0.0"
+"""Where `trainmaster ui --in-cluster` listens: every address of its pod (the Service's
+traffic arrives on the pod's IP, `kubectl port-forward`'s on loopback). Never the default:
+outside a pod this would open the views to the whole network."""
 
 
 async def serve(kubeconfig: Path | None, host: str, port: int,
-                ready: Callable[[str], None] = lambda url: None) -> None:
+                ready: Callable[[str], None] = lambda url: None,
+                scope: Scope | None = None) -> None:
     import uvicorn
 
     kube = await Kube.connect(kubeconfig, user_agent="trainmaster-ui")
-    store = Store(kube)
+    store = Store(kube, scope)
     try:
         await store.start()
-        config = uvicorn.Config(create_app(store), host=host, port=port, log_level="warning",
-                                lifespan="off", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(create_app(store, warm=True), host=host, port=port,
+                                log_level="warning", lifespan="off",
+                                timeout_graceful_shutdown=1)
         server = uvicorn.Server(config)
 
         async def announce() -> None:

@@ -144,32 +144,88 @@ def _pending(ns: str, name: str, gang: str | None, pods: list[JSON], group: JSON
 
 
 class Counterfactuals:
-    """The cluster state built once per world, then asked about each pending gang."""
+    """The cluster state built once, then asked about each pending gang; ``advance``
+    brings it to a newer world by its changes only (the store replaces an object when it
+    changes, so an object that is still the same one needs no conversion)."""
 
     def __init__(self, world: World) -> None:
-        # explain() takes gangs out of the state and puts them back: one at a time.
+        # explain() takes gangs out of the state and puts them back, and advance()
+        # changes it: one at a time.
         self._lock = threading.Lock()
-        self.world = world
+        self._build(world)
+
+    def _build(self, world: World) -> None:
         self.levels = tuple(topology_levels(world.nodes))
+        self._nodes = {(n.get("metadata") or {}).get("name", ""): n for n in world.nodes}
         self.state = ClusterState([node_info(n, self.levels) for n in world.nodes],
                                   levels=self.levels)
         self.config = SchedulerConfig(levels=self.levels) if self.levels else SchedulerConfig()
-        running: dict[str, list[tuple[PodRequest, str]]] = defaultdict(list)
-        names = {(n.get("metadata") or {}).get("name") for n in world.nodes}
-        for pod in world.pods:
-            if not holds_capacity(pod) or not (pod.get("metadata") or {}).get("uid"):
-                continue
-            node = pod["spec"]["nodeName"]
-            if node not in names:
-                continue
-            request = pod_info(pod).request
-            self.state.add_bound(request, node)
-            meta = pod.get("metadata") or {}
-            group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
-            running[f"{meta.get('namespace', '')}/{group or meta.get('name', '')}"].append(
-                (request, node))
-        self.running = running
+        self.running: dict[str, list[tuple[PodRequest, str]]] = defaultdict(list)
+        self._pods: dict[str, tuple[JSON, str]] = {}
+        """uid -> (the pod object, its gang's key)."""
+        for uid, pod in self._bound(world.pods).items():
+            self._add_pod(uid, pod)
         self.queues = queue_rows([p for p in world.pods if holds_capacity(p)], world.queues)
+
+    def _bound(self, pods: list[JSON]) -> dict[str, JSON]:
+        """uid -> pod, for the pods that hold capacity on a known node."""
+        out = {}
+        for pod in pods:
+            uid = (pod.get("metadata") or {}).get("uid")
+            if uid and holds_capacity(pod) and pod["spec"]["nodeName"] in self._nodes:
+                out[uid] = pod
+        return out
+
+    def _add_pod(self, uid: str, pod: JSON) -> None:
+        node = pod["spec"]["nodeName"]
+        request = pod_info(pod).request
+        self.state.add_bound(request, node)
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        key = f"{meta.get('namespace', '')}/{group or meta.get('name', '')}"
+        self.running[key].append((request, node))
+        self._pods[uid] = (pod, key)
+
+    def _drop_pod(self, uid: str) -> None:
+        key = self._pods.pop(uid)[1]
+        self.state.remove(uid)
+        left = [(r, n) for r, n in self.running[key] if r.uid != uid]
+        if left:
+            self.running[key] = left
+        else:
+            del self.running[key]
+
+    def advance(self, world: World) -> int:
+        """Bring the state to ``world``; return how many objects changed. A pod or node
+        that is the same object as before costs an identity check; a changed one, what
+        the scheduler's cache does on that watch event. New topology levels: built
+        again."""
+        with self._lock:
+            if tuple(topology_levels(world.nodes)) != self.levels:
+                self._build(world)
+                return len(world.nodes) + len(world.pods)
+            nodes = {(n.get("metadata") or {}).get("name", ""): n for n in world.nodes}
+            changed = 0
+            old_nodes, self._nodes = self._nodes, nodes
+            pods = self._bound(world.pods)
+            for uid, (pod, _) in list(self._pods.items()):
+                if pods.get(uid) is not pod:  # gone, finished or changed
+                    self._drop_pod(uid)
+                    changed += 1
+            for name in old_nodes.keys() - nodes.keys():
+                self.state.remove_node(name)
+                changed += 1
+            for name, node in nodes.items():
+                if old_nodes.get(name) is not node:
+                    self.state.set_node(node_info(node, self.levels))
+                    changed += 1
+            for uid, pod in pods.items():
+                if uid not in self._pods:
+                    self._add_pod(uid, pod)
+                    changed += 1
+            self.queues = queue_rows([p for p in world.pods if holds_capacity(p)],
+                                     world.queues)
+            return changed
 
     def gang(self, p: Pending) -> Gang:
         topology = None

@@ -86,11 +86,30 @@ def checkpoint_sample(tj: JSON) -> Sample | None:
     return Sample(at, step)
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Where the store watches the kinds it need not read everywhere; None: in every
+    namespace, as a person's `trainmaster ui` does. The in-cluster UI names its own
+    (trainmaster.objects' `ui_command`), exactly those its Roles let it read."""
+
+    jobs: tuple[str, ...] | None = None
+    """Namespaces of the TrainingJobs."""
+    events: tuple[str, ...] | None = None
+    """Namespaces of the Events shown (jobs', gangs' and nodes')."""
+    configs: str | None = None
+    """Namespace of the scheduler's config ConfigMaps (its queues)."""
+
+
+def _each(namespaces: tuple[str, ...] | None) -> tuple[str | None, ...]:
+    return (None,) if namespaces is None else namespaces
+
+
 class Store:
     """Reflectors over the watched kinds; ``version`` moves on every change and
     ``changed`` wakes whoever waits for one."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, scope: Scope | None = None) -> None:
+        scope = scope or Scope()
         self.kube = kube
         self.version = 0
         self.changed_at = time.monotonic()
@@ -101,17 +120,20 @@ class Store:
         self._tasks: list[asyncio.Task[None]] = []
         self.nodes = self._reflector(node_path(), "nodes")
         self.pods = self._reflector(pod_path(), "pods")
-        self.jobs = self._reflector(trainingjob_path(None), "trainingjobs", self._on_job,
-                                    optional=True)
+        self.jobs = [self._reflector(trainingjob_path(ns),
+                                     "trainingjobs" if ns is None else f"trainingjobs-{ns}",
+                                     self._on_job, optional=True) for ns in _each(scope.jobs)]
         self.groups = self._reflector(podgroup_path(None), "podgroups", optional=True)
-        self.event_list = self._reflector(api_path("v1", "events"), "events", self._on_event)
+        self.event_lists = [self._reflector(api_path("v1", "events", ns),
+                                            "events" if ns is None else f"events-{ns}",
+                                            self._on_event) for ns in _each(scope.events)]
         self.configs = self._reflector(
-            "/api/v1/configmaps", "scheduler-configs",
+            api_path("v1", "configmaps", scope.configs), "scheduler-configs",
             params={"labelSelector": SCHEDULER_CONFIG_SELECTOR})
         self.ledgers = self._reflector(
-            "/api/v1/configmaps", "queue-ledgers",
+            api_path("v1", "configmaps", scope.configs), "queue-ledgers",
             params={"labelSelector": QUEUE_LEDGER_SELECTOR})
-        self.reflectors = [self.nodes, self.pods, self.jobs, self.groups, self.event_list,
+        self.reflectors = [self.nodes, self.pods, *self.jobs, self.groups, *self.event_lists,
                            self.configs, self.ledgers]
 
     def _reflector(self, path: str, name: str,
@@ -176,7 +198,7 @@ class Store:
         return World(
             nodes=list(self.nodes.store.values()),
             pods=list(self.pods.store.values()),
-            trainingjobs=list(self.jobs.store.values()),
+            trainingjobs=[tj for r in self.jobs for tj in r.store.values()],
             podgroups=list(self.groups.store.values()),
             events=list(self._events.values()),
             queues=scheduler_queues(self.configs.store.values()),
