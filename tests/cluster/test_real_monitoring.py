@@ -5,8 +5,9 @@ PodMonitor and PrometheusRule that trainmaster renders (`cluster up --monitoring
 stacks/dev with its controllers and examples/data-parallel on the real nodes (as
 `trainmaster demo`), then, against the live Prometheus and Alertmanager:
 
-- the scheduler's replicas, the operator and every rank of the training job are scraped and
-  `up`, each on its pod IP;
+- the scheduler's replicas, the operator, the NIC agent of every real node and every rank of
+  the training job are scraped and `up`, each on its pod IP; the NIC agents report their
+  nodes' rail interfaces healthy;
 - `trainmaster_job_step{trainingjob=...}` rises while the job trains;
 - every dashboard panel's PromQL returns series (the DCGM panels need GPUs this host lacks:
   listed), and a wrong query fails the same check;
@@ -123,6 +124,8 @@ def test_targets_are_up_on_pod_ips_and_the_step_rises(stack: RealStack, api: End
     operator = next(p for p, o in monitors.items()
                     if o["metadata"]["name"] == f"{stack.spec.metadata.name}-operator")
     training = next(p for p, o in monitors.items() if o["kind"] == "PodMonitor")
+    nic = next(p for p, o in monitors.items()
+               if o["metadata"]["name"] == f"{stack.spec.metadata.name}-nic-agent")
     job = stack.job.name
 
     def all_up() -> list[Target] | None:
@@ -141,6 +144,9 @@ def test_targets_are_up_on_pod_ips_and_the_step_rises(stack: RealStack, api: End
         ok = (len([t for t in by_pool.get(scheduler, []) if t.health == "up"])
               == stack.spec.scheduler.replicas
               and [t.health for t in by_pool.get(operator, [])] == ["up"]
+              # The NIC agent on every real node (the demo's placement), through its Service.
+              and sorted(t.health for t in by_pool.get(nic, []))
+              == ["up"] * len(stack.record.real_nodes)
               and len(ranks) == len(pods) > 0 and all(t.health == "up" for t in ranks))
         return targets if ok else None
 
@@ -151,6 +157,19 @@ def test_targets_are_up_on_pod_ips_and_the_step_rises(stack: RealStack, api: End
         # Scraped on its pod's IP (the operator's pod role), on the named metrics port.
         ip = real[(t.labels["namespace"], t.labels["pod"])]
         assert t.url.startswith(f"http://{ip}:"), t
+
+    # No RDMA device here: each agent judges its node's rail interfaces on the stand-in
+    # fabric (the node's trainmaster.io/nic-netdevs) and reports them healthy, so the
+    # operator fences nothing.
+    nics = {s["metric"]["node"]: (s["metric"]["reason"], float(s["value"][1]))
+            for s in _series(api, "trainmaster_nic_healthy")}
+    ports = {s["metric"]["node"]: float(s["value"][1])
+             for s in _series(api, "trainmaster_nic_ports")}
+    _log(f"NIC agents: {nics}; ports seen: {ports}")
+    rails = len(stack.spec.networks.compute.rails)
+    for node in stack.record.real_nodes:
+        assert nics[node] == ("PortsActive", 1.0), nics
+        assert ports[node] == rails, ports
 
     expr = f'max(trainmaster_job_step{{trainingjob="{job}"}})'
     first = float(_series(api, expr)[0]["value"][1])
