@@ -23,6 +23,10 @@ def ui(
     port: Annotated[int, typer.Option(help="TCP port (0: any free port).")] = 8080,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    prometheus: Annotated[str | None, typer.Option(
+        "--prometheus", help="Prometheus base URL for the jobs' live step, step rate and "
+        "checkpoint age. Default: the Prometheus operator's Prometheus pod in the cluster, "
+        "if any; `off`: none.")] = None,
 ) -> None:
     """Serve a read-only web view of the cluster: topology (GPUs used and free per spine,
     leaf and node), jobs and their recoveries, queues, and why each pending gang waits
@@ -35,4 +39,4 @@ def ui(
         print(f"trainmaster ui: serving {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(kubeconfig, host, port, ready))
+        asyncio.run(serve(kubeconfig, host, port, ready, prometheus))

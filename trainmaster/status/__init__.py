@@ -5,6 +5,19 @@
 what this shows; neither imports it.
 """
 
+from trainmaster.status._live import (
+    PROMETHEUS,
+    TRAININGJOB,
+    LiveProgress,
+    Progress,
+    PrometheusError,
+    discover_prometheus,
+    is_prometheus_pod,
+    job_progress,
+    live_progress,
+    progress_from_results,
+    prometheus_url,
+)
 from trainmaster.status._render import age, render_view
 from trainmaster.status._view import (
     FencedNode,
@@ -21,23 +34,36 @@ from trainmaster.status._view import (
     scheduler_queues,
     summarize,
     topology_levels,
+    with_live_progress,
 )
 
 __all__ = [
+    "PROMETHEUS",
+    "TRAININGJOB",
     "FencedNode",
     "JobRow",
+    "LiveProgress",
     "PendingGang",
+    "Progress",
+    "PrometheusError",
     "QueueRow",
     "ResourceView",
     "SwitchUsage",
     "age",
     "collect_view",
+    "discover_prometheus",
     "gpu_request",
+    "is_prometheus_pod",
+    "job_progress",
     "ledger_rows",
+    "live_progress",
+    "progress_from_results",
+    "prometheus_url",
     "queue_rows",
     "read_view",
     "render_view",
     "scheduler_queues",
     "summarize",
     "topology_levels",
+    "with_live_progress",
 ]

@@ -18,11 +18,12 @@ LOOPBACK = "127.0.0.1"
 
 
 async def serve(kubeconfig: Path | None, host: str, port: int,
-                ready: Callable[[str], None] = lambda url: None) -> None:
+                ready: Callable[[str], None] = lambda url: None,
+                prometheus: str | None = None) -> None:
     import uvicorn
 
     kube = await Kube.connect(kubeconfig, user_agent="trainmaster-ui")
-    store = Store(kube)
+    store = Store(kube, prometheus)
     try:
         await store.start()
         config = uvicorn.Config(create_app(store), host=host, port=port, log_level="warning",
