@@ -53,6 +53,17 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         # The stack came from the real Pulumi engine: its summary, and its field manager
         # on what it applied.
         assert re.search(r"Deployed by trainmaster pulumi up --stack demo: \d+ create", out), out
+        # The monitoring stack runs by default: the kill's alert fired and reached
+        # Alertmanager, and the demo says where to see targets and the alert history.
+        assert re.search(r"TrainingGangRestarted fired in Prometheus [\d.]+s after the kill, "
+                         r"reached Alertmanager at [\d.]+s", out), out
+        assert "trainmaster cluster monitoring" in proc.stderr
+        shown = subprocess.run(
+            [sys.executable, "-m", "trainmaster", "cluster", "monitoring", "--name", "dev"],
+            env=env, capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert [ln for ln in shown.stdout.splitlines()
+                if "TrainingGangRestarted" in ln and "still firing" in ln], shown.stdout
         record = json.loads((state / "cluster.json").read_text())
         apps = client.AppsV1Api(generated_client(Path(record["kubeconfig"])))
         deployment = apps.read_namespaced_deployment("trainmaster-scheduler",

@@ -11,11 +11,14 @@ a real training job that survives a real kill.
    the GPU jobs stay on kwok's simulated nodes;
 3. kill one rank's training process on the host (SIGKILL, found through its container's
    cgroup), and measure from the ranks' logs and the checkpoint files how the operator
-   brought the gang back: the step it resumed at and the steps lost.
+   brought the gang back: the step it resumed at and the steps lost;
+4. with the monitoring stack (the default; `--no-monitoring` leaves it out): wait for the
+   kill's TrainingGangRestarted alert to fire in Prometheus and reach Alertmanager.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,19 @@ DEMO_SCENARIO = "process-kill"
 DEMO_STACK = "demo"
 
 
+RESTART_ALERT = "TrainingGangRestarted"
+
+
+@dataclass(frozen=True)
+class AlertSeen:
+    """The kill seen by the monitoring stack: seconds from the kill to the restart alert
+    firing in Prometheus, and to Alertmanager holding it."""
+
+    alert: str
+    firing_seconds: float
+    received_seconds: float
+
+
 @dataclass(frozen=True)
 class DemoResult:
     stack: RealStack
@@ -45,6 +61,32 @@ class DemoResult:
     """The pods once the job trains (`kubectl get pods -o wide` plus ServiceAccounts)."""
     drill: DrillResult
     pods_after: str
+    alert: AlertSeen | None = None
+    """With the monitoring stack: when the kill's alert fired."""
+
+
+def wait_restart_alert(stack: RealStack, killed_at: float, report: Report,
+                       timeout: float = 180) -> AlertSeen:
+    """Wait for the job's TrainingGangRestarted in Prometheus (firing), then in
+    Alertmanager; seconds from the kill to each."""
+    from trainmaster.cluster import endpoints
+    from trainmaster.polling import wait_until
+
+    api = endpoints(stack.kubeconfig, stack.spec.monitoring.scrape_namespace)
+    job = stack.job.name
+
+    def mine(labels: dict[str, str]) -> bool:
+        return labels.get("alertname") == RESTART_ALERT and labels.get("trainingjob") == job
+
+    report(f"waiting for {RESTART_ALERT} of {job} to fire (Prometheus, then Alertmanager)")
+    fired: float = wait_until(
+        lambda: time.time() if any(mine(a["labels"]) and a["state"] == "firing"
+                                   for a in api.alerts()) else None,
+        timeout=timeout, every=1, what=f"{RESTART_ALERT} to fire")
+    received: float = wait_until(
+        lambda: time.time() if any(mine(a["labels"]) for a in api.received()) else None,
+        timeout=timeout, every=1, what=f"{RESTART_ALERT} to reach Alertmanager")
+    return AlertSeen(RESTART_ALERT, fired - killed_at, received - killed_at)
 
 
 def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
@@ -59,4 +101,6 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
     namespaces = [f"{stack.namespace}-system", stack.namespace]
     before = pods_table(stack.kubeconfig, namespaces)
     drill = run_drill(stack, DEMO_SCENARIO, report)
-    return DemoResult(stack, before, drill, pods_table(stack.kubeconfig, namespaces))
+    after = pods_table(stack.kubeconfig, namespaces)
+    alert = wait_restart_alert(stack, drill.killed_at, report) if monitoring else None
+    return DemoResult(stack, before, drill, after, alert)

@@ -5,8 +5,9 @@ PodMonitor and PrometheusRule that trainmaster renders (`cluster up --monitoring
 stacks/dev with its controllers and examples/data-parallel on the real nodes (as
 `trainmaster demo`), then, against the live Prometheus and Alertmanager:
 
-- the scheduler's replicas, the operator and every rank of the training job are scraped and
-  `up`, each on its pod IP;
+- the scheduler's replicas, the operator, the NIC agent of every real node and every rank of
+  the training job are scraped and `up`, each on its pod IP; the NIC agents report their
+  nodes' rail interfaces healthy;
 - `trainmaster_job_step{trainingjob=...}` rises while the job trains;
 - every dashboard panel's PromQL returns series (the DCGM panels need GPUs this host lacks:
   listed), and a wrong query fails the same check;
@@ -19,6 +20,8 @@ stacks/dev with its controllers and examples/data-parallel on the real nodes (as
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +37,7 @@ from trainmaster.drill import RealStack, run_drill, start_real_stack, wait_contr
 from trainmaster.kubeclient import SyncKube, pod_path
 from trainmaster.objects import all_objects, build_monitoring
 from trainmaster.polling import wait_until
+from trainmaster.status import PROMETHEUS, JobRow, collect_view
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 
@@ -123,6 +127,8 @@ def test_targets_are_up_on_pod_ips_and_the_step_rises(stack: RealStack, api: End
     operator = next(p for p, o in monitors.items()
                     if o["metadata"]["name"] == f"{stack.spec.metadata.name}-operator")
     training = next(p for p, o in monitors.items() if o["kind"] == "PodMonitor")
+    nic = next(p for p, o in monitors.items()
+               if o["metadata"]["name"] == f"{stack.spec.metadata.name}-nic-agent")
     job = stack.job.name
 
     def all_up() -> list[Target] | None:
@@ -141,6 +147,9 @@ def test_targets_are_up_on_pod_ips_and_the_step_rises(stack: RealStack, api: End
         ok = (len([t for t in by_pool.get(scheduler, []) if t.health == "up"])
               == stack.spec.scheduler.replicas
               and [t.health for t in by_pool.get(operator, [])] == ["up"]
+              # The NIC agent on every real node (the demo's placement), through its Service.
+              and sorted(t.health for t in by_pool.get(nic, []))
+              == ["up"] * len(stack.record.real_nodes)
               and len(ranks) == len(pods) > 0 and all(t.health == "up" for t in ranks))
         return targets if ok else None
 
@@ -152,6 +161,19 @@ def test_targets_are_up_on_pod_ips_and_the_step_rises(stack: RealStack, api: End
         ip = real[(t.labels["namespace"], t.labels["pod"])]
         assert t.url.startswith(f"http://{ip}:"), t
 
+    # No RDMA device here: each agent judges its node's rail interfaces on the stand-in
+    # fabric (the node's trainmaster.io/nic-netdevs) and reports them healthy, so the
+    # operator fences nothing.
+    nics = {s["metric"]["node"]: (s["metric"]["reason"], float(s["value"][1]))
+            for s in _series(api, "trainmaster_nic_healthy")}
+    ports = {s["metric"]["node"]: float(s["value"][1])
+             for s in _series(api, "trainmaster_nic_ports")}
+    _log(f"NIC agents: {nics}; ports seen: {ports}")
+    rails = len(stack.spec.networks.compute.rails)
+    for node in stack.record.real_nodes:
+        assert nics[node] == ("PortsActive", 1.0), nics
+        assert ports[node] == rails, ports
+
     expr = f'max(trainmaster_job_step{{trainingjob="{job}"}})'
     first = float(_series(api, expr)[0]["value"][1])
     interval = stack.spec.monitoring.scrape_interval_seconds
@@ -162,6 +184,22 @@ def test_targets_are_up_on_pod_ips_and_the_step_rises(stack: RealStack, api: End
 
     later = wait_until(rose, timeout=6 * interval, every=2, what=f"{expr} to rise")
     _log(f"{expr}: {first:.0f} -> {later:.0f}")
+
+    # `trainmaster status` finds the Prometheus pod and shows the job's live step rate and
+    # time since its last checkpoint from it (and the UI's jobs view, through the same
+    # trainmaster.status.job_progress).
+    def live() -> JobRow | None:
+        view = collect_view(stack.kubeconfig, stack.namespace)
+        (row,) = [r for r in view.jobs if r.name == job]
+        _log(f"status: {view.progress_note}; {job}: step {row.current_step}, "
+             f"{row.step_rate} steps/s, checkpoint {row.checkpoint_age}s ago "
+             f"({row.progress_from})")
+        return row if row.progress_from == PROMETHEUS and row.step_rate else None
+
+    row = wait_until(live, timeout=4 * interval, every=5, what="status to read Prometheus")
+    assert row.step_rate is not None and 0 < row.step_rate < 1 / 0.25 + 0.5  # 0.25 s a step
+    assert row.checkpoint_age is not None and row.checkpoint_age < 120
+    assert row.current_step is not None and row.current_step >= later
 
 
 def test_every_dashboard_panel_returns_series(stack: RealStack, api: Endpoints) -> None:
@@ -216,6 +254,23 @@ def test_a_killed_rank_fires_the_restart_alert_into_alertmanager(
          f"in Alertmanager: {reached - result.killed_at:.1f}s "
          f"(scrape {stack.spec.monitoring.scrape_interval_seconds}s, evaluation 15s)")
     assert fired > result.killed_at
+
+    # The alert history that `trainmaster cluster monitoring` prints (Prometheus' ALERTS):
+    # the restart, from the first evaluation after the kill.
+    history = [e for e in api.history(600) if e.alertname == "TrainingGangRestarted"
+               and e.labels.get("trainingjob") == job]
+    assert history and history[-1].start >= result.killed_at - 15, history
+    shown = subprocess.run(
+        [sys.executable, "-m", "trainmaster", "cluster", "monitoring", "--name",
+         stack.record.name, "--since", "10"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    _log(shown.stdout)
+    assert "alert history" in shown.stdout
+    # It fires for the restart window (15 min): still firing in the history's row.
+    assert [ln for ln in shown.stdout.splitlines()
+            if "TrainingGangRestarted" in ln and "still firing" in ln], shown.stdout
+    # Targets, with the NIC agents among them.
+    assert f"{stack.spec.metadata.name}-nic-agent" in shown.stdout
 
 
 def test_a_hung_rank_fires_the_stalled_job_alert(stack: RealStack, api: Endpoints) -> None:

@@ -417,9 +417,9 @@ def test_the_nic_agent_sets_nichealthy_on_the_real_node_and_the_operator_fences_
     ns = stack.namespace
     agent = f"{CLUSTER}-nic-agent"
     with SyncKube.connect(stack.kubeconfig) as kube:
-        # The agent selects GPU nodes; a real node says it has none (so that the GPU
-        # exporter stays off it), and this test says otherwise.
-        kube.patch(node_path(node), {"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}})
+        # start_real_stack places the agent on the real nodes (monitoring.nicAgent.
+        # nodeSelector), where it reads the fake sysfs tree, whose RDMA ports win over the
+        # node's rail interfaces (trainmaster.io/nic-netdevs).
 
         def agent_pod() -> dict[str, Any] | None:
             pods = [p for p in kube.list(pod_path(ns), "app.kubernetes.io/name=nic-agent")

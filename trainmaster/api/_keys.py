@@ -29,6 +29,10 @@ DATASET_LABEL_PREFIX: Final = "dataset.trainmaster.io/"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
 """On a kwok node: kwok simulates it."""
+NIC_NETDEVS_ANNOTATION: Final = "trainmaster.io/nic-netdevs"
+"""Node annotation, comma-separated interface names: on a node without RDMA devices, the
+network interfaces the NIC agent judges instead (operstate, carrier). `cluster up` sets it
+on each real node to its interfaces on the stand-in fabric's rails."""
 
 # --- resources -----------------------------------------------------------------------
 

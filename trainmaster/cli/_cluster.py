@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from trainmaster.cli._app import cluster_app
-from trainmaster.cli._console import lazy_console
+from trainmaster.cli._console import lazy_console, stdout_console
 from trainmaster.cli._tools import build_with_progress
 from trainmaster.errors import UsageError
 from trainmaster.toolchain import CLUSTER_FAMILIES, MONITORING_STACK_FAMILIES, NODE_FAMILIES
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from trainmaster.cluster import AlertEpisode
 
 _out = lazy_console()
 _err = lazy_console(stderr=True, soft_wrap=True)
@@ -172,10 +179,15 @@ def monitoring_cmd(
     namespace: Annotated[str, typer.Option(
         "--namespace", help="Where `cluster up --monitoring` put the stack (the spec's "
         "monitoring.scrapeNamespace).")] = "monitoring",
+    since: Annotated[int, typer.Option(
+        "--since", help="Minutes of alert history to show (Prometheus' ALERTS series).",
+        min=1)] = 60,
 ) -> None:
     """The live monitoring stack of `cluster up --real-nodes N --monitoring`: Prometheus'
     and Alertmanager's URLs (their pod IPs, reachable from this host), every scrape target
-    and its health, the alerts Prometheus evaluates and those that reached Alertmanager."""
+    and its health, the alerts Prometheus evaluates and those that reached Alertmanager,
+    and the alert history: every alert that fired in the last --since minutes, from when
+    to when."""
     from trainmaster import cluster
     from trainmaster.cluster import endpoints
 
@@ -184,8 +196,10 @@ def monitoring_cmd(
     if record is None:
         raise cluster.ClusterError(f"no local cluster at {state_dir}")
     api = endpoints(Path(record.kubeconfig), namespace)
-    _out.print(f"Prometheus   {api.prometheus}  (API: /api/v1/targets, /api/v1/alerts)")
-    _out.print(f"Alertmanager {api.alertmanager}  (API: /api/v2/alerts)")
+    # Uncut in a pipe or a log (tables at their natural width), fitted on a terminal.
+    out = stdout_console()
+    out.print(f"Prometheus   {api.prometheus}  (API: /api/v1/targets, /api/v1/alerts)")
+    out.print(f"Alertmanager {api.alertmanager}  (API: /api/v2/alerts)")
     from rich.table import Table  # rich: only when printing
 
     targets = Table(title="scrape targets")
@@ -194,7 +208,7 @@ def monitoring_cmd(
     for t in sorted(api.targets(), key=lambda t: (t.pool, t.url)):
         colour = "green" if t.health == "up" else "red"
         targets.add_row(t.pool, t.url, f"[{colour}]{t.health}[/]", t.error)
-    _out.print(targets)
+    out.print(targets)
     alerts = Table(title="alerts: Prometheus (pending, firing) and what reached Alertmanager")
     for col in ("alert", "labels", "state", "since"):
         alerts.add_column(col)
@@ -208,4 +222,26 @@ def monitoring_cmd(
     for a in api.received():
         alerts.add_row(a["labels"]["alertname"], shown(a["labels"]),
                        f"Alertmanager: {a['status']['state']}", a.get("startsAt") or "")
-    _out.print(alerts)
+    out.print(alerts)
+    out.print(history_table(api.history(since * 60), since))
+
+
+def history_table(episodes: list[AlertEpisode], since: int) -> Table:
+    """The alert history as `cluster monitoring` prints it: one row per firing episode."""
+    from rich.table import Table
+
+    def clock(t: float) -> str:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+    table = Table(title=f"alert history: firing in the last {since} min (Prometheus ALERTS)")
+    for col in ("alert", "labels", "firing from", "until", "for"):
+        table.add_column(col)
+    now = time.time()
+    for e in episodes:
+        end = now if e.end is None else e.end
+        table.add_row(e.alertname, ", ".join(f"{k}={v}" for k, v in sorted(e.labels.items())),
+                      clock(e.start), "still firing" if e.end is None else clock(e.end),
+                      f"{end - e.start:.0f}s")
+    if not episodes:
+        table.add_row("-", "no alert fired", "", "", "")
+    return table

@@ -25,9 +25,10 @@ def demo(
         "containerd + runc on this host; needs root).")] = 2,
     monitoring: Annotated[bool, typer.Option(
         "--monitoring/--no-monitoring", help="Also run the Prometheus operator, Prometheus "
-        "and Alertmanager on the real nodes (`cluster up --monitoring`; docs/monitoring.md). "
-        "Off by default: it adds three Go tools to a cold set-up (docs/monitoring.md).")
-    ] = False,
+        "and Alertmanager on the real nodes (`cluster up --monitoring`; docs/monitoring.md) "
+        "and show the kill's alert firing. On by default; a cold set-up then also builds "
+        "the prometheus-operator, prometheus and alertmanager tools.")
+    ] = True,
 ) -> None:
     """Start a local cluster from a stack with real nodes, deploy trainmaster on it as pods,
     train the stack's CPU example job on the real nodes, kill one rank's process and show
@@ -89,6 +90,10 @@ def demo(
     out.print(f"  every rank trained again {drill.recover_seconds:.1f}s after the kill")
     out.print()
     out.print(result.pods_after, highlight=False)
+    if result.alert is not None:
+        a = result.alert
+        out.print(f"  {a.alert} fired in Prometheus {a.firing_seconds:.1f}s after the kill, "
+                  f"reached Alertmanager at {a.received_seconds:.1f}s")
     verdict = ("[bold green]resumed at its checkpointed step[/]" if drill.ok else
                "[bold red]did NOT resume at its last checkpoint[/]")
     err.print(f"{real.job.name}: {verdict} ({time.monotonic() - started:.0f}s in all)")
@@ -96,14 +101,25 @@ def demo(
     err.print(f"  export KUBECONFIG={real.kubeconfig}")
     err.print(f"  kubectl get pods -A -o wide; kubectl logs -n {real.namespace} "
               f"-l {JOB_LABEL}={real.job.name}")
-    err.print("  trainmaster status            # jobs, GPUs per leaf, fenced nodes, gangs")
-    err.print("  trainmaster ui                # live web view: http://127.0.0.1:8080/")
-    if monitoring:
-        err.print("  trainmaster cluster monitoring  # scrape targets, alert history "
-                  "(Prometheus, Alertmanager)")
-    err.print("  trainmaster cluster down      # stop everything")
+    for line in next_commands(monitoring):
+        err.print(line, highlight=False)
     if not drill.ok:
         raise typer.Exit(1)
+
+
+def next_commands(monitoring: bool) -> list[str]:
+    """What the demo prints last: the commands that show the running cluster (the
+    README and docs/monitoring.md quote them)."""
+    lines = [
+        "  trainmaster status              # jobs (with Prometheus: live steps/s), GPUs per "
+        "leaf, fenced nodes, gangs",
+        "  trainmaster ui                  # live web view: http://127.0.0.1:8080/",
+    ]
+    if monitoring:
+        lines.append("  trainmaster cluster monitoring  # Prometheus' scrape targets, the "
+                     "alerts and the alert history (Prometheus ALERTS, Alertmanager)")
+    lines.append("  trainmaster cluster down        # stop everything")
+    return lines
 
 
 class _Lines:

@@ -34,13 +34,19 @@ def nic(
                         ] = 30.0,
     once: Annotated[bool, typer.Option("--once", help="Look and report once, then exit.")
                     ] = False,
+    metrics_address: Annotated[str, typer.Option(
+        "--metrics-address", help="Listen address of /metrics: loopback on a host; the "
+        "pod's IP in a cluster.")] = "127.0.0.1",
+    metrics_port: Annotated[int, typer.Option(
+        "--metrics-port", help="Port of /metrics (0: off).")] = 0,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """Read /sys/class/infiniband/*/ports/* (or the --netdevs) and set the node condition
-    NICHealthy."""
+    """Read /sys/class/infiniband/*/ports/* (or the --netdevs; on a node without RDMA
+    devices, the interfaces its annotation trainmaster.io/nic-netdevs names) and set the
+    node condition NICHealthy; with --metrics-port, serve what it saw on /metrics."""
     from trainmaster.kubeclient import Kube
-    from trainmaster.nodeagent import NicAgent, NicAgentConfig
+    from trainmaster.nodeagent import NicAgent, NicAgentConfig, NicMetrics
 
     if not node:
         raise UsageError("--node (or $NODE_NAME) is required: the node to report on")
@@ -55,10 +61,16 @@ def nic(
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    metrics = NicMetrics(node)
+    if metrics_port and not once:
+        bound = metrics.serve(metrics_address, metrics_port)
+        logging.getLogger(__name__).info("metrics on http://%s:%d/metrics",
+                                         metrics_address, bound)
+
     async def main() -> None:
         kube = await Kube.connect(config.kubeconfig, user_agent="trainmaster-nic-agent")
         try:
-            agent = NicAgent(config, kube)
+            agent = NicAgent(config, kube, metrics)
             if once:
                 verdict = await agent.once()
                 typer.echo(f"{node}: NICHealthy={verdict.healthy} {verdict.reason}: "
@@ -71,5 +83,6 @@ def nic(
             await agent.run(stop)
         finally:
             await kube.close()
+            metrics.stop()
 
     asyncio.run(main())

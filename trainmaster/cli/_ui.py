@@ -46,6 +46,10 @@ def ui(
     ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    prometheus: Annotated[str | None, typer.Option(
+        "--prometheus", help="Prometheus base URL for the jobs' live step, step rate and "
+        "checkpoint age. Default: the Prometheus operator's Prometheus pod in the cluster, "
+        "if any; `off`: none.")] = None,
 ) -> None:
     """Serve a read-only web view of the cluster: topology (GPUs used and free per spine,
     leaf and node), jobs and their recoveries, queues, and why each pending gang waits
@@ -67,7 +71,7 @@ def ui(
         scope = Scope(jobs=tuple(jobs_namespace) if jobs_namespace else None,
                       events=tuple(events_namespace) if events_namespace else None,
                       configs=config_namespace)
-        asyncio.run(serve(kubeconfig, host, port, ready, scope))
+        asyncio.run(serve(kubeconfig, host, port, ready, scope, prometheus))
 
 
 def in_cluster_host(host: str, kubeconfig: Path | None, environ: Mapping[str, str]) -> str:

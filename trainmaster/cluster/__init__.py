@@ -13,7 +13,12 @@ from trainmaster.cluster._control_plane import (
     start_monitoring,
     up,
 )
-from trainmaster.cluster._monitoring_api import Endpoints, endpoints
+from trainmaster.cluster._monitoring_api import (
+    AlertEpisode,
+    Endpoints,
+    alert_episodes,
+    endpoints,
+)
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._real_nodes import NodeLayout, dns_ip, layouts
 from trainmaster.cluster._sizing import cluster_sizing
@@ -22,6 +27,7 @@ from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_sta
 from trainmaster.cluster._temporary import temporary_cluster
 
 __all__ = [
+    "AlertEpisode",
     "ClusterError",
     "ClusterRecord",
     "ClusterStatus",
@@ -29,6 +35,7 @@ __all__ = [
     "LeafCapacity",
     "NodeLayout",
     "UpResult",
+    "alert_episodes",
     "attach_process",
     "cluster_sizing",
     "cluster_status",

@@ -8,6 +8,7 @@ and nothing else is (no kube-proxy, no NodePort). Only their HTTP APIs are used.
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -27,6 +28,44 @@ class Target:
     health: str
     labels: dict[str, str]
     error: str
+
+
+@dataclass(frozen=True)
+class AlertEpisode:
+    """One stretch of time an alert was firing, from Prometheus' ALERTS series."""
+
+    alertname: str
+    labels: dict[str, str]
+    """Its labels but alertname and alertstate."""
+    start: float
+    """Unix time of the first evaluation that found it firing."""
+    end: float | None
+    """Of the last one; None: still firing at the end of the range."""
+
+
+def alert_episodes(matrix: list[dict[str, Any]], step: float, until: float
+                   ) -> list[AlertEpisode]:
+    """A range query's ALERTS{alertstate="firing"} series cut into episodes: samples more
+    than two steps apart are two episodes (the alert resolved in between). Oldest first."""
+    out = []
+    for series in matrix:
+        labels = {k: str(v) for k, v in (series.get("metric") or {}).items()
+                  if k not in ("__name__", "alertstate")}
+        name = labels.pop("alertname", "")
+        times = sorted(float(t) for t, _ in series.get("values") or [])
+        start = last = None
+        for t in times:
+            if start is None or last is None:
+                start = last = t
+            elif t - last > 2 * step:
+                out.append(AlertEpisode(name, labels, start, last))
+                start = last = t
+            else:
+                last = t
+        if start is not None and last is not None:
+            out.append(AlertEpisode(name, labels, start, None if until - last <= 2 * step
+                                    else last))
+    return sorted(out, key=lambda e: (e.start, e.alertname))
 
 
 @dataclass(frozen=True)
@@ -55,6 +94,15 @@ class Endpoints:
             raise ClusterError(f"{promql}: a {data['resultType']}, not a vector")
         result: list[dict[str, Any]] = data["result"]
         return result
+
+    def history(self, seconds: float = 3600, step: float = 15,
+                now: float | None = None) -> list[AlertEpisode]:
+        """Every alert that fired in the last `seconds`: when it began and ended (Prometheus
+        keeps ALERTS as a series, evaluated at every rule evaluation)."""
+        until = time.time() if now is None else now
+        data = self.prom("/api/v1/query_range", query='ALERTS{alertstate="firing"}',
+                         start=f"{until - seconds:.3f}", end=f"{until:.3f}", step=f"{step:g}")
+        return alert_episodes(data["result"], step, until)
 
     def targets(self) -> list[Target]:
         return [

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from trainmaster.api import GPU_RESOURCE, RDMA_PREFIX, REAL_NODE_LABEL
+from trainmaster.api import GPU_RESOURCE, NIC_NETDEVS_ANNOTATION, RDMA_PREFIX, REAL_NODE_LABEL
 from trainmaster.cluster import _attachments, _fabric, _host, _whereabouts
 from trainmaster.cluster._node_images import SANDBOX_IMAGE, write_archive
 from trainmaster.cluster._processes import ClusterError, free_port, log_tail
@@ -408,6 +408,12 @@ def _advertise(
 
     by_name = {n.name: n for n in spec.nodes}
     wanted = {n.name: extended_resources(spec, by_name[n.name]) for n in nodes}
+    rails = len(_fabric.plan(spec).rail_mtus)
+    # The NIC agent on a node without RDMA devices judges the interfaces this names: the
+    # node's ends of the stand-in fabric's rails (its HCAs' netdevs on a RoCE node).
+    netdevs = {n.name: ",".join(_fabric.node_rail(n.slot, n.index, k) for k in range(rails))
+               for n in nodes}
+    annotated: set[str] = set()
     deadline = time.monotonic() + 180
     pending = {n.name for n in nodes}
     with SyncKube.connect(kubeconfig) as kube:
@@ -419,6 +425,10 @@ def _advertise(
                     if exc.not_found:
                         continue
                     raise
+                if netdevs[name] and name not in annotated:
+                    kube.patch(node_path(name), {"metadata": {"annotations": {
+                        NIC_NETDEVS_ANNOTATION: netdevs[name]}}})
+                    annotated.add(name)
                 status = node.get("status") or {}
                 alloc = status.get("allocatable") or {}
                 ready = any(c.get("type") == "Ready" and c.get("status") == "True"

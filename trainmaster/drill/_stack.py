@@ -98,6 +98,12 @@ def placed_on_real_nodes(doc: dict[str, Any], image: str) -> tuple[dict[str, Any
     the real nodes; and those jobs' names."""
     out = copy.deepcopy(doc)
     out["system"] = copy.deepcopy(ON_REAL_NODES)
+    # The NIC agent watches the real nodes' rail interfaces (their annotation
+    # trainmaster.io/nic-netdevs), which Prometheus scrapes with the rest; it tolerates
+    # every taint already.
+    monitoring = out.setdefault("monitoring", {})
+    monitoring.setdefault("nicAgent", {})["nodeSelector"] = copy.deepcopy(
+        ON_REAL_NODES["nodeSelector"])
     moved = []
     for job in out.get("jobs") or []:
         if job.get("image") == image:

@@ -34,9 +34,12 @@ def condition_patch(
 
 
 async def report_condition(kube: Kube, node: str, verdict: NicVerdict,
-                           now: datetime | None = None) -> dict[str, Any]:
-    """Set the condition on `node`; returns the patch sent."""
-    current = await kube.get(node_path(node))
+                           now: datetime | None = None,
+                           current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Set the condition on `node` (`current`: the Node as just read, else it is read);
+    returns the patch sent."""
+    if current is None:
+        current = await kube.get(node_path(node))
     conditions = (current.get("status") or {}).get("conditions") or []
     patch = condition_patch(conditions, verdict, now or datetime.now(UTC))
     await kube.patch(node_path(node, "status"), patch, "strategic")

@@ -1,4 +1,10 @@
-"""The NIC agent's loop: read the ports, judge them, set the condition, sleep."""
+"""The NIC agent's loop: read the ports, judge them, set the condition (and the metrics),
+sleep.
+
+What is judged, first that applies: the `--netdevs` given; the node's RDMA devices when
+sysfs has any; else the interfaces the node's annotation `trainmaster.io/nic-netdevs`
+names (a node without RDMA whose NICs are plain interfaces, such as a local real node on
+the stand-in fabric); else nothing, judged `NoRdmaDevices` / `DeviceMissing`."""
 
 from __future__ import annotations
 
@@ -7,11 +13,14 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from trainmaster.kubeclient import Kube
+from trainmaster.api import NIC_NETDEVS_ANNOTATION
+from trainmaster.kubeclient import Kube, node_path
 from trainmaster.nodeagent._condition import report_condition
+from trainmaster.nodeagent._metrics import NicMetrics
 from trainmaster.nodeagent._nic import NicVerdict, judge_ports
-from trainmaster.nodeagent._sysfs import read_netdevs, read_ports
+from trainmaster.nodeagent._sysfs import Port, read_netdevs, read_ports
 
 log = logging.getLogger(__name__)
 
@@ -29,25 +38,43 @@ class NicAgentConfig:
     kubeconfig: Path | None = None
 
 
+def annotated_netdevs(node: dict[str, Any]) -> tuple[str, ...]:
+    """The interfaces the node's `trainmaster.io/nic-netdevs` annotation names."""
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(NIC_NETDEVS_ANNOTATION)
+    return tuple(n.strip() for n in str(raw or "").split(",") if n.strip())
+
+
 class NicAgent:
-    def __init__(self, config: NicAgentConfig, kube: Kube) -> None:
+    def __init__(self, config: NicAgentConfig, kube: Kube,
+                 metrics: NicMetrics | None = None) -> None:
         self.config = config
         self.kube = kube
+        self.metrics = metrics
         self._counters: dict[str, dict[str, int]] | None = None
 
-    def look(self) -> NicVerdict:
-        if self.config.netdevs:
-            ports = read_netdevs(self.config.netdevs, self.config.sysfs)
-            verdict = judge_ports(ports, self.config.netdevs, self._counters)
-        else:
+    def look(self, annotated: tuple[str, ...] = ()) -> NicVerdict:
+        """Judge the ports (module docstring: which); `annotated` is the node's
+        annotation's interfaces."""
+        ports: list[Port] = []
+        netdevs = self.config.netdevs
+        if not netdevs:
             ports = read_ports(self.config.sysfs)
+            if not ports:
+                netdevs = annotated
+        if netdevs:
+            ports = read_netdevs(netdevs, self.config.sysfs)
+            verdict = judge_ports(ports, netdevs, self._counters)
+        else:
             verdict = judge_ports(ports, self.config.devices, self._counters)
         self._counters = {p.name: dict(p.counters) for p in ports}
+        if self.metrics is not None:
+            self.metrics.observe(ports, verdict)
         return verdict
 
     async def once(self) -> NicVerdict:
-        verdict = self.look()
-        await report_condition(self.kube, self.config.node, verdict)
+        node = await self.kube.get(node_path(self.config.node))
+        verdict = self.look(annotated_netdevs(node))
+        await report_condition(self.kube, self.config.node, verdict, current=node)
         return verdict
 
     async def run(self, stop: asyncio.Event) -> None:

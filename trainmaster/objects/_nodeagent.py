@@ -8,6 +8,7 @@ from typing import Any
 from trainmaster.api import app_labels
 from trainmaster.objects._networks import rail_devices
 from trainmaster.objects._rbac import identity
+from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
 from trainmaster.objects._security import restricted_container, restricted_pod
 from trainmaster.spec import ClusterSpec
 
@@ -23,6 +24,10 @@ ADMISSION_API = "admissionregistration.k8s.io/v1"
 # The API server puts the node of the pod a bound ServiceAccount token was issued for in
 # the request's user info (Kubernetes 1.30+; the kubelet's projected token is bound).
 NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"
+
+
+NIC_AGENT_METRICS_PORT = 10261
+"""The NIC agent's /metrics port in its pod (the scheduler's is 10259, the operator's 10260)."""
 
 
 def nic_agent_name(spec: ClusterSpec) -> str:
@@ -41,6 +46,7 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
         "--sysfs", "/host/sys",
         "--devices", ",".join(rail_devices(spec)),
         "--interval", str(spec.monitoring.nic_agent.interval_seconds),
+        *METRICS_ARGS, "--metrics-port", str(NIC_AGENT_METRICS_PORT),
     ]  # fmt: skip
     daemonset = {
         "apiVersion": "apps/v1",
@@ -54,7 +60,7 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
                     "serviceAccountName": name,
                     "securityContext": restricted_pod(),
                     "priorityClassName": "system-node-critical",
-                    "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                    "nodeSelector": dict(spec.monitoring.nic_agent.node_selector),
                     # Also on fenced and NotReady nodes: it reports their recovery.
                     "tolerations": [{"operator": "Exists"}],
                     "containers": [
@@ -66,7 +72,8 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
                             "env": [{
                                 "name": "NODE_NAME",
                                 "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                            }],
+                            }, POD_IP_ENV],
+                            "ports": [metrics_port(NIC_AGENT_METRICS_PORT)],
                             "resources": {
                                 "requests": {"cpu": "10m", "memory": "64Mi"},
                                 "limits": {"memory": "256Mi"},
@@ -87,6 +94,9 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
         *identity(name, ns, labels, cluster_rules=NIC_AGENT_RULES),
         *own_node_policy(spec, labels),
         daemonset,
+        # What it saw, on its pod IP: a Service, a ServiceMonitor, and a NetworkPolicy that
+        # admits the Prometheus namespace.
+        *scrape_objects(spec, name, ns, labels, selector, NIC_AGENT_METRICS_PORT),
     ]
 
 

@@ -483,6 +483,10 @@ class NicAgent(_Model):
     sysfs_path: str = Field("/sys", pattern=r"^/")
     """Host folder mounted (read-only) as the agent's sysfs: `/sys`, or a tree laid out as
     sysfs (`class/infiniband/<device>/ports/<n>/state`, ...), as the real-node test uses."""
+    node_selector: dict[str, str] = {"nvidia.com/gpu.present": "true"}
+    """Node labels the agent's pods require (the DaemonSet's `nodeSelector`): the GPU
+    nodes by default; `trainmaster demo` runs it on the local real nodes
+    (`trainmaster.io/real-node: "true"`)."""
 
 
 class MonitoringSpec(_Model):

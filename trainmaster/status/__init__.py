@@ -16,6 +16,19 @@ from trainmaster.status._fairness import (
     scheduler_configs,
     share_text,
 )
+from trainmaster.status._live import (
+    PROMETHEUS,
+    TRAININGJOB,
+    LiveProgress,
+    Progress,
+    PrometheusError,
+    discover_prometheus,
+    is_prometheus_pod,
+    job_progress,
+    live_progress,
+    progress_from_results,
+    prometheus_url,
+)
 from trainmaster.status._render import age, render_view
 from trainmaster.status._view import (
     FencedNode,
@@ -32,23 +45,35 @@ from trainmaster.status._view import (
     scheduler_queues,
     summarize,
     topology_levels,
+    with_live_progress,
 )
 
 __all__ = [
+    "PROMETHEUS",
+    "TRAININGJOB",
     "FencedNode",
     "JobRow",
+    "LiveProgress",
     "PendingGang",
+    "Progress",
+    "PrometheusError",
     "QueueRow",
     "ResourceView",
     "SwitchUsage",
     "age",
     "collect_view",
+    "discover_prometheus",
     "fairness",
     "gpu_request",
+    "is_prometheus_pod",
+    "job_progress",
     "ledger_entries",
     "ledger_rows",
     "ledger_usage",
+    "live_progress",
     "percent",
+    "progress_from_results",
+    "prometheus_url",
     "queue_fairness",
     "queue_rows",
     "queue_usage",
@@ -60,4 +85,5 @@ __all__ = [
     "share_text",
     "summarize",
     "topology_levels",
+    "with_live_progress",
 ]

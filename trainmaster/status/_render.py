@@ -81,8 +81,10 @@ def render_view(view: ResourceView, console: Console) -> None:
     if view.fairness:
         console.print(fairness_table(view.fairness))
     jobs = Table(title="Training jobs")
-    for col in ("job", "phase", "restarts", "nodes", "last checkpoint", "age"):
-        jobs.add_column(col, justify="right" if col in ("restarts", "nodes", "age") else "left")
+    numbers = ("restarts", "nodes", "step", "steps/s", "since checkpoint", "age")
+    for col in ("job", "phase", "restarts", "nodes", "step", "steps/s", "last checkpoint",
+                "since checkpoint", "age"):
+        jobs.add_column(col, justify="right" if col in numbers else "left")
     colors = {"Running": "green", "Failed": "red", "Restarting": "yellow",
               "Succeeded": "blue"}
     for j in view.jobs:
@@ -90,8 +92,13 @@ def render_view(view: ResourceView, console: Console) -> None:
             else (j.checkpoint or "-")
         color = colors.get(j.phase, "white")
         jobs.add_row(f"{j.namespace}/{j.name}", f"[{color}]{j.phase}[/]", str(j.restarts),
-                     str(j.nodes), ckpt, age(j.age_seconds))
+                     str(j.nodes), "-" if j.current_step is None else str(j.current_step),
+                     "-" if j.step_rate is None else f"{j.step_rate:.2f}", ckpt,
+                     "-" if j.checkpoint_age is None else age(j.checkpoint_age),
+                     age(j.age_seconds))
     console.print(jobs)
+    if view.progress_note:
+        console.print(view.progress_note, highlight=False)
     if view.fenced:
         fenced = Table(title="Fenced nodes")
         for col in ("node", "switch", "reason", "since"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +45,15 @@ from trainmaster.kubeclient import (
 )
 from trainmaster.operator import fenced_record
 from trainmaster.status._fairness import ledger_entries, queue_fairness, scheduler_configs
+from trainmaster.status._live import (
+    TRAININGJOB,
+    JobKey,
+    LiveProgress,
+    PrometheusError,
+    discover_prometheus,
+    job_progress,
+    live_progress,
+)
 
 
 @dataclass
@@ -73,6 +82,14 @@ class JobRow:
     checkpoint: str | None
     step: int | None
     age_seconds: float
+    current_step: int | None = None
+    """The newest training step: from Prometheus only (``step`` is the checkpoint's)."""
+    step_rate: float | None = None
+    """Steps per second: from Prometheus only (the TrainingJob has no rate)."""
+    checkpoint_age: float | None = None
+    """Seconds since the last checkpoint: Prometheus', else status.lastCheckpoint.time."""
+    progress_from: str = TRAININGJOB
+    """Where step, rate and checkpoint age come from: Prometheus or TrainingJob."""
 
 
 @dataclass
@@ -120,6 +137,8 @@ class ResourceView:
     """GPUs requested by bound, unfinished pods on the nodes (what the switches add up)."""
     gpus_outside_queues: int = 0
     """Of those, GPUs of pods in no known queue: why the queues' sum can be lower."""
+    progress_note: str = ""
+    """Where the jobs' step rates came from, or why Prometheus gave none."""
     queues_from: str = "pod labels"
     """Where the queues' use comes from: `scheduler ledger` (what trainmaster-scheduler
     admitted, as it publishes it) or `pod labels` (no ledger published: no scheduler
@@ -354,6 +373,7 @@ def _job_row(tj: dict[str, Any], now: datetime) -> tuple[JobRow, PendingGang | N
     checkpoint = status.get("lastCheckpoint") or {}
     created = parse_time(meta.get("creationTimestamp"))
     attempt = status.get("attempt")
+    checkpointed = parse_time(checkpoint.get("time"))
     row = JobRow(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -364,6 +384,7 @@ def _job_row(tj: dict[str, Any], now: datetime) -> tuple[JobRow, PendingGang | N
         checkpoint=checkpoint.get("path"),
         step=checkpoint.get("step"),
         age_seconds=(now - created).total_seconds() if created else 0.0,
+        checkpoint_age=(now - checkpointed).total_seconds() if checkpointed else None,
     )
     pending = None
     if row.phase in (PENDING, RESTARTING, "New"):
@@ -442,8 +463,32 @@ async def _scheduler_ledger(kube: Kube) -> list[dict[str, Any]] | None:
     return ledger_entries(maps)
 
 
-def collect_view(kubeconfig: Path | None, namespace: str | None = None) -> ResourceView:
-    """The view of the cluster the kubeconfig rule picks (``choose_kubeconfig``)."""
+def with_live_progress(view: ResourceView, live: Mapping[JobKey, LiveProgress] | None,
+                       note: str = "") -> ResourceView:
+    """The view's jobs with Prometheus' step, step rate and checkpoint age where it has
+    them (``job_progress``, as the UI's jobs view)."""
+    for row in view.jobs:
+        got = job_progress(live, row.namespace, row.name, step=None, step_rate=None,
+                           checkpoint_age=row.checkpoint_age)
+        row.current_step, row.step_rate, row.checkpoint_age, row.progress_from = (
+            got.step, got.step_rate, got.checkpoint_age, got.source)
+    view.progress_note = note
+    return view
+
+
+def collect_view(kubeconfig: Path | None, namespace: str | None = None,
+                 prometheus: str | None = None) -> ResourceView:
+    """The view of the cluster the kubeconfig rule picks (``choose_kubeconfig``).
+    ``prometheus``: its URL for live step rates; None: the operator's Prometheus pod in the
+    cluster if there is one (``discover_prometheus``); "off": none."""
     with SyncKube.connect(kubeconfig) as kube:
-        return kube.run(read_view(kube.kube, namespace))
+        view = kube.run(read_view(kube.kube, namespace))
+        url = prometheus if prometheus else discover_prometheus(kube)
+    if url is None or url == "off":
+        return with_live_progress(view, None, "no Prometheus: progress from the TrainingJobs")
+    try:
+        live = live_progress(url, timeout=3.0)
+    except PrometheusError as exc:
+        return with_live_progress(view, None, f"{exc}; progress from the TrainingJobs")
+    return with_live_progress(view, live, f"step rates and checkpoint ages from {url}")
 

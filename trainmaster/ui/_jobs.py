@@ -3,7 +3,9 @@
 Everything comes from what the operator and the launcher write on the TrainingJob
 (phase, attempt, restarts, restartHistory, runningSince, lastCheckpoint, resumeFrom),
 the Events about it and its gangs' PodGroups (the scheduler's ``Scheduled``), and the
-checkpoints the UI saw arrive (the step rate).
+checkpoints the UI saw arrive (the step rate); with a Prometheus that scrapes the
+launchers, the step, step rate and checkpoint age are its (trainmaster.status.job_progress,
+as in `trainmaster status`).
 
 A recovery's timeline: *fault detected* (the operator's restart record), *new gang
 bound* (the scheduler's Scheduled Event on the new attempt's PodGroup), *first step*
@@ -25,6 +27,7 @@ from trainmaster.api import UTC, parse_time
 from trainmaster.kubeclient import JSON
 from trainmaster.launch import step_of
 from trainmaster.objects import gang_name
+from trainmaster.status import TRAININGJOB, job_progress
 from trainmaster.ui._world import Sample, World
 
 SCHEDULED = "Scheduled"
@@ -61,7 +64,8 @@ class JobInfo:
     gpus: int
     step: int | None
     step_rate: float | None
-    """Steps per second between the last two checkpoints seen."""
+    """Steps per second: Prometheus' over its last 2 minutes when it has the job, else
+    between the last two checkpoints seen."""
     checkpoint: str | None
     checkpoint_age: float | None
     age: float
@@ -71,6 +75,8 @@ class JobInfo:
     gang: str | None
     recoveries: list[Recovery] = field(default_factory=list)
     running_on: list[str] = field(default_factory=list)
+    progress_from: str = TRAININGJOB
+    """Where step, step rate and checkpoint age come from: Prometheus or TrainingJob."""
 
     @property
     def key(self) -> str:
@@ -224,13 +230,17 @@ def job_info(tj: JSON, world: World, scheduled: Scheduled | None = None) -> JobI
     steps = [s for s in (ckpt.get("step"), (status.get("resumedFrom") or {}).get("step"))
              if isinstance(s, int)]
     priority = spec.get("priority")
+    # Prometheus' live figures when it scrapes the job (as `trainmaster status`).
+    progress = job_progress(
+        world.live, namespace, name, step=max(steps) if steps else None, step_rate=rate,
+        checkpoint_age=(now - ckpt_time).total_seconds() if ckpt_time else None)
     return JobInfo(
         namespace=namespace, name=name, phase=phase, queue=str(spec.get("queue") or "default"),
         priority=priority if isinstance(priority, int) else None,
         attempt=int(status.get("attempt") or 0), restarts=int(status.get("restarts") or 0),
         nodes=int(spec.get("nodes") or 0), gpus=int(spec.get("gpusPerPod") or 8),
-        step=max(steps) if steps else None, step_rate=rate, checkpoint=ckpt.get("path"),
-        checkpoint_age=(now - ckpt_time).total_seconds() if ckpt_time else None,
+        step=progress.step, step_rate=progress.step_rate, checkpoint=ckpt.get("path"),
+        checkpoint_age=progress.checkpoint_age, progress_from=progress.source,
         age=age, effective=effective,
         pending_reason=status.get("pendingReason"), gang=status.get("gang"),
         recoveries=recoveries, running_on=[str(n) for n in status.get("nodes") or []])

@@ -23,11 +23,11 @@ outside a pod this would open the views to the whole network."""
 
 async def serve(kubeconfig: Path | None, host: str, port: int,
                 ready: Callable[[str], None] = lambda url: None,
-                scope: Scope | None = None) -> None:
+                scope: Scope | None = None, prometheus: str | None = None) -> None:
     import uvicorn
 
     kube = await Kube.connect(kubeconfig, user_agent="trainmaster-ui")
-    store = Store(kube, scope)
+    store = Store(kube, scope, prometheus)
     try:
         await store.start()
         config = uvicorn.Config(create_app(store, warm=True), host=host, port=port,

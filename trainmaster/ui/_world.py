@@ -37,7 +37,16 @@ from trainmaster.kubeclient import (
     podgroup_path,
     trainingjob_path,
 )
-from trainmaster.status import ledger_entries, scheduler_configs, scheduler_queues
+from trainmaster.status import (
+    LiveProgress,
+    PrometheusError,
+    is_prometheus_pod,
+    ledger_entries,
+    live_progress,
+    prometheus_url,
+    scheduler_configs,
+    scheduler_queues,
+)
 
 SCHEDULER_CONFIG_SELECTOR = (
     "app.kubernetes.io/component=scheduler,app.kubernetes.io/part-of=trainmaster")
@@ -48,6 +57,8 @@ EVENT_KINDS = frozenset({"TrainingJob", "PodGroup", "Node"})
 causes show); others are dropped on arrival."""
 SAMPLES = 32
 """Checkpoint samples kept per job for its step rate."""
+LIVE_EVERY = 15.0
+"""Seconds between two reads of the jobs' live progress from Prometheus (a scrape's)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,10 @@ class World:
     """The queue entries the scheduler published (None: none published)."""
     samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
     """(namespace, job) -> checkpoints seen, oldest first."""
+    live: dict[tuple[str, str], LiveProgress] = field(default_factory=dict)
+    """(namespace, job) -> its progress as Prometheus has it (empty: no Prometheus)."""
+    live_note: str = ""
+    """Where the live progress came from, or why there is none."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -108,9 +123,16 @@ class Store:
     """Reflectors over the watched kinds; ``version`` moves on every change and
     ``changed`` wakes whoever waits for one."""
 
-    def __init__(self, kube: Kube, scope: Scope | None = None) -> None:
+    def __init__(self, kube: Kube, scope: Scope | None = None,
+                 prometheus: str | None = None) -> None:
+        """``scope``: the namespaces to watch (all by default; the in-cluster UI's Roles
+        allow fewer). ``prometheus``: its URL for the jobs' live progress; None: the
+        Prometheus operator's pod among the pods, if any; "off": none."""
         scope = scope or Scope()
         self.kube = kube
+        self.prometheus = prometheus
+        self.live: dict[tuple[str, str], LiveProgress] = {}
+        self.live_note = ""
         self.version = 0
         self.changed_at = time.monotonic()
         self._changed = asyncio.Event()
@@ -174,10 +196,40 @@ class Store:
         changed.set()
 
     async def start(self, timeout: float = 60.0) -> None:
-        """Start every reflector and wait until each has listed once."""
+        """Start every reflector and wait until each has listed once; then read the live
+        progress every LIVE_EVERY seconds."""
         self._tasks = [asyncio.create_task(r.run()) for r in self.reflectors]
         await asyncio.wait_for(
             asyncio.gather(*(r.synced.wait() for r in self.reflectors)), timeout)
+        if self.prometheus != "off":
+            await self.read_live()
+            self._tasks.append(asyncio.create_task(self._poll_live()))
+
+    def prometheus_url(self) -> str | None:
+        if self.prometheus:
+            return None if self.prometheus == "off" else self.prometheus
+        return prometheus_url([p for p in self.pods.store.values() if is_prometheus_pod(p)])
+
+    async def read_live(self) -> None:
+        """Read the jobs' live progress once (trainmaster.status.live_progress, as
+        `trainmaster status`); a Prometheus that does not answer leaves none."""
+        url = self.prometheus_url()
+        if url is None:
+            live, note = {}, "no Prometheus: progress from the TrainingJobs"
+        else:
+            try:
+                live = await asyncio.to_thread(live_progress, url, 3.0)
+                note = f"step rates and checkpoint ages from {url}"
+            except PrometheusError as exc:
+                live, note = {}, f"{exc}; progress from the TrainingJobs"
+        if (live, note) != (self.live, self.live_note):
+            self.live, self.live_note = live, note
+            self._bump()
+
+    async def _poll_live(self) -> None:
+        while True:
+            await asyncio.sleep(LIVE_EVERY)
+            await self.read_live()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -205,4 +257,6 @@ class Store:
             configs=scheduler_configs(self.configs.store.values()),
             ledger=ledger_entries(self.ledgers.store.values()),
             samples={k: list(v) for k, v in self._samples.items()},
+            live=dict(self.live),
+            live_note=self.live_note,
         )
