@@ -147,6 +147,9 @@ class _Runtime:
         self.bind_seconds = bind_seconds
         self.drains: list[float] = []
 
+    def stop_starting(self) -> None:
+        self.order.append("stop starting binds")
+
     async def idle(self) -> None:
         await asyncio.sleep(self.bind_seconds)
         self.order.append("binds done")
@@ -169,7 +172,8 @@ def test_a_clean_stop_releases_the_lease_once_binds_end_before_flushing_reports(
 
     order: list[str] = []
     asyncio.run(hand_over(_Runtime(order, 0.01), _Elector(order)))
-    assert order == ["binds done", "release", "shutdown (cancel late binds, flush reports)"]
+    assert order == ["stop starting binds", "binds done", "release",
+                     "shutdown (cancel late binds, flush reports)"]
 
 
 def test_binds_that_do_not_end_are_cancelled_before_the_lease_is_released() -> None:
@@ -178,6 +182,7 @@ def test_binds_that_do_not_end_are_cancelled_before_the_lease_is_released() -> N
     order: list[str] = []
     runtime = _Runtime(order, 5)
     asyncio.run(hand_over(runtime, _Elector(order), drain=0.05))
-    assert order == ["shutdown (cancel late binds, flush reports)", "release"]
+    assert order == ["stop starting binds", "shutdown (cancel late binds, flush reports)",
+                     "release"]
     # Cancelled at once, not after a second drain: the lease is no longer renewed.
     assert runtime.drains == [0.0]

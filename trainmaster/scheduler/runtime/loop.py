@@ -188,9 +188,14 @@ class SchedulerRuntime:
             await asyncio.sleep(_SETTLE)
         changed.clear()
 
+    def stop_starting(self) -> None:
+        """A clean stop begins: bind no gang not yet begun (``Binder.stop_starting``)."""
+        self.binder.stop_starting()
+
     async def shutdown(self, drain: float = 10.0) -> None:
-        """Stop watching; let in-flight binds finish (so no gang is cut in half by a
-        clean stop); flush reports."""
+        """Stop watching; let the gangs whose binds began finish (so no gang is cut in
+        half by a clean stop), send none of the others; flush reports."""
+        self.stop_starting()
         watches, self._watches = self._watches, []
         await cancel_all(watches)
         if self._binds:
@@ -461,6 +466,8 @@ class SchedulerRuntime:
         outcome = await self.binder.bind_gang(
             placement, gang.required_members, lambda uid: controlled.get(uid, False)
         )
+        if outcome.abandoned:
+            return  # a clean stop came first: the next leader places it (stop_starting)
         if outcome.stands:
             record = self._records.get(gang.key)
             record.bind_failures = 0

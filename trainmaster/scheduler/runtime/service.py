@@ -86,6 +86,8 @@ async def _first(stop: asyncio.Event, work: asyncio.Future[Any]) -> bool:
 
 
 class _Stoppable(Protocol):
+    def stop_starting(self) -> None: ...
+
     async def idle(self) -> None: ...
 
     async def shutdown(self, drain: float = 10.0) -> None: ...
@@ -97,7 +99,8 @@ class _Releasable(Protocol):
 
 async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
                     drain: float = 10.0) -> None:
-    """A clean stop: release the Lease as soon as no bind is in flight, *then* flush.
+    """A clean stop: send no gang's binds that have not begun, release the Lease as
+    soon as no bind is in flight, *then* flush.
 
     Why this order: the standby may bind once the Lease is free, and only binds must
     never overlap. Flushing the Events and status reports of the last binds (up to 2 s
@@ -106,6 +109,7 @@ async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
     stopped renewing at the signal, and a standby may take the expired lease 15 s after
     the last renewal while late binds still run), and the Lease released after.
     """
+    runtime.stop_starting()  # a planned burst would hold the Lease for its whole length
     if elector is not None:
         try:
             await asyncio.wait_for(runtime.idle(), drain)
