@@ -231,7 +231,9 @@ def test_the_leader_renews_its_lease_while_its_cache_still_syncs(monkeypatch: An
     async def connect(*args: Any, **kwargs: Any) -> FakeApi:
         return Api(store)
 
-    monkeypatch.setattr(service.Kube, "connect", connect)
+    from trainmaster.kubeclient import Kube
+
+    monkeypatch.setattr(Kube, "connect", connect)
     monkeypatch.setattr(service, "SchedulerRuntime", lambda *a, **k: runtime)
 
     async def scenario() -> tuple[int, list[str]]:
