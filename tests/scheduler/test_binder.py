@@ -109,3 +109,32 @@ def test_enough_members_bound_is_a_complete_gang() -> None:
 
     outcome = run(FakeApi(handler), cache, placement, 2)
     assert outcome.stands and outcome.bound == 2 and not outcome.undone
+
+
+def test_a_clean_stop_finishes_begun_gangs_and_sends_none_of_the_others() -> None:
+    """``stop_starting``: the gang with a bind in flight completes whole; the gang queued
+    behind it is abandoned (no bind sent, its assumptions forgotten), so the Lease can be
+    released after one gang's binds instead of a whole planned burst."""
+    cache, first = setup(4)
+    bindings = first.bindings
+    gang_a = Placement("ns/a", "leaf", "spine-0/leaf-0", bindings[:2])
+    gang_b = Placement("ns/b", "leaf", "spine-0/leaf-0", bindings[2:])
+    api = FakeApi()
+    binder = Binder(api, cache, SchedulerMetrics(), concurrency=1, attempts=3,  # type: ignore[arg-type]
+                    retry_delay=0.001)
+
+    async def scenario() -> tuple[Any, Any]:
+        a = asyncio.ensure_future(binder.bind_gang(gang_a, 2, lambda uid: True))
+        b = asyncio.ensure_future(binder.bind_gang(gang_b, 2, lambda uid: True))
+        while not api.posts("/binding"):  # gang a's first bind is on the wire
+            await asyncio.sleep(0)
+        binder.stop_starting()
+        return await a, await b
+
+    outcome_a, outcome_b = asyncio.run(scenario())
+    assert outcome_a.stands and outcome_a.bound == 2
+    assert outcome_b.abandoned and not outcome_b.stands and not outcome_b.undone
+    sent = sorted(path for path, _ in api.posts("/binding"))
+    assert sent == sorted(f"/api/v1/namespaces/ns/pods/p{i}/binding" for i in (0, 1))
+    assert [cache.snapshot.pod_state(b.pod.uid) for b in bindings] == [
+        PodState.BOUND, PodState.BOUND, None, None]

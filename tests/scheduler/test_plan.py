@@ -109,3 +109,44 @@ def test_restart_with_a_gang_cut_mid_bind_finishes_it_before_planning_the_rest()
                   if pod.startswith(f"{name}-")}
         assert len(leaves) == 1, (name, leaves)
     assert {placed[f"g1-{i}"].rsplit("-", 1)[0] for i in range(6)} == {"leaf-a"}
+
+
+def test_a_burst_that_cannot_be_planned_is_still_bound_in_chunks_of_queue_order() -> None:
+    """What a new leader finds (the old leader's last gang partly bound in its watch):
+    no joint plan, but the first binds must not wait for a cycle over every gang. The
+    first chunk's binds are on the wire before the later chunks are placed, and every
+    gang, the partly bound one included, ends whole in one leaf as one cycle would."""
+    nodes = [node_obj(f"{leaf}-{i}", leaf=leaf) for leaf in ("leaf-a", "leaf-b")
+             for i in range(16)]
+    sizes = {"p": 2, **{f"f{i:02d}": 2 for i in range(28)}}
+    groups = [group_obj(name, size, domain="leaf", mode="required")
+              for name, size in sizes.items()]
+    pods = [pod_obj(f"{name}-{i}", group=name, gpus=4,
+                    node="leaf-a-0" if (name, i) == ("p", 0) else None)
+            for name, size in sizes.items() for i in range(size)]
+    cluster = Cluster(nodes, pods, groups)
+    cycles_at_bind: list[int] = []
+
+    def handler(method: str, path: str, body: object) -> dict[str, object]:
+        if path.endswith("/binding"):
+            cycles_at_bind.append(rt.cycles)
+        return cluster(method, path, body)
+
+    rt = SchedulerRuntime(FakeApi(handler), SchedulerConfig())  # type: ignore[arg-type]
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.shutdown()
+
+    asyncio.run(run())
+    assert len(cluster.binds) == 57
+    # 4 chunks of 8 gangs and a last cycle: the first binds reach the API server (a few
+    # loop turns after their chunk) while later chunks are still to be placed.
+    assert rt.cycles == 5 and cycles_at_bind[0] < 4
+    placed = {"p-0": "leaf-a-0", **cluster.binds}
+    for name in sizes:
+        leaves = {node.rsplit("-", 1)[0] for pod, node in placed.items()
+                  if pod.startswith(f"{name}-")}
+        assert len(leaves) == 1, (name, leaves)

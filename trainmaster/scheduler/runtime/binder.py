@@ -49,6 +49,8 @@ class BindResult(enum.StrEnum):
     GONE = "gone"
     TAKEN = "taken"
     FAILED = "failed"
+    ABANDONED = "abandoned"
+    """Never sent: the replica was stopping before any member of the gang was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,11 @@ class GangOutcome:
     """uids deleted to undo the gang."""
     kept: tuple[str, ...] = ()
     """uids left bound although the gang was undone (no controller to recreate them)."""
+
+    @property
+    def abandoned(self) -> bool:
+        """Not one bind was sent: the replica stopped before the gang's turn came."""
+        return all(r is BindResult.ABANDONED for r in self.results.values())
 
     @property
     def bound(self) -> int:
@@ -83,6 +90,15 @@ def binding_body(binding: Binding) -> dict[str, object]:
         "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
     }
+
+
+class _GangStart:
+    """Whether any member of one gang's binds has been sent (see ``Binder.stop_starting``)."""
+
+    __slots__ = ("begun",)
+
+    def __init__(self) -> None:
+        self.begun = False
 
 
 class Binder:
@@ -106,6 +122,18 @@ class Binder:
         self.quiet = asyncio.Event()
         """Set while no bind is in flight (reports wait for it, see ``ApiWriter``)."""
         self.quiet.set()
+        self._starting = True
+
+    def stop_starting(self) -> None:
+        """A clean stop: send no bind of a gang none of whose binds was sent yet.
+
+        Why: a leader plans a whole burst at once and binds it over seconds (10,000 pods
+        at 5,000 nodes: ~40 s). A standby may take over only when no bind is in flight,
+        so finishing the burst would hold the Lease that long. Gangs already begun are
+        finished (no gang cut in half by a clean stop); the others were only assumed in
+        this process, and the next leader places them again from the API's state.
+        """
+        self._starting = False
 
     async def bind_gang(
         self, placement: Placement, required: int, controlled: Callable[[str], bool]
@@ -123,13 +151,15 @@ class Binder:
     async def _bind_gang(
         self, placement: Placement, required: int, controlled: Callable[[str], bool]
     ) -> GangOutcome:
-        pairs = await asyncio.gather(*(self._bind_applied(b) for b in placement.bindings))
+        start = _GangStart()
+        pairs = await asyncio.gather(*(self._bind_applied(b, start)
+                                       for b in placement.bindings))
         results = {b.pod.uid: r for b, (r, _) in zip(placement.bindings, pairs, strict=True)}
         errors = {
             b.pod.uid: e for b, (_, e) in zip(placement.bindings, pairs, strict=True) if e
         }
         outcome = GangOutcome(placement, required, results, errors)
-        if outcome.bound >= required:
+        if outcome.bound >= required or outcome.abandoned:
             return outcome
         bound = [b for b in placement.bindings if results[b.pod.uid] is BindResult.BOUND]
         if not bound:
@@ -148,8 +178,9 @@ class Binder:
         return GangOutcome(placement, required, results, errors,
                            tuple(b.pod.uid for b in undo), kept)
 
-    async def _bind_applied(self, binding: Binding) -> tuple[BindResult, str]:
-        result, error = await self.bind_one(binding)
+    async def _bind_applied(self, binding: Binding,
+                            start: _GangStart) -> tuple[BindResult, str]:
+        result, error = await self.bind_one(binding, start)
         snap = self._cache.snapshot
         uid = binding.pod.uid
         self._metrics.binds.labels(result.value).inc()
@@ -162,8 +193,11 @@ class Binder:
             self._cache.note_forgotten(binding.pod)
         return result, error
 
-    async def bind_one(self, binding: Binding) -> tuple[BindResult, str]:
-        """One pod, with retries on transient errors; never raises ``ApiError``."""
+    async def bind_one(self, binding: Binding,
+                       start: _GangStart | None = None) -> tuple[BindResult, str]:
+        """One pod, with retries on transient errors; never raises ``ApiError``.
+        ``start``: its gang's, shared by the members (``stop_starting``)."""
+        start = start or _GangStart()
         pod = binding.pod
         path = pod_path(pod.namespace, pod.name, "binding")
         body = binding_body(binding)
@@ -174,8 +208,14 @@ class Binder:
                 self._metrics.binds.labels("retry").inc()
                 await asyncio.sleep(delay)
                 delay *= 2
+            if not (start.begun or self._starting):
+                return BindResult.ABANDONED, ""
             try:
                 async with self._gate:
+                    # Checked again: the stop may have come while this waited its turn.
+                    if not (start.begun or self._starting):
+                        return BindResult.ABANDONED, ""
+                    start.begun = True
                     await self._api.post(path, body)
                 return BindResult.BOUND, ""
             except ApiError as err:

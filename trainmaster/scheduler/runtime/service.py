@@ -18,7 +18,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from trainmaster.kubeclient import Kube
 
@@ -69,23 +69,9 @@ async def serve(config: SchedulerConfig, options: ServiceOptions,
         metrics.stop()
 
 
-async def _first(stop: asyncio.Event, work: asyncio.Future[Any]) -> bool:
-    """Await ``work`` unless ``stop`` comes first; True if the work finished."""
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        done, _ = await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if work in done:
-        work.result()
-        return True
-    work.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await work
-    return False
-
-
 class _Stoppable(Protocol):
+    def stop_starting(self) -> None: ...
+
     async def idle(self) -> None: ...
 
     async def shutdown(self, drain: float = 10.0) -> None: ...
@@ -97,7 +83,8 @@ class _Releasable(Protocol):
 
 async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
                     drain: float = 10.0) -> None:
-    """A clean stop: release the Lease as soon as no bind is in flight, *then* flush.
+    """A clean stop: send no gang's binds that have not begun, release the Lease as
+    soon as no bind is in flight, *then* flush.
 
     Why this order: the standby may bind once the Lease is free, and only binds must
     never overlap. Flushing the Events and status reports of the last binds (up to 2 s
@@ -106,6 +93,7 @@ async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
     stopped renewing at the signal, and a standby may take the expired lease 15 s after
     the last renewal while late binds still run), and the Lease released after.
     """
+    runtime.stop_starting()  # a planned burst would hold the Lease for its whole length
     if elector is not None:
         try:
             await asyncio.wait_for(runtime.idle(), drain)
@@ -129,35 +117,60 @@ async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: Schedu
     runtime = SchedulerRuntime(api, config, metrics=metrics, identity=identity)
     election = config.leader_election
     elector = LeaderElector(api, election, identity) if election.enabled else None
+    acquired = asyncio.Event()
+
+    async def lead() -> None:
+        """Campaign, then renew until the lease is lost. Renewal starts the moment the
+        lease is won, even while the cache is still syncing: a sync longer than the
+        lease duration (a loaded machine, a large cluster) must not let it expire."""
+        if elector is not None:
+            await elector.acquire()
+        acquired.set()
+        await (elector.hold() if elector is not None else asyncio.Event().wait())
+
     # Warm the cache and campaign for the lease at the same time.
-    acquire = asyncio.ensure_future(elector.acquire() if elector else asyncio.sleep(0))
+    leading = asyncio.ensure_future(lead())
+    stopped = asyncio.ensure_future(stop.wait())
     try:
-        if not await _first(stop, asyncio.ensure_future(runtime.start())):
-            return EXIT_OK
-        if not await _first(stop, acquire):
-            await runtime.shutdown()
-            return EXIT_OK
+        for step in (runtime.start(), acquired.wait()):
+            work = asyncio.ensure_future(step)
+            await asyncio.wait({work, stopped, leading}, return_when=asyncio.FIRST_COMPLETED)
+            if work.done():
+                work.result()  # a failed start or campaign ends the process, loudly
+            else:
+                await cancel_all([work])
+            if leading.done():  # won, then lost while still syncing
+                leading.result()
+                return await _step_down(runtime, identity)
+            if stop.is_set():
+                await cancel_all([leading])
+                await runtime.shutdown()
+                if elector is not None:
+                    await elector.release()  # won while syncing: hand it on at once
+                return EXIT_OK
         metrics.leader.set(1)
         log.info("%s: scheduling pods with schedulerName %s", identity, config.scheduler_name)
         running = asyncio.ensure_future(runtime.run(stop))
-        holding = asyncio.ensure_future(elector.hold() if elector else asyncio.Event().wait())
-        await asyncio.wait({running, holding}, return_when=asyncio.FIRST_COMPLETED)
-        if holding.done() and not stop.is_set():
+        await asyncio.wait({running, leading}, return_when=asyncio.FIRST_COMPLETED)
+        if leading.done() and not stop.is_set():
             metrics.leader.set(0)
-            # Bounded: nothing may keep a replica that lost its lease from exiting.
             await cancel_all([running])
-            await runtime.abort()
-            log.error("%s: exiting (code %d) to campaign again as a standby", identity,
-                      EXIT_LOST_LEASE)
-            return EXIT_LOST_LEASE
-        await cancel_all([holding])  # hold() awaits wait_for: cancel until it ends
+            leading.result()
+            return await _step_down(runtime, identity)
+        await cancel_all([leading])  # hold() awaits wait_for: cancel until it ends
         await running
         await hand_over(runtime, elector)
         metrics.leader.set(0)
         return EXIT_OK
     finally:
-        if not acquire.done():
-            acquire.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await acquire
+        await cancel_all([leading, stopped])
         await api.close()
+
+
+async def _step_down(runtime: SchedulerRuntime, identity: str) -> int:
+    """The lease was lost: stop now (another replica may be binding) and exit for the
+    Deployment to restart this one as a standby. Bounded: nothing may keep it alive."""
+    await runtime.abort()
+    log.error("%s: exiting (code %d) to campaign again as a standby", identity,
+              EXIT_LOST_LEASE)
+    return EXIT_LOST_LEASE
