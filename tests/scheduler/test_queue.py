@@ -56,6 +56,26 @@ def test_queue_order(gangs: list[tuple[str, int, float]], expected: list[str]) -
     assert [g.name for g in queue] == expected
 
 
+def test_queue_order_follows_every_change() -> None:
+    """The order is kept between changes: each add, replace and remove is seen, and a
+    caller changing the list it got changes nothing else."""
+    queue = GangQueue()
+    queue.add(make_gang("a", 1, priority=0, created=1.0))
+    queue.add(make_gang("b", 1, priority=0, created=2.0))
+    first = queue.ordered()
+    assert [g.name for g in first] == ["a", "b"]
+    first.clear()
+    assert [g.name for g in queue.ordered()] == ["a", "b"]
+    queue.add(make_gang("c", 1, priority=5, created=3.0))
+    assert [g.name for g in queue.ordered()] == ["c", "a", "b"]
+    queue.add(make_gang("a", 1, priority=9, created=1.0))  # replaced: now first
+    assert [g.name for g in queue.ordered()] == ["a", "c", "b"]
+    queue.remove("default/c")
+    assert [g.name for g in queue.ordered()] == ["a", "b"]
+    assert queue.remove("default/missing") is None
+    assert [g.name for g in queue.ordered()] == ["a", "b"]
+
+
 def test_big_gang_does_not_block_smaller_ones() -> None:
     snap = make_cluster(1, 1, 2)  # 16 GPUs
     sched = GangScheduler(snap, clock=FakeClock())

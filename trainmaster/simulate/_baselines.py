@@ -204,8 +204,20 @@ def _index_order(snapshot: ClusterState, within: Sequence[int] | None) -> Iterab
 
 
 def _most_free_order(snapshot: ClusterState, within: Sequence[int] | None) -> Iterator[int]:
+    free = snapshot.columns.free
+    if within is not None and len(within) == len(snapshot.columns.nodes):
+        # The whole cluster (a topology-blind gang): the free-GPU buckets, fullest first,
+        # give the same order without a key per node. Buckets hold the schedulable nodes
+        # by max(free GPUs, 0); the others are cordoned, so every mask skips them, and
+        # bucket 0 (none free, or fewer than none) is ordered as below, lazily: a gang
+        # that fits on nodes with free GPUs never reaches it.
+        buckets = snapshot.gpu_buckets
+        for k in sorted(buckets, reverse=True):
+            if k > 0:
+                yield from sorted(buckets[k])
+        yield from sorted(buckets.get(0, ()), key=lambda i: (-free[i].get(GPU, 0), i))
+        return
     if within is not None:
-        free = snapshot.columns.free
         yield from sorted(within, key=lambda i: (-free[i].get(GPU, 0), i))
         return
     buckets = snapshot.gpu_buckets

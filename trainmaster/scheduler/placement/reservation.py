@@ -39,11 +39,11 @@ def reservation_target(
     None if no such domain exists (the gang can never fit there)."""
     if not gang.members or len(gang.members) < gang.required_members:
         return None
+    if _too_few_unblocked(snapshot, gang, blocked):
+        return None  # before last_rank: both answers are None, this one is O(1) mostly
     try:
         cap_rank, last = last_rank(snapshot, gang)
     except ValueError:
-        return None
-    if _too_few_unblocked(snapshot, gang, blocked):
         return None
     required = gang.topology.mode is TopologyMode.REQUIRED
     node_depth = min_depth(snapshot, cap_rank) if required else 0

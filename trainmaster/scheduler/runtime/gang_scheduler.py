@@ -163,6 +163,7 @@ class GangScheduler:
         previous = self._reservations.get(gang.key)
         if (
             previous is not None
+            and not blocked.covers_all()  # else a node of it is blocked or gone: recompute
             and blocked.isdisjoint(previous.nodes)  # O(previous), not O(blocked)
             and self._all_usable(gang.key, previous)
         ):

@@ -23,12 +23,19 @@ class GangQueue:
 
     def __init__(self) -> None:
         self._gangs: dict[str, Gang] = {}
+        # The order, kept until the next add or remove (gangs are immutable): a
+        # saturated queue is ordered once per change, not once per cycle and reader.
+        self._order: list[Gang] | None = None
 
     def add(self, gang: Gang) -> None:
         self._gangs[gang.key] = gang
+        self._order = None
 
     def remove(self, key: str) -> Gang | None:
-        return self._gangs.pop(key, None)
+        gang = self._gangs.pop(key, None)
+        if gang is not None:
+            self._order = None
+        return gang
 
     def __contains__(self, key: object) -> bool:
         return key in self._gangs
@@ -40,4 +47,7 @@ class GangQueue:
         return iter(self.ordered())
 
     def ordered(self) -> list[Gang]:
-        return sorted(self._gangs.values(), key=queue_key)
+        """A new list (the caller may change it); sorted only after a change."""
+        if self._order is None:
+            self._order = sorted(self._gangs.values(), key=queue_key)
+        return list(self._order)

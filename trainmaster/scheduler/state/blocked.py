@@ -191,6 +191,10 @@ class BlockedNodes(AbstractSet[str]):
             self._bits = _bits_of(self._indices, len(snap.columns.nodes))
             self._grown += 1
 
+    def covers_all(self) -> bool:
+        """Every node of the snapshot is blocked (O(1))."""
+        return len(self.indices) >= len(self.snapshot.columns.nodes)
+
     @property
     def indices(self) -> AbstractSet[int]:
         """Indices of the blocked nodes (read-only)."""
