@@ -89,6 +89,31 @@ def test_gpu_node_not_ready_fires_after_its_delay_and_only_for_gpu_nodes(
     _run(promtool, tmp_path, _spec(), tests)
 
 
+def test_node_nic_unhealthy_fires_after_a_minute_with_the_agents_reason(
+        promtool: Path, tmp_path: Path) -> None:
+    healthy = "trainmaster_nic_healthy"
+    # gpu-1's agent turns unhealthy at 3m (a port down); gpu-2 flaps for one look at 3m only.
+    tests = [{
+        "interval": "1m",
+        "input_series": [
+            {"series": f'{healthy}{{node="gpu-1",reason="PortsActive"}}', "values": "1 1 1"},
+            {"series": f'{healthy}{{node="gpu-1",reason="PortDown"}}',
+             "values": "_ _ _ 0 0 0 0 0"},
+            {"series": f'{healthy}{{node="gpu-2",reason="PortsActive"}}',
+             "values": "1 1 1 0 1 1 1 1"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "3m", "alertname": "NodeNICUnhealthy", "exp_alerts": []},
+            {"eval_time": "5m", "alertname": "NodeNICUnhealthy", "exp_alerts": [{
+                "exp_labels": {"node": "gpu-1", "reason": "PortDown", "severity": "critical"},
+                "exp_annotations": {
+                    "summary": "node gpu-1's RDMA NICs are unhealthy: PortDown"},
+            }]},
+        ],
+    }]
+    _run(promtool, tmp_path, _spec(), tests)
+
+
 def test_training_no_progress_fires_when_heartbeats_stop(promtool: Path, tmp_path: Path) -> None:
     beat = "trainmaster_job_last_heartbeat_timestamp_seconds"
     # One sample a minute; the value is the Unix time of the last heartbeat. Job "live" beats
@@ -188,4 +213,5 @@ def test_a_wrong_expectation_fails(promtool: Path, tmp_path: Path) -> None:
 def test_without_the_gpu_exporter_no_rule_reads_dcgm_series() -> None:
     groups = _rule_groups(_spec(gpu_exporter=False))
     names = {r["alert"] for g in groups["groups"] for r in g["rules"]}
-    assert names == {"TrainingNoProgress", "TrainingGangRestarted", "GPUNodeNotReady"}
+    assert names == {"TrainingNoProgress", "TrainingGangRestarted", "GPUNodeNotReady",
+                     "NodeNICUnhealthy"}

@@ -78,6 +78,22 @@ def _alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
             },
         }
     )
+    if spec.monitoring.nic_agent.enabled:
+        rules.append(
+            {
+                "alert": "NodeNICUnhealthy",
+                # The NIC agent's own verdict (every port ACTIVE/LinkUp, no device missing,
+                # no flap), the same one that sets the node's NICHealthy condition and
+                # makes the operator fence it; `reason` names what failed.
+                "expr": "max by (node, reason) (trainmaster_nic_healthy) == 0",
+                "for": "1m",
+                "labels": {"severity": "critical"},
+                "annotations": {
+                    "summary": "node {{ $labels.node }}'s RDMA NICs are unhealthy: "
+                    "{{ $labels.reason }}"
+                },
+            }
+        )
     rules.append(
         {
             "alert": "GPUNodeNotReady",
