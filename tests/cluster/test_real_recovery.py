@@ -15,6 +15,8 @@ on the real nodes, the image built (cached) and loaded, the checkpoint volume a 
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -178,3 +180,69 @@ def test_the_ui_shows_the_real_job_training_and_its_recovery(
         browser.get(f"{url}/jobs")
         assert "Running" in text(browser, f"#job-{ns}-{job}")
         shot(browser, "jobs-real")
+        _other_views(stack, browser, url)
+
+
+def _other_views(stack: RealStack, browser: Any, url: str) -> None:
+    """Topology, queues and why pending on the real cluster, as a person checks them:
+    the running gang named on the real node that runs it, each queue's GPUs in use as
+    `trainmaster status` counts them, and a gang that can never fit held back with the
+    scheduler's own reason and the placement code's counterfactual."""
+    import json
+
+    from trainmaster.api import POD_GROUP_LABEL, topology_label
+    from trainmaster.kubeclient import podgroup_path, trainingjob_path
+
+    job, ns = stack.job.name, stack.namespace
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        gang = kube.get(trainingjob_path(ns, job))["status"]["gang"]
+        ranks = kube.list(pod_path(ns), f"{JOB_LABEL}={job}")
+        node = kube.get(f"/api/v1/nodes/{ranks[0]['spec']['nodeName']}")
+    leaf = node["metadata"]["labels"][topology_label("leaf")]
+    browser.get(f"{url}/topology/{leaf}")
+    live(browser, f"#node-{node['metadata']['name']}", f"{ns}/{gang}", timeout=30)
+    shot(browser, "leaf-real")
+
+    status = subprocess.run(
+        [sys.executable, "-m", "trainmaster", "status", "--kubeconfig", str(stack.kubeconfig),
+         "--json", "--prometheus", "off"], capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    browser.get(f"{url}/queues")
+    for queue in json.loads(status.stdout)["queues"]:
+        live(browser, f"#queue-{queue['name']} .in-use", str(queue["in_use"]), timeout=30)
+    shot(browser, "queues-real")
+
+    # Two pods of 16 GPUs on nodes of 8: the in-cluster scheduler holds the gang back
+    # (no preemption can help either), and the page says why and what would not help.
+    held = "held-back"
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        kube.post(podgroup_path(ns), {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": held, "namespace": ns}, "spec": {"minMember": 2}})
+        for i in range(2):
+            kube.post(pod_path(ns), {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{held}-{i}", "namespace": ns,
+                             "labels": {POD_GROUP_LABEL: held}},
+                "spec": {"schedulerName": "trainmaster-scheduler", "containers": [{
+                    "name": "c", "image": "busybox",
+                    "resources": {"requests": {"nvidia.com/gpu": "16"},
+                                  "limits": {"nvidia.com/gpu": "16"}}}]}})
+        try:
+            browser.get(f"{url}/pending")
+            row = f"#why-{ns}-{held}"
+            live(browser, f"{row} .now", "cannot fit even with every scheduled pod gone",
+                 timeout=60)
+            live(browser, f"{row} .counterfactual",
+                 "does not fit even with every running job gone", timeout=60)
+            # The scheduler's own answer replaces "waiting for the scheduler".
+            deadline = time.monotonic() + 60
+            while "waiting for the scheduler" in text(browser, f"{row} .reason"):
+                assert time.monotonic() < deadline, text(browser, f"{row} .reason")
+                time.sleep(0.5)
+            assert text(browser, f"{row} .reason").strip()
+            shot(browser, "pending-real")
+        finally:
+            for i in range(2):
+                kube.delete(pod_path(ns, f"{held}-{i}"))
+            kube.delete(podgroup_path(ns, held))
