@@ -65,6 +65,29 @@ class DemoResult:
     """With the monitoring stack: when the kill's alert fired."""
 
 
+def wait_job_scraped(stack: RealStack, report: Report, timeout: float = 240) -> int:
+    """Wait until Prometheus holds the job's gang attempt from its launchers: the restart
+    alert compares the attempts seen in its window, so a rank killed before its first
+    scrape (the targets appear a reload after the pods) would leave nothing to compare.
+    Returns the number of series seen."""
+    from trainmaster.cluster import ClusterError, endpoints
+    from trainmaster.polling import wait_until
+
+    expr = (f'trainmaster_job_attempt{{namespace="{stack.namespace}",'
+            f'trainingjob="{stack.job.name}"}}')
+
+    def series() -> int:
+        try:  # Prometheus' pod may still be starting: ask again until the timeout
+            api = endpoints(stack.kubeconfig, stack.spec.monitoring.scrape_namespace)
+            return len(api.query(expr))
+        except ClusterError:
+            return 0
+
+    report(f"waiting for Prometheus to scrape {stack.job.name}'s launchers")
+    seen: int = wait_until(series, timeout=timeout, every=2, what=f"{expr} in Prometheus")
+    return seen
+
+
 def wait_restart_alert(stack: RealStack, killed_at: float, report: Report,
                        timeout: float = 180) -> AlertSeen:
     """Wait for the job's TrainingGangRestarted in Prometheus (firing), then in
@@ -100,6 +123,8 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
         wait_training(stack, kube, report)
     namespaces = [f"{stack.namespace}-system", stack.namespace]
     before = pods_table(stack.kubeconfig, namespaces)
+    if monitoring:
+        wait_job_scraped(stack, report)
     drill = run_drill(stack, DEMO_SCENARIO, report)
     after = pods_table(stack.kubeconfig, namespaces)
     alert = wait_restart_alert(stack, drill.killed_at, report) if monitoring else None
