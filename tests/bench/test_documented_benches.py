@@ -115,6 +115,8 @@ def test_bench_failover_smallest(tmp_path: Path) -> None:
     for row in (term, kill):
         assert 0 < row["pending_at_stop"] <= 100
         assert 0 < row["lease_seconds"] <= row["first_bind_seconds"]
+        # The leader's own memory, read from its process before the signal.
+        assert 20 < row["leader_rss_mb"] <= row["leader_peak_rss_mb"] < 4096, row
     # Nothing released after a crash: the standby waits for the lease to run out.
     assert kill["lease_seconds"] >= result["lease_duration_seconds"] - result[
         "retry_period_seconds"]

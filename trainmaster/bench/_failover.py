@@ -89,6 +89,11 @@ class Handover:
     """From the signal to the Lease seen naming the standby."""
     first_bind_seconds: float
     """From the signal to the standby's first bind seen."""
+    leader_rss_mb: float | None = None
+    """The signalled leader's own resident MiB (``VmRSS``) just before the signal: a
+    trainmaster-scheduler process holding the whole cluster's state."""
+    leader_peak_rss_mb: float | None = None
+    """Its ``VmHWM``: the most it was resident up to then."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +268,7 @@ async def _handover(observer: _Observer, leader: _Replica, standbys: list[_Repli
                          "for a hand-over; use more --pods or a lower --client-qps")
     names = {r.identity: r for r in standbys}
     pending = total - observer.bound
+    memory = leader.process.memory()
     stopped = time.monotonic()
     leader.signal(sig)
     await observer.until(lambda: observer.holder() in names,
@@ -279,7 +285,9 @@ async def _handover(observer: _Observer, leader: _Replica, standbys: list[_Repli
         raise BenchError(f"the pods were all bound before {holder} led (the old leader "
                          "finished them as it stopped); use more --pods")
     return (Handover(sig.name, pending, round(taken_at - stopped, 3),
-                     round(bind_at - stopped, 3)), names[holder])
+                     round(bind_at - stopped, 3),
+                     None if memory is None else memory.rss_mb,
+                     None if memory is None else memory.peak_rss_mb), names[holder])
 
 
 async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdir: Path,
