@@ -342,7 +342,8 @@ class SchedulerSpec(_Model):
     name: Name = "trainmaster-scheduler"
     """schedulerName that training pods carry."""
     gang_timeout_seconds: int = Field(300, ge=1, le=86400)
-    """How long a gang waits for all its members before it is retried."""
+    """Seconds a gang may stay unschedulable before it is starving: it then reserves the
+    domain it needs, and gangs behind it may no longer backfill there."""
     preemption: bool = True
     """Let higher-priority gangs evict whole lower-priority gangs (and lenders take back
     their quota from borrowers); the queues' PriorityClasses get `PreemptLowerPriority`.
@@ -666,9 +667,11 @@ class Job(_Model):
     gpus_per_pod: int = Field(8, ge=1, le=64)
     """GPUs each pod requests (and limits)."""
     cpu_per_pod: int | None = Field(None, ge=1)
-    """CPU cores per pod; default: the node's cores less 4 for system daemons."""
+    """CPU cores per pod; default: the pod's GPU share of the smallest node with enough
+    GPUs, less 10% for system daemons."""
     memory_per_pod: Quantity | None = None
-    """Memory per pod; default: none requested beyond the GPU share."""
+    """Memory per pod; default: the pod's GPU share of the smallest node with enough GPUs,
+    less 10% for system daemons, rounded down to whole GiB."""
     command: list[str] = []
     """Command run by the launcher."""
     args: list[str] = []
