@@ -6,7 +6,7 @@ They come from where the scheduler gets them:
   ``borrowingLimit``, ``priority``, ``preemption``) and ``scheduler.preemption``, turned
   into ``QueueSpec`` by the same code that renders the scheduler's config file;
 * ``--nodes N --queues FILE``: a YAML file with the same two keys as a spec's
-  ``scheduler`` section (``queues``, and ``preemption``, false by default as in a spec),
+  ``scheduler`` section (``queues``, and ``preemption``, true by default as in a spec),
   checked by the spec's own queue rules;
 * ``--nodes N`` alone: no queue config at all. As in the scheduler, nothing is then
   enforced: any queue name is accepted and recorded, there is no quota and no preemption.
@@ -132,7 +132,8 @@ def file_queues(path: Path) -> QueueConfig:
     if not isinstance(data, dict) or "queues" not in data:
         raise SpecInvalidError(source, [SpecIssue(
             "", "a queues file is a mapping with `queues:` (a list as in a spec's "
-            "scheduler.queues) and optionally `preemption: true`")])
+            "scheduler.queues) and optionally `preemption: false` (on by default, as in a "
+            "spec)")])
     unknown = sorted(set(data) - {"queues", "preemption", "cohorts", "fairSharing"})
     if unknown:
         raise SpecInvalidError(source, [at(
