@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
+from tests.scheduler.apifake import (
+    Cluster,
+    FakeApi,
+    fake_runtime,
+    group_obj,
+    node_obj,
+    pod_obj,
+    run_once,
+)
 from trainmaster.api import CLUSTER_QUEUE_NOT_FOUND, LOCAL_QUEUE_NOT_FOUND, QUEUE_LABEL
 from trainmaster.kubeclient import ADDED, DELETED, MODIFIED, localqueue_path
 from trainmaster.scheduler import ConfigError, SchedulerConfig, SchedulerRuntime
@@ -38,18 +46,7 @@ def _serve(cluster: Cluster, lqs: list[dict[str, Any]]) -> None:
 
 
 def _run(cluster: Cluster, config: SchedulerConfig) -> tuple[FakeApi, SchedulerRuntime]:
-    api = FakeApi(cluster)
-    rt = SchedulerRuntime(api, config)  # type: ignore[arg-type]
-
-    async def run() -> None:
-        await rt.start()
-        await rt.step()
-        await rt.idle()
-        await rt.writer.drain(1)
-        await rt.shutdown()
-
-    asyncio.run(run())
-    return api, rt
+    return run_once(cluster, config, drain=True)
 
 
 def _config(**extra: Any) -> SchedulerConfig:
@@ -178,8 +175,7 @@ def test_a_local_queue_created_later_lets_the_waiting_gang_in() -> None:
     groups = [_labelled(group_obj("ga", 1, namespace="team-a"), "lq-a")]
     cluster = Cluster([node_obj("n1")], pods, groups)
     _serve(cluster, [])
-    api = FakeApi(cluster)
-    rt = SchedulerRuntime(api, _config())  # type: ignore[arg-type]
+    _, rt = fake_runtime(cluster, _config())
 
     async def run() -> None:
         await rt.start()
