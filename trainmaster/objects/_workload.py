@@ -15,19 +15,11 @@ from trainmaster.objects._security import restricted_container, restricted_pod
 from trainmaster.spec import ClusterSpec
 
 
-def system_container(
-    spec: ClusterSpec,
-    name: str,
-    command: list[str],
-    *,
-    ports: list[dict[str, Any]],
-    cpu: str,
-    memory: str,
-    memory_limit: str,
-    env: list[dict[str, Any]] | None = None,
-    probes: dict[str, Any] | None = None,
-    volume_mounts: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+def system_container(spec: ClusterSpec, name: str, command: list[str], *,
+                     ports: list[dict[str, Any]], cpu: str, memory: str, memory_limit: str,
+                     env: list[dict[str, Any]] | None = None,
+                     probes: dict[str, Any] | None = None,
+                     volume_mounts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The container: trainmaster's image running `command`, requesting `cpu` and
     `memory`, its memory limited to `memory_limit`; `probes` are its readinessProbe /
     livenessProbe entries. `env` and `volume_mounts` appear only when given."""
@@ -51,14 +43,9 @@ def system_container(
     return container
 
 
-def system_pod(
-    account: str,
-    container: dict[str, Any],
-    *,
-    placement: dict[str, Any],
-    priority_class: str | None = None,
-    volumes: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+def system_pod(account: str, container: dict[str, Any], *, placement: dict[str, Any],
+               priority_class: str | None = None,
+               volumes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The pod spec: ServiceAccount `account`, the `restricted` pod securityContext, the
     pod-spec fields of `placement` (nodeSelector, tolerations, ...) and one container."""
     pod: dict[str, Any] = {"serviceAccountName": account, "securityContext": restricted_pod()}
@@ -71,17 +58,10 @@ def system_pod(
     return pod
 
 
-def system_workload(
-    kind: str,
-    name: str,
-    namespace: str,
-    labels: dict[str, str],
-    selector: dict[str, str],
-    pod: dict[str, Any],
-    *,
-    replicas: int | None = None,
-    strategy: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def system_workload(kind: str, name: str, namespace: str, labels: dict[str, str],
+                    selector: dict[str, str], pod: dict[str, Any], *,
+                    replicas: int | None = None,
+                    strategy: dict[str, Any] | None = None) -> dict[str, Any]:
     """A Deployment or DaemonSet (`kind`) of `pod`, its pods labelled `labels` and
     selected by `selector`; `replicas` and `strategy` appear only when given."""
     workload_spec: dict[str, Any] = {}
