@@ -1,6 +1,7 @@
 """An in-memory stand-in for ``trainmaster.kubeclient.Kube`` and builders of raw API
 objects, for runtime unit tests that need no cluster. Requests go to a handler the test
-chooses; watch streams are queues the test feeds."""
+chooses; watch streams are queues the test feeds. A runtime on it: ``fake_runtime``, and
+one pass of it: ``settle`` / ``run_once``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from trainmaster.kubeclient import ApiError
+from trainmaster.scheduler import SchedulerConfig, SchedulerRuntime
 
 JSON = dict[str, Any]
 Handler = Callable[[str, str, Any], JSON]
@@ -173,3 +175,32 @@ class Cluster:
         if method == "POST" and path.endswith("/binding"):
             self.binds[body["metadata"]["name"]] = body["target"]["name"]
         return {}
+
+
+def fake_runtime(handler: Handler, config: SchedulerConfig) -> tuple[FakeApi, SchedulerRuntime]:
+    """A runtime of `config` on a FakeApi that `handler` (a Cluster, say) answers."""
+    api = FakeApi(handler)
+    return api, SchedulerRuntime(api, config)  # type: ignore[arg-type]
+
+
+def settle(rt: SchedulerRuntime, *, drain: bool = False) -> None:
+    """One pass: start, a step, until idle (its binds done), with `drain` its reports
+    (Events, conditions) written too, then shut down."""
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        if drain:
+            await rt.writer.drain(1)
+        await rt.shutdown()
+
+    asyncio.run(run())
+
+
+def run_once(handler: Handler, config: SchedulerConfig, *,
+             drain: bool = False) -> tuple[FakeApi, SchedulerRuntime]:
+    """`fake_runtime` after one pass (`settle`)."""
+    api, rt = fake_runtime(handler, config)
+    settle(rt, drain=drain)
+    return api, rt

@@ -1,5 +1,6 @@
 """Helpers for runtime tests on the real local control plane: scratch kwok nodes that only
-our pods may use, scheduler subprocesses that are always stopped, polling."""
+our pods may use, scheduler subprocesses that are always stopped, polling, and the
+scheduler as the spec renders it (its rights applied, run as its own account)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+import yaml
+from kubernetes import client, dynamic
 
+from tests.helpers import STACKS
 from trainmaster.kubeclient import generated_client as client_for
 from trainmaster.objects._crds import podgroup_crd
+from trainmaster.objects._scheduler import scheduler_config
 from trainmaster.polling import wait_until
+from trainmaster.spec import ClusterSpec
 
 TEST_LABEL = "trainmaster.io/scheduler-test"
 PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
@@ -49,20 +54,26 @@ def scrape_metrics(port: int) -> dict[str, float]:
             out[key] = float(value)
     return out
 
-def ensure_podgroup_crd(api_client: client.ApiClient) -> None:
+def ensure_crd(api_client: client.ApiClient, crd: dict[str, Any],
+               plural: tuple[str, str, str], what: str) -> None:
+    """`crd` created unless it exists (left in place after: other tests may use it), and
+    waited for until its kind (group, version, plural) is served."""
     ext = client.ApiextensionsV1Api(api_client)
-    crd = podgroup_crd()
     with contextlib.suppress(client.ApiException):
         ext.create_custom_resource_definition(crd)
 
     def served() -> bool:
         try:
-            client.CustomObjectsApi(api_client).list_cluster_custom_object(*PODGROUPS, limit=1)
+            client.CustomObjectsApi(api_client).list_cluster_custom_object(*plural, limit=1)
             return True
         except client.ApiException:
             return False
 
-    wait_for(served, "the PodGroup CRD to be served", 60)
+    wait_for(served, f"the {what} CRD to be served", 60)
+
+
+def ensure_podgroup_crd(api_client: client.ApiClient) -> None:
+    ensure_crd(api_client, podgroup_crd(), PODGROUPS, "PodGroup")
 
 
 class Scratch:
@@ -240,3 +251,87 @@ def processes() -> Iterator[list[SchedulerProcess]]:
     finally:
         for proc in started:
             proc.kill()
+
+
+# --- the scheduler as the spec renders it: its identity, its rights, its account ----------
+
+
+def scratch_spec(scratch: Scratch, prefix: str, **scheduler: Any) -> ClusterSpec:
+    """The dev stack's spec, no jobs, as cluster `<prefix>-<tag>` in the scratch namespace,
+    its scheduler named as the scratch's and given the `scheduler` fields."""
+    doc = yaml.safe_load((STACKS / "dev" / "cluster.yaml").read_text())
+    doc["metadata"].update(name=f"{prefix}-{scratch.tag}", namespace=scratch.namespace)
+    doc["scheduler"].update(name=scratch.scheduler, **scheduler)
+    doc["jobs"] = []
+    return ClusterSpec.model_validate(doc)
+
+
+@contextlib.contextmanager
+def namespaces(scratch: Scratch, *names: str) -> Iterator[None]:
+    """The namespaces created; after, their pods and themselves deleted."""
+    for ns in names:
+        scratch.core.create_namespace({"metadata": {"name": ns}})
+    try:
+        yield
+    finally:
+        for ns in names:
+            with contextlib.suppress(client.ApiException):
+                scratch.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            with contextlib.suppress(client.ApiException):
+                scratch.core.delete_namespace(ns)
+
+
+def add_ready_nodes(scratch: Scratch, nodes: list[tuple[str, str]]) -> None:
+    """Scratch nodes (name, leaf), waited for until Ready."""
+    for name, leaf in nodes:
+        scratch.add_node(name, leaf=leaf)
+    # Generous: the machine is shared, and kwok and the node controller lag under load.
+    wait_for(scratch.nodes_ready, "scratch nodes Ready", 300)
+
+
+@contextlib.contextmanager
+def applied(scratch: Scratch, objs: list[dict[str, Any]],
+            delete: Callable[[dict[str, Any]], bool] = lambda obj: False,
+            ) -> Iterator[list[dict[str, Any]]]:
+    """Rendered objects server-side applied as the administrator; after, the
+    cluster-scoped ones deleted, and the namespaced ones `delete` picks (the others go
+    with their namespaces)."""
+    dyn = dynamic.DynamicClient(scratch.api_client)
+    try:
+        for obj in objs:
+            dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).server_side_apply(
+                body=obj, name=obj["metadata"]["name"],
+                namespace=obj["metadata"].get("namespace"), field_manager="trainmaster")
+        yield objs
+    finally:
+        for obj in objs:
+            if "namespace" not in obj["metadata"] or delete(obj):
+                with contextlib.suppress(client.ApiException):
+                    dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
+                        name=obj["metadata"]["name"],
+                        namespace=obj["metadata"].get("namespace"))
+
+
+def token_kubeconfig(admin: Path, scratch: Scratch, account: str, ns: str, out: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
+    token = scratch.core.create_namespaced_service_account_token(
+        account, ns, {"spec": {"expirationSeconds": 3600}}).status.token
+    doc = yaml.safe_load(admin.read_text())
+    doc["users"] = [{"name": account, "user": {"token": token}}]
+    for ctx in doc["contexts"]:
+        ctx["context"]["user"] = account
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+def start_as_its_account(procs: list[SchedulerProcess], admin: Path, scratch: Scratch,
+                         spec: ClusterSpec, system: str, tmp_path: Path) -> Path:
+    """The scheduler with its rendered config, run as its own ServiceAccount of `system`
+    (a token of it; its lease there too); returns that account's kubeconfig."""
+    kubeconfig = token_kubeconfig(admin, scratch, scratch.scheduler, system,
+                                  tmp_path / "scheduler.yaml")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(scheduler_config(spec)))
+    procs.append(SchedulerProcess(kubeconfig, scratch, tmp_path, "sa", "--config",
+                                  str(config), "--lease-namespace", system))
+    return kubeconfig

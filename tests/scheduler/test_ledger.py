@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
-from trainmaster.scheduler import QueueSpec, SchedulerConfig, SchedulerRuntime
+from tests.scheduler.apifake import Cluster, fake_runtime, group_obj, node_obj, pod_obj
+from trainmaster.scheduler import QueueSpec, SchedulerConfig
 from trainmaster.scheduler.runtime.config import LeaderElection
 
 PATH = "/api/v1/namespaces/tm-system/configmaps/trainmaster-scheduler-queue-usage"
@@ -27,12 +27,11 @@ def test_the_ledger_counts_a_gangs_pods_by_its_podgroups_queue_and_is_applied() 
     pending = [_labelled(pod_obj("p0", gpus=4), "research")]
     cluster = Cluster([node_obj("n0"), node_obj("n1"), node_obj("n2")], running + pending,
                       [_labelled(group_obj("g", 2), "research")])
-    api = FakeApi(cluster)
     config = SchedulerConfig(report_interval=0.0,
                              queues=(QueueSpec("research", nominal_quota=16, cohort="all"),
                                      QueueSpec("prod", nominal_quota=8, cohort="all")),
                              leader_election=LeaderElection(lease_namespace="tm-system"))
-    rt = SchedulerRuntime(api, config)  # type: ignore[arg-type]
+    api, rt = fake_runtime(cluster, config)
 
     async def run() -> None:
         await rt.start()
@@ -63,9 +62,7 @@ def test_the_ledger_counts_a_gangs_pods_by_its_podgroups_queue_and_is_applied() 
 def test_an_unchanged_ledger_is_not_written_again() -> None:
     cluster = Cluster([node_obj("n0")], [_labelled(pod_obj("r0", node="n0", phase="Running"),
                                                    "research")], [])
-    api = FakeApi(cluster)
-    config = SchedulerConfig(queues=(QueueSpec("research"),))
-    rt = SchedulerRuntime(api, config)  # type: ignore[arg-type]
+    _, rt = fake_runtime(cluster, SchedulerConfig(queues=(QueueSpec("research"),)))
 
     async def run() -> None:
         await rt.start()

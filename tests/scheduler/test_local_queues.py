@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
+from tests.scheduler.apifake import Cluster, fake_runtime, group_obj, node_obj, pod_obj, run_once
 from trainmaster.api import CLUSTER_QUEUE_NOT_FOUND, LOCAL_QUEUE_NOT_FOUND, QUEUE_LABEL
 from trainmaster.kubeclient import ADDED, DELETED, MODIFIED, localqueue_path
-from trainmaster.scheduler import ConfigError, SchedulerConfig, SchedulerRuntime
+from trainmaster.scheduler import ConfigError, SchedulerConfig
 from trainmaster.scheduler.runtime.local_queues import LocalQueues
 
 TEAMS = ("team-a", "team-b")
@@ -35,21 +35,6 @@ def _serve(cluster: Cluster, lqs: list[dict[str, Any]]) -> None:
     """The LocalQueue list of each team namespace (the scheduler watches them one by one)."""
     for ns in TEAMS:
         cluster.lists[localqueue_path(ns)] = [q for q in lqs if q["metadata"]["namespace"] == ns]
-
-
-def _run(cluster: Cluster, config: SchedulerConfig) -> tuple[FakeApi, SchedulerRuntime]:
-    api = FakeApi(cluster)
-    rt = SchedulerRuntime(api, config)  # type: ignore[arg-type]
-
-    async def run() -> None:
-        await rt.start()
-        await rt.step()
-        await rt.idle()
-        await rt.writer.drain(1)
-        await rt.shutdown()
-
-    asyncio.run(run())
-    return api, rt
 
 
 def _config(**extra: Any) -> SchedulerConfig:
@@ -115,7 +100,7 @@ def test_a_gang_resolves_through_its_namespace_local_queue_and_is_charged_there(
     cluster = Cluster([node_obj("n1"), node_obj("n2")], pods, groups)
     _serve(cluster, [_lq("lq-a", "team-a", "alpha")])
 
-    api, rt = _run(cluster, _config())
+    api, rt = run_once(cluster, _config(), drain=True)
 
     assert sorted(cluster.binds) == ["a0", "a1"]
     assert rt.cache.ledger.used("alpha") == 8 and rt.cache.ledger.used("beta") == 0
@@ -131,7 +116,7 @@ def test_the_local_queue_quota_holds_a_second_gang() -> None:
     cluster = Cluster([node_obj("n1"), node_obj("n2"), node_obj("n3")], pods, groups)
     _serve(cluster, [_lq("lq-a", "team-a", "alpha")])
 
-    api, _ = _run(cluster, _config())
+    api, _ = run_once(cluster, _config(), drain=True)
 
     assert len(cluster.binds) == 2
     messages = [b["message"] for _, b in api.posts("/events")
@@ -152,7 +137,7 @@ def test_a_gang_naming_no_local_queue_is_told_and_never_bound() -> None:
     cluster = Cluster([node_obj("n1"), node_obj("n2")], pods, groups)
     _serve(cluster, [_lq("lq-a", "team-a", "alpha")])
 
-    api, rt = _run(cluster, _config())
+    api, rt = run_once(cluster, _config(), drain=True)
 
     assert sorted(cluster.binds) == ["t0"]
     assert rt.cache.ledger.used("alpha") == 4
@@ -178,8 +163,7 @@ def test_a_local_queue_created_later_lets_the_waiting_gang_in() -> None:
     groups = [_labelled(group_obj("ga", 1, namespace="team-a"), "lq-a")]
     cluster = Cluster([node_obj("n1")], pods, groups)
     _serve(cluster, [])
-    api = FakeApi(cluster)
-    rt = SchedulerRuntime(api, _config())  # type: ignore[arg-type]
+    _, rt = fake_runtime(cluster, _config())
 
     async def run() -> None:
         await rt.start()
@@ -200,7 +184,8 @@ def test_without_local_queue_namespaces_nothing_changes_and_no_informer_starts()
     pods = [_labelled(pod_obj("a0", namespace="team-a", group="ga"), "alpha")]
     groups = [group_obj("ga", 1, namespace="team-a")]
     cluster = Cluster([node_obj("n1")], pods, groups)
-    api, rt = _run(cluster, SchedulerConfig.from_mapping({"queues": GPU_QUEUES[1]}))
+    api, rt = run_once(cluster, SchedulerConfig.from_mapping({"queues": GPU_QUEUES[1]}),
+                       drain=True)
     assert cluster.binds == {"a0": "n1"} and rt.cache.ledger.used("alpha") == 4
     assert not [p for m, p, _ in api.calls if "localqueues" in p]
 
@@ -208,7 +193,7 @@ def test_without_local_queue_namespaces_nothing_changes_and_no_informer_starts()
 def test_local_queues_are_watched_in_the_team_namespaces_only() -> None:
     cluster = Cluster([node_obj("n1")], [], [])
     _serve(cluster, [])
-    api, _ = _run(cluster, _config())
+    api, _ = run_once(cluster, _config(), drain=True)
     assert sorted({p for m, p, _ in api.calls if "localqueues" in p}) == [
         localqueue_path(ns) for ns in TEAMS]
 
@@ -219,7 +204,7 @@ def test_a_local_queue_pointing_at_a_missing_queue_is_reported_as_such() -> None
     cluster = Cluster([node_obj("n1")], pods, groups)
     _serve(cluster, [_lq("lq-x", "team-a", "ghost")])
 
-    api, _ = _run(cluster, _config())
+    api, _ = run_once(cluster, _config(), drain=True)
 
     assert not cluster.binds
     events = [e for _, e in api.posts("/events") if e["reason"] == CLUSTER_QUEUE_NOT_FOUND]

@@ -23,24 +23,31 @@ with a `Preempted` Event saying why, and A's gang takes its node.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from kubernetes import client, dynamic
+from kubernetes import client
 
 from tests.conftest import LocalCluster
-from tests.helpers import STACKS
-from tests.scheduler.live import SchedulerProcess, Scratch, processes, wait_for
+from tests.scheduler.live import (
+    PODGROUPS,
+    Scratch,
+    add_ready_nodes,
+    applied,
+    ensure_crd,
+    namespaces,
+    processes,
+    scratch_spec,
+    start_as_its_account,
+    token_kubeconfig,
+    wait_for,
+)
 from trainmaster.api import LOCAL_QUEUE_NOT_FOUND, LOCALQUEUE_KIND, POD_GROUP_LABEL, QUEUE_LABEL
 from trainmaster.kubeclient import generated_client
 from trainmaster.objects import build_scheduler
 from trainmaster.objects._crds import localqueue_crd
 from trainmaster.objects._local_queues import tenant_role_name
-from trainmaster.objects._scheduler import scheduler_config
 from trainmaster.spec import ClusterSpec
 
 pytestmark = pytest.mark.integration
@@ -48,14 +55,11 @@ pytestmark = pytest.mark.integration
 APPLIED = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", LOCALQUEUE_KIND}
 LOCALQUEUES = ("trainmaster.io", "v1alpha1", "localqueues")
-PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 
 
 def _spec(scratch: Scratch, team_a: str, team_b: str) -> ClusterSpec:
-    doc = yaml.safe_load((STACKS / "dev" / "cluster.yaml").read_text())
-    doc["metadata"].update(name=f"lq-{scratch.tag}", namespace=scratch.namespace)
-    doc["scheduler"].update(
-        name=scratch.scheduler, namespaces=[team_a, team_b],
+    return scratch_spec(
+        scratch, "lq", namespaces=[team_a, team_b],
         queues=[{"name": "default"},
                 {"name": "alpha", "nominalQuota": 0, "cohort": "lab"},
                 {"name": "beta", "nominalQuota": 0, "cohort": "lab"}],
@@ -63,46 +67,6 @@ def _spec(scratch: Scratch, team_a: str, team_b: str) -> ClusterSpec:
         fairSharing={"enable": True},
         localQueues=[{"name": "lq-a", "namespace": team_a, "clusterQueue": "alpha"},
                      {"name": "lq-b", "namespace": team_b, "clusterQueue": "beta"}])
-    doc["jobs"] = []
-    return ClusterSpec.model_validate(doc)
-
-
-def _ensure_crd(scratch: Scratch) -> None:
-    """The LocalQueue CRD, as `trainmaster apply` installs it (left in place after, like
-    the PodGroup CRD: other tests may use it)."""
-    ext = client.ApiextensionsV1Api(scratch.api_client)
-    with contextlib.suppress(client.ApiException):
-        ext.create_custom_resource_definition(localqueue_crd())
-
-    def served() -> bool:
-        try:
-            scratch.custom.list_cluster_custom_object(*LOCALQUEUES, limit=1)
-            return True
-        except client.ApiException:
-            return False
-
-    wait_for(served, "the LocalQueue CRD to be served", 60)
-
-
-@contextlib.contextmanager
-def _applied(scratch: Scratch, spec: ClusterSpec) -> Iterator[list[dict[str, Any]]]:
-    """The scheduler's identity and rights, the LocalQueues and the team Roles, as
-    rendered, server-side applied as the administrator; cluster-scoped objects deleted
-    after (the namespaced ones go with their namespaces)."""
-    objs = [o for o in build_scheduler(spec) if o["kind"] in APPLIED]
-    dyn = dynamic.DynamicClient(scratch.api_client)
-    try:
-        for obj in objs:
-            dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).server_side_apply(
-                body=obj, name=obj["metadata"]["name"],
-                namespace=obj["metadata"].get("namespace"), field_manager="trainmaster")
-        yield objs
-    finally:
-        for obj in objs:
-            if "namespace" not in obj["metadata"]:
-                with contextlib.suppress(client.ApiException):
-                    dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
-                        name=obj["metadata"]["name"])
 
 
 def _bind_team(scratch: Scratch, spec: ClusterSpec, namespace: str, account: str) -> None:
@@ -115,18 +79,6 @@ def _bind_team(scratch: Scratch, spec: ClusterSpec, namespace: str, account: str
                         "name": tenant_role_name(spec)},
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
         })
-
-
-def _token_kubeconfig(admin: Path, scratch: Scratch, account: str, ns: str, out: Path) -> Path:
-    """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
-    token = scratch.core.create_namespaced_service_account_token(
-        account, ns, {"spec": {"expirationSeconds": 3600}}).status.token
-    doc = yaml.safe_load(admin.read_text())
-    doc["users"] = [{"name": account, "user": {"token": token}}]
-    for ctx in doc["contexts"]:
-        ctx["context"]["user"] = account
-    out.write_text(yaml.safe_dump(doc))
-    return out
 
 
 class Team:
@@ -182,23 +134,22 @@ def test_two_teams_submit_through_local_queues_and_fair_sharing_preempts_between
 ) -> None:
     team_a, team_b = f"{scratch.namespace}-a", f"{scratch.namespace}-b"
     system = f"{scratch.namespace}-system"
-    for ns in (team_a, team_b, system):
-        scratch.core.create_namespace({"metadata": {"name": ns}})
     spec = _spec(scratch, team_a, team_b)
-    try:
-        _ensure_crd(scratch)
-        for leaf in ("leaf-a", "leaf-b"):
-            for i in range(2):
-                scratch.add_node(f"{leaf}-{i}", leaf=leaf)
-        # Generous: the machine is shared, and kwok and the node controller lag under load.
-        wait_for(scratch.nodes_ready, "scratch nodes Ready", 300)
-        with _applied(scratch, spec), processes() as procs:
+    with namespaces(scratch, team_a, team_b, system):
+        # The LocalQueue CRD, as `trainmaster apply` installs it.
+        ensure_crd(scratch.api_client, localqueue_crd(), LOCALQUEUES, "LocalQueue")
+        add_ready_nodes(scratch, [(f"{leaf}-{i}", leaf) for leaf in ("leaf-a", "leaf-b")
+                                  for i in range(2)])
+        # The scheduler's identity and rights, the LocalQueues and the team Roles, as
+        # rendered.
+        rendered = [o for o in build_scheduler(spec) if o["kind"] in APPLIED]
+        with applied(scratch, rendered), processes() as procs:
             _bind_team(scratch, spec, team_a, "alice")
             _bind_team(scratch, spec, team_b, "bob")
             admin = local_cluster.kubeconfig
-            alice = Team(_token_kubeconfig(admin, scratch, "alice", team_a,
-                                           tmp_path / "alice.yaml"), team_a, scratch)
-            bob = Team(_token_kubeconfig(admin, scratch, "bob", team_b, tmp_path / "bob.yaml"),
+            alice = Team(token_kubeconfig(admin, scratch, "alice", team_a,
+                                          tmp_path / "alice.yaml"), team_a, scratch)
+            bob = Team(token_kubeconfig(admin, scratch, "bob", team_b, tmp_path / "bob.yaml"),
                        team_b, scratch)
 
             # --- least privilege, asked of the real API server ----------------------
@@ -219,12 +170,7 @@ def test_two_teams_submit_through_local_queues_and_fair_sharing_preempts_between
             assert _refused(alice.core.list_pod_for_all_namespaces) == 403
 
             # --- the scheduler, as its own ServiceAccount ------------------------------
-            kubeconfig = _token_kubeconfig(admin, scratch, scratch.scheduler, system,
-                                           tmp_path / "scheduler.yaml")
-            config = tmp_path / "config.yaml"
-            config.write_text(yaml.safe_dump(scheduler_config(spec)))
-            procs.append(SchedulerProcess(kubeconfig, scratch, tmp_path, "sa", "--config",
-                                          str(config), "--lease-namespace", system))
+            start_as_its_account(procs, admin, scratch, spec, system, tmp_path)
 
             # --- B borrows the whole cohort ---------------------------------------------
             b_gangs = [f"b{i}" for i in range(4)]
@@ -281,9 +227,3 @@ def test_two_teams_submit_through_local_queues_and_fair_sharing_preempts_between
                      and procs[0].metrics().get(gauge.format("beta")) == 24,
                      "alpha charged 8 GPUs, beta 24", 120)
             assert "a-lost" not in alice.running()
-    finally:
-        for ns in (team_a, team_b, system):
-            with contextlib.suppress(client.ApiException):
-                scratch.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-            with contextlib.suppress(client.ApiException):
-                scratch.core.delete_namespace(ns)

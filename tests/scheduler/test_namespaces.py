@@ -3,28 +3,12 @@ the served namespaces' pods are bound. Against the in-memory API."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
-from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
-from trainmaster.scheduler import ConfigError, SchedulerConfig, SchedulerRuntime
-
-
-def _run(cluster: Cluster, config: SchedulerConfig) -> FakeApi:
-    api = FakeApi(cluster)
-    rt = SchedulerRuntime(api, config)  # type: ignore[arg-type]
-
-    async def run() -> None:
-        await rt.start()
-        await rt.step()
-        await rt.idle()
-        await rt.writer.drain(1)
-        await rt.shutdown()
-
-    asyncio.run(run())
-    return api
+from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj, run_once
+from trainmaster.scheduler import ConfigError, SchedulerConfig
 
 
 def _conditions(api: FakeApi) -> dict[str, dict[str, Any]]:
@@ -39,7 +23,7 @@ def test_a_gang_in_an_unserved_namespace_is_told_which_field_to_change() -> None
     cluster = Cluster([node_obj("n1"), node_obj("n2")], pods, groups)
     config = SchedulerConfig(report_interval=0.0, namespaces=("trainmaster", "team-a"))
 
-    api = _run(cluster, config)
+    api, _ = run_once(cluster, config, drain=True)
 
     assert sorted(cluster.binds) == ["a0", "a1"]  # the served namespace's gang only
     conditions = _conditions(api)
@@ -60,7 +44,7 @@ def test_a_gang_in_an_unserved_namespace_is_told_which_field_to_change() -> None
 
 def test_a_scheduler_without_namespaces_serves_every_namespace() -> None:
     cluster = Cluster([node_obj("n1")], [pod_obj("solo", namespace="anywhere")], [])
-    api = _run(cluster, SchedulerConfig(report_interval=0.0))
+    api, _ = run_once(cluster, SchedulerConfig(report_interval=0.0), drain=True)
     assert cluster.binds == {"solo": "n1"}
     assert not [b for _, b in api.posts("/events") if b["reason"] == "NamespaceNotServed"]
 

@@ -13,20 +13,24 @@ spec renders: its Roles, ClusterRole and the not-served admission policy.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from kubernetes import client, dynamic
+from kubernetes import client
 
 from tests.conftest import LocalCluster
-from tests.helpers import STACKS
-from tests.scheduler.live import SchedulerProcess, Scratch, processes, wait_for
+from tests.scheduler.live import (
+    Scratch,
+    add_ready_nodes,
+    applied,
+    namespaces,
+    processes,
+    scratch_spec,
+    start_as_its_account,
+    wait_for,
+)
 from trainmaster.objects import build_scheduler
-from trainmaster.objects._scheduler import scheduler_config
 from trainmaster.spec import ClusterSpec
 from trainmaster.status import collect_view
 
@@ -38,53 +42,17 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def _spec(scratch: Scratch, served: str, queue: str) -> ClusterSpec:
-    doc = yaml.safe_load((STACKS / "dev" / "cluster.yaml").read_text())
-    doc["metadata"].update(name=f"ns-{scratch.tag}", namespace=scratch.namespace)
-    doc["scheduler"].update(name=scratch.scheduler, namespaces=[served],
-                            queues=[{"name": "default"},
-                                    {"name": queue, "gpuQuota": 16, "cohort": queue,
-                                     "fairSharing": {"weight": 3}},
-                                    {"name": f"{queue}-b", "gpuQuota": 16, "cohort": queue}],
-                            fairSharing={"enable": True})
-    doc["jobs"] = []
-    return ClusterSpec.model_validate(doc)
+    return scratch_spec(scratch, "ns", namespaces=[served],
+                        queues=[{"name": "default"},
+                                {"name": queue, "gpuQuota": 16, "cohort": queue,
+                                 "fairSharing": {"weight": 3}},
+                                {"name": f"{queue}-b", "gpuQuota": 16, "cohort": queue}],
+                        fairSharing={"enable": True})
 
 
-@contextlib.contextmanager
-def _rights(scratch: Scratch, spec: ClusterSpec) -> Iterator[list[dict[str, Any]]]:
-    """The scheduler's identity and config as rendered, applied as the administrator;
-    cluster-scoped objects and the config deleted after (the other namespaced ones go
-    with their namespaces)."""
-    # With the scheduler's config, as rendered: what `trainmaster status` reads quotas,
-    # cohorts and weights from.
-    objs = [o for o in build_scheduler(spec) if o["kind"] in RBAC_KINDS or (
-        o["kind"] == "ConfigMap" and "config.yaml" in (o.get("data") or {}))]
-    dyn = dynamic.DynamicClient(scratch.api_client)
-    try:
-        for obj in objs:
-            dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).server_side_apply(
-                body=obj, name=obj["metadata"]["name"],
-                namespace=obj["metadata"].get("namespace"), field_manager="trainmaster")
-        yield objs
-    finally:
-        for obj in objs:
-            if "namespace" not in obj["metadata"] or obj["kind"] == "ConfigMap":
-                with contextlib.suppress(client.ApiException):
-                    dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
-                        name=obj["metadata"]["name"],
-                        namespace=obj["metadata"].get("namespace"))
-
-
-def _token_kubeconfig(admin: Path, scratch: Scratch, account: str, ns: str, out: Path) -> Path:
-    """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
-    token = scratch.core.create_namespaced_service_account_token(
-        account, ns, {"spec": {"expirationSeconds": 3600}}).status.token
-    doc = yaml.safe_load(admin.read_text())
-    doc["users"] = [{"name": account, "user": {"token": token}}]
-    for ctx in doc["contexts"]:
-        ctx["context"]["user"] = account
-    out.write_text(yaml.safe_dump(doc))
-    return out
+def _config(obj: dict[str, Any]) -> bool:
+    """The scheduler's config ConfigMap."""
+    return obj["kind"] == "ConfigMap" and "config.yaml" in (obj.get("data") or {})
 
 
 def _scheduled(pod: Any) -> Any:
@@ -112,20 +80,14 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
     system = f"{scratch.namespace}-system"
     queue = f"research-{scratch.tag}"
     spec = _spec(scratch, served, queue)
-    for ns in (served, far, system):
-        scratch.core.create_namespace({"metadata": {"name": ns}})
-    try:
-        for i in range(4):
-            scratch.add_node(f"n{i}")
-        # Generous: the machine is shared, and kwok and the node controller lag under load.
-        wait_for(scratch.nodes_ready, "scratch nodes Ready", 300)
-        with _rights(scratch, spec), processes() as procs:
-            kubeconfig = _token_kubeconfig(local_cluster.kubeconfig, scratch,
-                                           scratch.scheduler, system, tmp_path / "sa.yaml")
-            config = tmp_path / "config.yaml"
-            config.write_text(yaml.safe_dump(scheduler_config(spec)))
-            procs.append(SchedulerProcess(kubeconfig, scratch, tmp_path, "sa", "--config",
-                                          str(config), "--lease-namespace", system))
+    with namespaces(scratch, served, far, system):
+        add_ready_nodes(scratch, [(f"n{i}", "leaf-a") for i in range(4)])
+        # The scheduler's identity and rights as rendered, with its config: what
+        # `trainmaster status` reads quotas, cohorts and weights from (deleted after too).
+        rendered = [o for o in build_scheduler(spec) if o["kind"] in RBAC_KINDS or _config(o)]
+        with applied(scratch, rendered, delete=_config), processes() as procs:
+            kubeconfig = start_as_its_account(procs, local_cluster.kubeconfig, scratch, spec,
+                                              system, tmp_path)
             told = _gang(scratch, far, "far", 2)
             bound_b = _gang(scratch, served, "team", 2)
             ledgered = _gang(scratch, scratch.namespace, "train", 2, queue=queue)
@@ -191,12 +153,6 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
                 queue, f"{queue}-b"]
             gpu = next(r for r in mine["resources"] if r["name"] == "nvidia.com/gpu")
             assert (gpu["used"], gpu["nominal"], gpu["borrowed"], gpu["lent"]) == (16, 16, 0, 0)
-    finally:
-        for ns in (served, far, system):
-            with contextlib.suppress(client.ApiException):
-                scratch.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-            with contextlib.suppress(client.ApiException):
-                scratch.core.delete_namespace(ns)
 
 
 def _sa_client(kubeconfig: Path) -> client.ApiClient:

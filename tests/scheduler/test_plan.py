@@ -5,9 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
+from tests.scheduler.apifake import (
+    Cluster,
+    fake_runtime,
+    group_obj,
+    node_obj,
+    pod_obj,
+    run_once,
+    settle,
+)
 from tests.scheduler.builders import make_cluster, make_gang
-from trainmaster.scheduler import GangScheduler, SchedulerConfig, SchedulerRuntime
+from trainmaster.scheduler import GangScheduler, SchedulerConfig
 from trainmaster.scheduler.placement.plan import plan_batch, plannable
 
 SIZES = {"g0": 6, "g1": 5, "g2": 4, "g3": 4, "g4": 3, "g5": 2}
@@ -56,7 +64,7 @@ def test_runtime_plans_a_burst_and_binds_every_gang_in_one_leaf() -> None:
         groups.append(group_obj(name, size, domain="leaf", mode="preferred"))
         pods += [pod_obj(f"{name}-{i}", group=name, gpus=4) for i in range(size)]
     cluster = Cluster(nodes, pods, groups)
-    rt = SchedulerRuntime(FakeApi(cluster), SchedulerConfig())  # type: ignore[arg-type]
+    _, rt = fake_runtime(cluster, SchedulerConfig())
 
     async def run() -> None:
         await rt.start()
@@ -93,15 +101,7 @@ def test_restart_with_a_gang_cut_mid_bind_finishes_it_before_planning_the_rest()
         pods += [pod_obj(f"{name}-{i}", group=name, gpus=4, node=bound.get(f"{name}-{i}"))
                  for i in range(size)]
     cluster = Cluster(nodes, pods, groups)
-    rt = SchedulerRuntime(FakeApi(cluster), SchedulerConfig())  # type: ignore[arg-type]
-
-    async def run() -> None:
-        await rt.start()
-        await rt.step()
-        await rt.idle()
-        await rt.shutdown()
-
-    asyncio.run(run())
+    run_once(cluster, SchedulerConfig())
     assert len(cluster.binds) == 24 - len(bound)
     placed = {**bound, **cluster.binds}
     for name in LIVE_SIZES:
@@ -132,15 +132,8 @@ def test_a_burst_that_cannot_be_planned_is_still_bound_in_chunks_of_queue_order(
             cycles_at_bind.append(rt.cycles)
         return cluster(method, path, body)
 
-    rt = SchedulerRuntime(FakeApi(handler), SchedulerConfig())  # type: ignore[arg-type]
-
-    async def run() -> None:
-        await rt.start()
-        await rt.step()
-        await rt.idle()
-        await rt.shutdown()
-
-    asyncio.run(run())
+    _, rt = fake_runtime(handler, SchedulerConfig())
+    settle(rt)
     assert len(cluster.binds) == 57
     # 4 chunks of 8 gangs and a last cycle: the first binds reach the API server (a few
     # loop turns after their chunk) while later chunks are still to be placed.

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.scheduler.apifake import Cluster, FakeApi, group_obj, node_obj, pod_obj
+from tests.scheduler.apifake import (
+    Cluster,
+    FakeApi,
+    fake_runtime,
+    group_obj,
+    node_obj,
+    pod_obj,
+    settle,
+)
 from trainmaster.scheduler import SchedulerConfig, SchedulerRuntime
 
 
 def runtime(cluster: Cluster) -> tuple[FakeApi, SchedulerRuntime]:
-    api = FakeApi(cluster)
-    config = SchedulerConfig(report_interval=0.0)
-    return api, SchedulerRuntime(api, config)  # type: ignore[arg-type]
+    return fake_runtime(cluster, SchedulerConfig(report_interval=0.0))
 
 
 def test_gang_waits_until_it_fits_then_binds_whole() -> None:
@@ -53,14 +59,7 @@ def test_pods_already_bound_are_never_bound_again() -> None:
     cluster = Cluster([node_obj("n1"), node_obj("n2", leaf="leaf-1")], [bound, pending],
                       [group_obj("g", 2, domain="leaf", mode="required")])
     _api, rt = runtime(cluster)
-
-    async def run() -> None:
-        await rt.start()
-        await rt.step()
-        await rt.idle()
-        await rt.shutdown()
-
-    asyncio.run(run())
+    settle(rt)
     # Only the missing member is bound, next to its running peer (same leaf).
     assert cluster.binds == {"w1": "n1"}
 
@@ -68,15 +67,7 @@ def test_pods_already_bound_are_never_bound_again() -> None:
 def test_lone_pods_and_missing_pod_groups() -> None:
     cluster = Cluster([node_obj("n1")], [pod_obj("solo"), pod_obj("orphan", group="nope")], [])
     api, rt = runtime(cluster)
-
-    async def run() -> None:
-        await rt.start()
-        await rt.step()
-        await rt.idle()
-        await rt.writer.drain(1)
-        await rt.shutdown()
-
-    asyncio.run(run())
+    settle(rt, drain=True)
     assert cluster.binds == {"solo": "n1"}
     messages = [b["status"]["conditions"][0]["message"] for m, p, b in api.calls
                 if m == "PATCH" and "orphan" in p]

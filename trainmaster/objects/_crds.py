@@ -72,7 +72,9 @@ def _crd(
     if status:
         served["subresources"] = {"status": {}}
     if columns:
-        served["additionalPrinterColumns"] = columns
+        # Every CRD of ours shows its age last, as kubectl does for built-in kinds.
+        served["additionalPrinterColumns"] = [
+            *columns, {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
     names: dict[str, Any] = {
         "kind": kind,
         "plural": plural,
@@ -138,18 +140,9 @@ def trainingjob_crd() -> dict[str, Any]:
         {"name": "Nodes", "type": "integer", "jsonPath": ".spec.nodes"},
         {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
         {"name": "Checkpoint", "type": "string", "jsonPath": ".status.lastCheckpoint.path"},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    return _crd(
-        TRAININGJOB_GROUP,
-        TRAININGJOB_VERSION,
-        TRAININGJOB_KIND,
-        TRAININGJOB_PLURAL,
-        "Namespaced",
-        schema,
-        short_names=list(TRAININGJOB_SHORT_NAMES),
-        columns=columns,
-    )
+    return _crd(TRAININGJOB_GROUP, TRAININGJOB_VERSION, TRAININGJOB_KIND, TRAININGJOB_PLURAL,
+                "Namespaced", schema, short_names=list(TRAININGJOB_SHORT_NAMES), columns=columns)
 
 
 def localqueue_crd() -> dict[str, Any]:
@@ -165,19 +158,10 @@ def localqueue_crd() -> dict[str, Any]:
     }
     columns = [
         {"name": "ClusterQueue", "type": "string", "jsonPath": ".spec.clusterQueue"},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    return _crd(
-        TRAININGJOB_GROUP,
-        TRAININGJOB_VERSION,
-        LOCALQUEUE_KIND,
-        LOCALQUEUE_PLURAL,
-        "Namespaced",
-        schema,
-        short_names=list(LOCALQUEUE_SHORT_NAMES),
-        columns=columns,
-        status=False,
-    )
+    return _crd(TRAININGJOB_GROUP, TRAININGJOB_VERSION, LOCALQUEUE_KIND, LOCALQUEUE_PLURAL,
+                "Namespaced", schema, short_names=list(LOCALQUEUE_SHORT_NAMES), columns=columns,
+                status=False)
 
 
 def podgroup_crd() -> dict[str, Any]:
@@ -214,18 +198,9 @@ def podgroup_crd() -> dict[str, Any]:
     columns = [
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    return _crd(
-        PODGROUP_GROUP,
-        PODGROUP_VERSION,
-        PODGROUP_KIND,
-        PODGROUP_PLURAL,
-        "Namespaced",
-        schema,
-        short_names=["pg", "pgs"],
-        columns=columns,
-    )
+    return _crd(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_KIND, PODGROUP_PLURAL, "Namespaced",
+                schema, short_names=["pg", "pgs"], columns=columns)
 
 
 NETWORK_ATTACHMENT_CRD = "network-attachment-definitions.k8s.cni.cncf.io"

@@ -9,7 +9,7 @@ from trainmaster.api import app_labels
 from trainmaster.objects._networks import rail_devices
 from trainmaster.objects._rbac import identity
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
-from trainmaster.objects._security import restricted_container, restricted_pod
+from trainmaster.objects._workload import system_container, system_pod, system_workload
 from trainmaster.spec import ClusterSpec
 
 NIC_AGENT_RULES: list[dict[str, Any]] = [
@@ -48,48 +48,25 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
         "--interval", str(spec.monitoring.nic_agent.interval_seconds),
         *METRICS_ARGS, "--metrics-port", str(NIC_AGENT_METRICS_PORT),
     ]  # fmt: skip
-    daemonset = {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {
-            "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": name,
-                    "securityContext": restricted_pod(),
-                    "priorityClassName": "system-node-critical",
-                    "nodeSelector": dict(spec.monitoring.nic_agent.node_selector),
-                    # Also on fenced and NotReady nodes: it reports their recovery.
-                    "tolerations": [{"operator": "Exists"}],
-                    "containers": [
-                        {
-                            "name": "nic-agent",
-                            "image": spec.image.reference,
-                            "imagePullPolicy": spec.image.pull_policy,
-                            "command": command,
-                            "env": [{
-                                "name": "NODE_NAME",
-                                "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                            }, POD_IP_ENV],
-                            "ports": [metrics_port(NIC_AGENT_METRICS_PORT)],
-                            "resources": {
-                                "requests": {"cpu": "10m", "memory": "64Mi"},
-                                "limits": {"memory": "256Mi"},
-                            },
-                            # Reading sysfs needs no privilege, only the mount.
-                            "securityContext": restricted_container(),
-                            "volumeMounts": [
-                                {"name": "sys", "mountPath": "/host/sys", "readOnly": True}
-                            ],
-                        }
-                    ],
-                    "volumes": [{"name": "sys", "hostPath": {"path": sysfs, "type": "Directory"}}],
-                },
-            },
+    container = system_container(
+        spec, "nic-agent", command,
+        env=[{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+             POD_IP_ENV],
+        ports=[metrics_port(NIC_AGENT_METRICS_PORT)],
+        cpu="10m", memory="64Mi", memory_limit="256Mi",
+        # Reading sysfs needs no privilege, only the mount.
+        volume_mounts=[{"name": "sys", "mountPath": "/host/sys", "readOnly": True}],
+    )
+    pod = system_pod(
+        name, container, priority_class="system-node-critical",
+        placement={
+            "nodeSelector": dict(spec.monitoring.nic_agent.node_selector),
+            # Also on fenced and NotReady nodes: it reports their recovery.
+            "tolerations": [{"operator": "Exists"}],
         },
-    }
+        volumes=[{"name": "sys", "hostPath": {"path": sysfs, "type": "Directory"}}],
+    )
+    daemonset = system_workload("DaemonSet", name, ns, labels, selector, pod)
     return [
         *identity(name, ns, labels, cluster_rules=NIC_AGENT_RULES),
         *own_node_policy(spec, labels),

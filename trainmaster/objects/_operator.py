@@ -8,12 +8,8 @@ from typing import Any
 from trainmaster.api import GROUP, app_labels
 from trainmaster.objects._rbac import identity
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
-from trainmaster.objects._security import (
-    restricted_container,
-    restricted_pod,
-    system_namespace,
-    system_placement,
-)
+from trainmaster.objects._security import system_namespace, system_placement
+from trainmaster.objects._workload import system_container, system_pod, system_workload
 from trainmaster.spec import ClusterSpec
 
 SPEC_KEY = "cluster.yaml"
@@ -114,6 +110,13 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
         "app.kubernetes.io/name": "trainmaster-operator",
         "app.kubernetes.io/instance": cluster,
     }
+    command = ["trainmaster", "operator", "run", "--namespace", ns,
+               "--spec-configmap", spec_configmap_name(spec),
+               *METRICS_ARGS, "--metrics-port", str(OPERATOR_METRICS_PORT)]
+    container = system_container(spec, "operator", command, env=[POD_IP_ENV],
+                                 ports=[metrics_port(OPERATOR_METRICS_PORT)],
+                                 cpu="200m", memory="256Mi", memory_limit="1Gi")
+    pod = system_pod(name, container, placement=system_placement(spec))
     return [
         build_spec_configmap(spec, spec_text),
         *identity(
@@ -124,48 +127,6 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
             namespaced_rules={ns: OPERATOR_RULES, NODE_EVENT_NAMESPACE: OPERATOR_NODE_EVENT_RULES},
         ),
         *scrape_objects(spec, name, system, labels, selector, OPERATOR_METRICS_PORT),
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "namespace": system, "labels": labels},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": selector},
-                "strategy": {"type": "Recreate"},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": name,
-                        "securityContext": restricted_pod(),
-                        **system_placement(spec),
-                        "containers": [
-                            {
-                                "name": "operator",
-                                "image": spec.image.reference,
-                                "imagePullPolicy": spec.image.pull_policy,
-                                "command": [
-                                    "trainmaster",
-                                    "operator",
-                                    "run",
-                                    "--namespace",
-                                    ns,
-                                    "--spec-configmap",
-                                    spec_configmap_name(spec),
-                                    *METRICS_ARGS,
-                                    "--metrics-port",
-                                    str(OPERATOR_METRICS_PORT),
-                                ],
-                                "env": [POD_IP_ENV],
-                                "ports": [metrics_port(OPERATOR_METRICS_PORT)],
-                                "resources": {
-                                    "requests": {"cpu": "200m", "memory": "256Mi"},
-                                    "limits": {"memory": "1Gi"},
-                                },
-                                "securityContext": restricted_container(),
-                            }
-                        ],
-                    },
-                },
-            },
-        },
+        system_workload("Deployment", name, system, labels, selector, pod, replicas=1,
+                        strategy={"type": "Recreate"}),
     ]

@@ -18,12 +18,8 @@ from trainmaster.objects._local_queues import (
 from trainmaster.objects._nodeagent import ADMISSION_API
 from trainmaster.objects._rbac import identity, role, role_binding
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
-from trainmaster.objects._security import (
-    restricted_container,
-    restricted_pod,
-    system_namespace,
-    system_placement,
-)
+from trainmaster.objects._security import system_namespace, system_placement
+from trainmaster.objects._workload import system_container, system_pod, system_workload
 from trainmaster.spec import ClusterSpec, Queue
 
 SCHEDULER_RULES: list[dict[str, Any]] = [
@@ -263,6 +259,17 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
     labels = app_labels(name, "scheduler", spec.metadata.name)
     teams = local_queue_namespaces(spec)  # it reads their LocalQueues, there only
     selector = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": spec.metadata.name}
+    container = system_container(
+        spec, "scheduler",
+        ["trainmaster-scheduler", "--config", "/etc/trainmaster-scheduler/config.yaml",
+         *METRICS_ARGS],
+        env=[POD_IP_ENV], ports=[metrics_port(METRICS_PORT)],
+        cpu="500m", memory="512Mi", memory_limit="2Gi",
+        volume_mounts=[{"name": "config", "mountPath": "/etc/trainmaster-scheduler"}],
+    )
+    pod = system_pod(name, container, priority_class="system-cluster-critical",
+                     placement=system_placement(spec),
+                     volumes=[{"name": "config", "configMap": {"name": f"{name}-config"}}])
     objs: list[dict[str, Any]] = [
         *identity(
             name,
@@ -286,48 +293,8 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
             "metadata": {"name": f"{name}-config", "namespace": ns, "labels": labels},
             "data": {"config.yaml": yaml.safe_dump(scheduler_config(spec), sort_keys=False)},
         },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "spec": {
-                "replicas": spec.scheduler.replicas,
-                "selector": {"matchLabels": selector},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": name,
-                        "securityContext": restricted_pod(),
-                        "priorityClassName": "system-cluster-critical",
-                        **system_placement(spec),
-                        "containers": [
-                            {
-                                "name": "scheduler",
-                                "image": spec.image.reference,
-                                "imagePullPolicy": spec.image.pull_policy,
-                                "command": [
-                                    "trainmaster-scheduler",
-                                    "--config",
-                                    "/etc/trainmaster-scheduler/config.yaml",
-                                    *METRICS_ARGS,
-                                ],
-                                "env": [POD_IP_ENV],
-                                "ports": [metrics_port(METRICS_PORT)],
-                                "resources": {
-                                    "requests": {"cpu": "500m", "memory": "512Mi"},
-                                    "limits": {"memory": "2Gi"},
-                                },
-                                "securityContext": restricted_container(),
-                                "volumeMounts": [
-                                    {"name": "config", "mountPath": "/etc/trainmaster-scheduler"}
-                                ],
-                            }
-                        ],
-                        "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}],
-                    },
-                },
-            },
-        },
+        system_workload("Deployment", name, ns, labels, selector, pod,
+                        replicas=spec.scheduler.replicas),
     ]
     objs.extend(priority_classes(spec))
     objs.extend(build_local_queues(spec))

@@ -19,12 +19,8 @@ from trainmaster.objects._netpol import NAMESPACE_NAME_LABEL
 from trainmaster.objects._operator import NODE_EVENT_NAMESPACE
 from trainmaster.objects._rbac import identity
 from trainmaster.objects._scheduler import served_namespaces
-from trainmaster.objects._security import (
-    restricted_container,
-    restricted_pod,
-    system_namespace,
-    system_placement,
-)
+from trainmaster.objects._security import system_namespace, system_placement
+from trainmaster.objects._workload import system_container, system_pod, system_workload
 from trainmaster.spec import ClusterSpec
 
 READ = ["get", "list", "watch"]
@@ -108,38 +104,15 @@ def _access_policy(spec: ClusterSpec, name: str, namespace: str, labels: dict[st
 def _deployment(spec: ClusterSpec, name: str, namespace: str, labels: dict[str, str],
                 selector: dict[str, str]) -> dict[str, Any]:
     probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "replicas": spec.ui.replicas,
-            "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": name,
-                    "securityContext": restricted_pod(),
-                    **system_placement(spec),
-                    "containers": [{
-                        "name": "ui",
-                        "image": spec.image.reference,
-                        "imagePullPolicy": spec.image.pull_policy,
-                        "command": ui_command(spec),
-                        "ports": [{"name": "http", "containerPort": UI_PORT,
-                                   "protocol": "TCP"}],
-                        "readinessProbe": probe,
-                        "livenessProbe": {**probe, "failureThreshold": 6},
-                        "resources": {
-                            "requests": {"cpu": "100m", "memory": "256Mi"},
-                            "limits": {"memory": "2Gi"},
-                        },
-                        "securityContext": restricted_container(),
-                    }],
-                },
-            },
-        },
-    }
+    container = system_container(
+        spec, "ui", ui_command(spec),
+        ports=[{"name": "http", "containerPort": UI_PORT, "protocol": "TCP"}],
+        probes={"readinessProbe": probe, "livenessProbe": {**probe, "failureThreshold": 6}},
+        cpu="100m", memory="256Mi", memory_limit="2Gi",
+    )
+    pod = system_pod(name, container, placement=system_placement(spec))
+    return system_workload("Deployment", name, namespace, labels, selector, pod,
+                           replicas=spec.ui.replicas)
 
 
 def build_ui(spec: ClusterSpec) -> list[dict[str, Any]]:
