@@ -22,6 +22,7 @@ from typing import Protocol
 
 from trainmaster.kubeclient import Kube
 
+from . import heap
 from .config import SchedulerConfig
 from .events import default_identity
 from .leader import LeaderElector
@@ -56,6 +57,7 @@ async def serve(config: SchedulerConfig, options: ServiceOptions,
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
     metrics = SchedulerMetrics()
+    heap.log_slow_collections()
     if config.metrics_port:
         port = metrics.serve(config.metrics_address, config.metrics_port)
         log.info("metrics on http://%s:%d/metrics", config.metrics_address, port)
@@ -128,11 +130,15 @@ async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: Schedu
         acquired.set()
         await (elector.hold() if elector is not None else asyncio.Event().wait())
 
+    async def sync() -> None:
+        await runtime.start()
+        heap.freeze()  # the cache lives as long as the process: no collection walks it
+
     # Warm the cache and campaign for the lease at the same time.
     leading = asyncio.ensure_future(lead())
     stopped = asyncio.ensure_future(stop.wait())
     try:
-        for step in (runtime.start(), acquired.wait()):
+        for step in (sync(), acquired.wait()):
             work = asyncio.ensure_future(step)
             await asyncio.wait({work, stopped, leading}, return_when=asyncio.FIRST_COMPLETED)
             if work.done():
@@ -149,6 +155,7 @@ async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: Schedu
                     await elector.release()  # won while syncing: hand it on at once
                 return EXIT_OK
         metrics.leader.set(1)
+        heap.freeze()  # what the standby gathered while it waited: out of the collector
         log.info("%s: scheduling pods with schedulerName %s", identity, config.scheduler_name)
         running = asyncio.ensure_future(runtime.run(stop))
         await asyncio.wait({running, leading}, return_when=asyncio.FIRST_COMPLETED)
