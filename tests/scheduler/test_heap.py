@@ -23,7 +23,7 @@ def test_freeze_hides_what_is_alive_now_but_not_what_comes_later(unfrozen: None)
     heap.freeze()
     seen = {id(o) for o in gc.get_objects()}
     assert id(cached) not in seen and id(cached[0]) not in seen
-    later = [{"spec": {}}]
+    later: list[dict[str, object]] = [{"spec": {}}]
     assert id(later) in {id(o) for o in gc.get_objects()}
 
 
