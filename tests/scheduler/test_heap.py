@@ -39,3 +39,12 @@ def test_a_slow_collection_is_logged(monkeypatch: pytest.MonkeyPatch,
         assert any("gc of generation 2 took" in r.getMessage() for r in caplog.records)
     finally:
         gc.callbacks.remove(heap._timed)
+
+
+def test_no_collection_runs_while_the_cache_is_first_filled(unfrozen: None) -> None:
+    assert gc.isenabled()
+    with heap.collector_paused():
+        assert not gc.isenabled()
+        filled = [{"metadata": {"name": f"p{i}"}} for i in range(1000)]
+    assert gc.isenabled()
+    assert id(filled) not in {id(o) for o in gc.get_objects()}  # frozen on the way out

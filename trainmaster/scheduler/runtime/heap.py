@@ -13,9 +13,11 @@ Reference counting still frees frozen objects that are dropped, and the cache's 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 log = logging.getLogger("trainmaster.scheduler")
@@ -24,6 +26,24 @@ SLOW_COLLECTION_SECONDS = 0.05
 """A collection at least this long is logged (DEBUG): pauses of the whole loop."""
 
 _started: list[float] = []
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cycle collection while the cache is first filled, then ``freeze`` what it holds.
+
+    Why: the first list grows the heap from nothing to about a million objects, and every
+    25% of growth set off a full collection that found nothing to free (decoded JSON has
+    no cycles): ten collections, 3.9 s of a 5,000-node start-up on an idle 2-core machine.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        freeze()
+        if was_enabled:
+            gc.enable()
 
 
 def freeze() -> None:

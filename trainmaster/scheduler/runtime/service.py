@@ -16,6 +16,7 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -97,13 +98,17 @@ async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
     """
     runtime.stop_starting()  # a planned burst would hold the Lease for its whole length
     if elector is not None:
+        started = time.monotonic()
         try:
             await asyncio.wait_for(runtime.idle(), drain)
         except TimeoutError:
             drain = 0.0  # waited already: shutdown() cancels the late binds now
         else:
+            idle = time.monotonic() - started
             await elector.release()
             elector = None
+            log.info("stopping: no bind in flight after %.2fs, lease released after %.2fs",
+                     idle, time.monotonic() - started)
     await runtime.shutdown(drain)
     if elector is not None:
         await elector.release()
@@ -131,8 +136,9 @@ async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: Schedu
         await (elector.hold() if elector is not None else asyncio.Event().wait())
 
     async def sync() -> None:
-        await runtime.start()
-        heap.freeze()  # the cache lives as long as the process: no collection walks it
+        # The cache lives as long as the process: no collection walks it (heap.py).
+        with heap.collector_paused():
+            await runtime.start()
 
     # Warm the cache and campaign for the lease at the same time.
     leading = asyncio.ensure_future(lead())
