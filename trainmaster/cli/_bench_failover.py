@@ -66,13 +66,14 @@ def failover_cmd(
                   f"{result.lease_duration_seconds:.0f}s, retry {result.retry_period_seconds:.0f}s"
                   f"; load average {load})")
     for column in ("stop", "pods pending", "to Lease s", "to first bind s",
-                   "leader RSS MiB (peak)"):
+                   "first bind seen s", "leader RSS MiB (peak)"):
         table.add_column(column, justify="left" if column == "stop" else "right")
     table.add_row("cold start (one replica)", str(result.pods), "-",
-                  f"{result.cold_first_bind_seconds:.2f}", "-")
+                  f"{result.cold_first_bind_seconds:.2f}", "-", "-")
     for h in result.handovers:
         memory = ("-" if h.leader_rss_mb is None
                   else f"{h.leader_rss_mb:.0f} ({h.leader_peak_rss_mb or 0:.0f})")
         table.add_row(h.signal, str(h.pending_at_stop), f"{h.lease_seconds:.2f}",
-                      f"{h.first_bind_seconds:.2f}", memory)
+                      f"{h.first_bind_seconds:.2f}", f"{h.first_bind_seen_seconds:.2f}",
+                      memory)
     _out.print(table)

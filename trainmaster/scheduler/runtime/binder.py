@@ -29,6 +29,7 @@ import asyncio
 import enum
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -123,6 +124,8 @@ class Binder:
         """Set while no bind is in flight (reports wait for it, see ``ApiWriter``)."""
         self.quiet.set()
         self._starting = True
+        self.first_bound_at: float | None = None
+        """Unix time of this process's first successful bind."""
 
     def stop_starting(self) -> None:
         """A clean stop: send no bind of a gang none of whose binds was sent yet.
@@ -217,6 +220,7 @@ class Binder:
                         return BindResult.ABANDONED, ""
                     start.begun = True
                     await self._api.post(path, body)
+                self._note_first(binding)
                 return BindResult.BOUND, ""
             except ApiError as err:
                 last = f"{err.status} {err.reason}"
@@ -234,6 +238,15 @@ class Binder:
                 if not err.transient:
                     return BindResult.FAILED, last
         return BindResult.FAILED, last
+
+    def _note_first(self, binding: Binding) -> None:
+        """Log this process's first bind with its Unix time: a new leader's first bind
+        is what a failover is measured to (``trainmaster bench failover`` reads it; a
+        watch of the pods can lag seconds behind a burst of binds)."""
+        if self.first_bound_at is None:
+            self.first_bound_at = time.time()
+            log.info("first pod bound at %.3f: %s on %s", self.first_bound_at,
+                     binding.pod.key, binding.node)
 
     async def _delete(self, binding: Binding) -> None:
         pod = binding.pod

@@ -164,7 +164,8 @@ class LeaderElector:
                 result = await self.try_acquire_or_renew()
                 if result is Renewal.HELD:
                     self.is_leader = True
-                    log.info("%s: leading (lease %s)", self.identity, self._path)
+                    log.info("%s: leading (lease %s) at %.3f", self.identity, self._path,
+                             time.time())
                     return
                 if not announced and self.holder:
                     log.info("%s: standing by; %s leads", self.identity, self.holder)
