@@ -114,9 +114,10 @@ def test_bench_failover_smallest(tmp_path: Path) -> None:
     assert (term["signal"], kill["signal"]) == ("SIGTERM", "SIGKILL")
     for row in (term, kill):
         assert 0 < row["pending_at_stop"] <= 100
-        assert 0 < row["lease_seconds"] <= row["first_bind_seen_seconds"]
-        # The new leader's own first bind (its log), the seen one no earlier than that.
-        assert 0 < row["first_bind_seconds"] <= row["first_bind_seen_seconds"] + 0.5
+        # By the API server's audit log: the Lease written to the new holder, then its
+        # first Binding stored; the bench's watch of the pods sees that bind no earlier.
+        assert 0 < row["lease_seconds"] <= row["first_bind_seconds"]
+        assert row["first_bind_seconds"] <= row["first_bind_seen_seconds"] + 0.5
         # The leader's own memory, read from its process before the signal.
         assert 20 < row["leader_rss_mb"] <= row["leader_peak_rss_mb"] < 4096, row
     # Nothing released after a crash: the standby waits for the lease to run out.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +62,12 @@ def bench_spec(nodes: int) -> dict[str, Any]:
 
 
 def bench_cluster(
-    nodes: int, kubeconfig: Path | None, report: Callable[[str], None]
+    nodes: int, kubeconfig: Path | None, report: Callable[[str], None],
+    apiserver_args: Sequence[str] = (),
 ) -> contextlib.AbstractContextManager[Path]:
     """A kubeconfig: the given one, or that of a fresh local cluster (stopped after)."""
     from trainmaster import cluster
 
     return cluster.temporary_cluster(bench_spec(nodes), kubeconfig, report,
-                                     nodes=nodes, kube_scheduler=False)
+                                     nodes=nodes, kube_scheduler=False,
+                                     apiserver_args=apiserver_args)

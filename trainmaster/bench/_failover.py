@@ -47,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from trainmaster.bench._audit import AuditLog
 from trainmaster.bench._cluster import bench_cluster
 from trainmaster.bench._contenders import RunContext, Trainmaster, _Process
 from trainmaster.bench._errors import BenchError
@@ -283,8 +284,42 @@ async def _first_bound_at(replica: _Replica, timeout: float) -> float:
         await asyncio.sleep(0.05)
 
 
+@dataclass(frozen=True, slots=True)
+class _ApiClock:
+    """When the API server stored a Lease write and a replica's first Binding: from its
+    audit log on the bench's own cluster, else from the replica's log (a user's cluster:
+    the Lease as the benchmark's watch saw it)."""
+
+    audit: AuditLog | None
+    namespace: str
+    timeout: float
+
+    async def _wait(self, find: Callable[[], float | None], what: str) -> float:
+        deadline = time.monotonic() + self.timeout
+        while (found := find()) is None:
+            if time.monotonic() > deadline:
+                raise BenchError(f"the API server's audit log shows no {what} after "
+                                 f"{self.timeout:.0f}s")
+            await asyncio.sleep(0.05)
+        return found
+
+    async def lease_taken(self, holder: str, after: float, seen: float) -> float:
+        if self.audit is None:
+            return seen
+        audit = self.audit
+        return await self._wait(lambda: audit.lease_taken(holder, self.namespace, after),
+                                f"Lease write naming {holder}")
+
+    async def first_bind(self, replica: _Replica, after: float) -> float:
+        if self.audit is None:
+            return await _first_bound_at(replica, self.timeout)
+        audit = self.audit
+        return await self._wait(lambda: audit.first_bind(self.namespace, after),
+                                f"Binding by {replica.identity}")
+
+
 async def _handover(observer: _Observer, leader: _Replica, standbys: list[_Replica],
-                    sig: signal.Signals, total: int, timeout: float,
+                    sig: signal.Signals, total: int, timeout: float, clock: _ApiClock,
                     ) -> tuple[Handover, _Replica]:
     """Signal ``leader``; time until one of ``standbys`` holds the Lease and binds."""
     if observer.bound >= total:
@@ -308,15 +343,18 @@ async def _handover(observer: _Observer, leader: _Replica, standbys: list[_Repli
     if bind_at is None:
         raise BenchError(f"the pods were all bound before {holder} led (the old leader "
                          "finished them as it stopped); use more --pods")
-    bound_at = await _first_bound_at(names[holder], timeout)
-    return (Handover(sig.name, pending, round(taken_at - stopped, 3),
+    lease_at = await clock.lease_taken(holder, stopped_wall,
+                                       stopped_wall + (taken_at - stopped))
+    bound_at = await clock.first_bind(names[holder], lease_at)
+    return (Handover(sig.name, pending, round(lease_at - stopped_wall, 3),
                      round(bound_at - stopped_wall, 3), round(bind_at - stopped, 3),
                      None if memory is None else memory.rss_mb,
                      None if memory is None else memory.peak_rss_mb), names[holder])
 
 
 async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdir: Path,
-                   namespace: str, report: Report) -> tuple[float, list[Handover], Any]:
+                   namespace: str, audit: AuditLog | None, report: Report,
+                   ) -> tuple[float, list[Handover], Any]:
     ctx = RunContext(kubeconfig, namespace, workdir, options.bind_concurrency,
                      options.client_qps)
     # The bench config leaves the election timings at their defaults.
@@ -324,6 +362,7 @@ async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdi
     total = options.pods
     a, b, c = _Replica("a", ctx), _Replica("b", ctx), _Replica("c", ctx)
     observer = _Observer(api, namespace)
+    clock = _ApiClock(audit, namespace, options.timeout)
     await observer.start()
     if observer.bound:
         raise BenchError(f"pods of {namespace} were bound before the replicas started: "
@@ -337,7 +376,7 @@ async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdi
         b.spawn()
         report("a leads; b started as its standby")
         await observer.until(lambda: bool(observer.binds), "the first bind", options.timeout)
-        cold = await _first_bound_at(a, options.timeout) - started_wall
+        cold = await clock.first_bind(a, started_wall) - started_wall
         report(f"a: first bind {cold:.2f}s after its process start")
         # Both standbys synced before the first stop, so work is left for the second.
         await _synced(b, options.timeout)
@@ -345,14 +384,14 @@ async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdi
         await _synced(c, options.timeout)
         report(f"b and c synced; SIGTERM to a with {total - observer.bound} pods pending")
         term, leader = await _handover(observer, a, [b, c], signal.SIGTERM, total,
-                                       options.timeout)
+                                       options.timeout, clock)
         handovers.append(term)
         report(f"SIGTERM hand-over: Lease to {leader.identity} {term.lease_seconds:.2f}s, "
                f"first bind {term.first_bind_seconds:.2f}s")
         standby = c if leader is b else b
         report(f"SIGKILL to {leader.identity} with {total - observer.bound} pods pending")
         kill, _ = await _handover(observer, leader, [standby], signal.SIGKILL, total,
-                                  election.lease_duration + options.timeout)
+                                  election.lease_duration + options.timeout, clock)
         handovers.append(kill)
         report(f"SIGKILL hand-over: Lease to {standby.identity} {kill.lease_seconds:.2f}s, "
                f"first bind {kill.first_bind_seconds:.2f}s")
@@ -363,7 +402,8 @@ async def _measure(api: Kube, options: FailoverOptions, kubeconfig: Path, workdi
     return round(cold, 3), handovers, election
 
 
-async def _bench(options: FailoverOptions, kubeconfig: Path, report: Report) -> FailoverResult:
+async def _bench(options: FailoverOptions, kubeconfig: Path, audit: AuditLog | None,
+                 report: Report) -> FailoverResult:
     gangs = workload(options.pods, options.seed)
     api = await Kube.connect(kubeconfig, pool=72)
     async with api:
@@ -383,7 +423,8 @@ async def _bench(options: FailoverOptions, kubeconfig: Path, report: Report) -> 
                 raise BenchError(f"{namespace}: not every pod was created")
             with tempfile.TemporaryDirectory(prefix="trainmaster-bench-failover-") as tmp:
                 cold, handovers, election = await _measure(api, options, kubeconfig,
-                                                           Path(tmp), namespace, report)
+                                                           Path(tmp), namespace, audit,
+                                                           report)
         finally:
             # On the bench's own cluster, stopping it removes everything at once; deleting
             # 10,000 pods first took minutes on a loaded machine.
@@ -414,9 +455,17 @@ def run_failover_bench(options: FailoverOptions, report: Report = _silent) -> Fa
                          f"{options.nodes} nodes of 8 GPUs")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        with bench_cluster(options.nodes, options.kubeconfig, report) as kubeconfig:
+        with contextlib.ExitStack() as stack:
+            audit: AuditLog | None = None
+            flags: list[str] = []
+            if options.kubeconfig is None:  # our own cluster: its API server's audit log
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                    prefix="trainmaster-bench-audit-")))
+                audit, flags = AuditLog.prepare(folder)
+            kubeconfig = stack.enter_context(
+                bench_cluster(options.nodes, options.kubeconfig, report, flags))
             try:
-                return asyncio.run(_bench(options, kubeconfig, report))
+                return asyncio.run(_bench(options, kubeconfig, audit, report))
             except ApiError as err:
                 raise BenchError(f"the API server call failed during the benchmark: {err}; "
                                  "retry on a quieter machine") from None

@@ -16,7 +16,7 @@ import shutil
 import ssl
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,7 +160,9 @@ def up(
     real_nodes: int = 0,
     report: Report = _silent,
     monitoring: bool = False,
+    apiserver_args: Sequence[str] = (),
 ) -> UpResult:
+    """``apiserver_args``: more kube-apiserver flags (a benchmark's audit log)."""
     start_time = time.monotonic()
     spec = load_spec(spec_path)
     if not 0 <= real_nodes <= min(len(spec.nodes), 16):
@@ -208,7 +210,8 @@ def up(
     simulated = [n for n in build_nodes(spec) if n["metadata"]["name"] not in record.real_nodes]
     sizing = cluster_sizing(len(simulated))
     try:
-        _start_all(record, state_dir, kubeconfig, kube_scheduler, report, sizing)
+        _start_all(record, state_dir, kubeconfig, kube_scheduler, report, sizing,
+                   apiserver_args)
         report("installing the network CRDs (NetworkAttachmentDefinition"
                + (", whereabouts)" if record.real_nodes else ")"))
         _network_crds.install(kubeconfig, real_nodes=bool(record.real_nodes))
@@ -243,6 +246,7 @@ def _start_all(
     kube_scheduler: bool,
     report: Report,
     sizing: ClusterSizing,
+    apiserver_args: Sequence[str] = (),
 ) -> None:
     pki = state_dir / "pki"
     report("writing certificates")
@@ -314,6 +318,7 @@ def _start_all(
             "--max-requests-inflight=3000",
             "--max-mutating-requests-inflight=1500",
             "--v=1",
+            *apiserver_args,
         ],
         [port],
     )

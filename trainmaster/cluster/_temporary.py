@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ def temporary_cluster(
     *,
     nodes: int,
     kube_scheduler: bool,
+    apiserver_args: Sequence[str] = (),
 ) -> Iterator[Path]:
     """Yield a kubeconfig: ``kubeconfig`` itself when given, else that of a fresh local
     cluster of ``spec_doc`` and its ``nodes`` (stopped, its folder removed, on exit)."""
@@ -34,7 +35,8 @@ def temporary_cluster(
         spec.write_text(yaml.safe_dump(spec_doc, sort_keys=False))
         state = Path(tmp) / "state"
         report(f"starting a local control plane: {nodes} kwok nodes {scheduler}")
-        result = up(spec, state_dir=state, kube_scheduler=kube_scheduler, report=report)
+        result = up(spec, state_dir=state, kube_scheduler=kube_scheduler, report=report,
+                    apiserver_args=apiserver_args)
         try:
             report(f"cluster up in {result.seconds:.1f}s")
             yield Path(result.record.kubeconfig)
