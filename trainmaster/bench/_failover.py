@@ -21,12 +21,14 @@ Which bind is the new leader's: every object write gets the next etcd revision, 
 bind whose pod ``resourceVersion`` is above that of the Lease write naming the new
 holder came after the hand-over; the old leader had finished (SIGTERM) or was dead
 (SIGKILL) before that write could succeed. Each hand-over is timed from the signal to
-the Lease seen with the new holder (the benchmark's watch of the Lease), and to the new
-leader's first bind: the Unix time its binder logs when the API server answered its
-first Binding (``first pod bound at``), against the signal's (one host, one clock).
-``first_bind_seen_seconds`` is that bind as the benchmark's watch of the pods sees it,
-which lags: right after a burst of binds the pod stream ran 2 s behind the Lease's at
-5,000 nodes, so it is reported beside, not as, the hand-over.
+the Lease stored with the new holder and to the first Binding stored after it, by the
+API server's audit log on the bench's own cluster (``_audit.py``: ``stageTimestamp``s
+against the signal's ``time.time()``, one host, one clock). On a cluster given with
+``--kubeconfig`` there is no audit log: the Lease as the benchmark's watch saw it, and
+the Unix time the new leader logs for its first bind's answer (``first pod bound at``).
+``first_bind_seen_seconds`` is the first bind as the benchmark's watch of the pods sees
+it, which lags: right after a burst of binds the pod stream ran 2 s behind the Lease's
+at 5,000 nodes, so it is reported beside, not as, the hand-over.
 """
 
 from __future__ import annotations
@@ -92,9 +94,9 @@ class Handover:
     pending_at_stop: int
     """Pods of the namespace not yet bound when the leader was signalled."""
     lease_seconds: float
-    """From the signal to the Lease seen naming the standby."""
+    """From the signal to the Lease naming the standby (stored, by the audit log)."""
     first_bind_seconds: float
-    """From the signal to the new leader's first bind (its own log: the API's answer)."""
+    """From the signal to the new leader's first Binding stored (by the audit log)."""
     first_bind_seen_seconds: float
     """From the signal to that leader's first bind seen by the benchmark's pod watch."""
     leader_rss_mb: float | None = None
