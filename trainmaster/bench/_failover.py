@@ -94,9 +94,11 @@ class Handover:
     pending_at_stop: int
     """Pods of the namespace not yet bound when the leader was signalled."""
     lease_seconds: float
-    """From the signal to the Lease naming the standby (stored, by the audit log)."""
+    """From the signal to the Lease naming the standby: stored, by the audit log (on a
+    ``--kubeconfig`` cluster: seen by the benchmark's watch)."""
     first_bind_seconds: float
-    """From the signal to the new leader's first Binding stored (by the audit log)."""
+    """From the signal to the new leader's first Binding: stored, by the audit log (on a
+    ``--kubeconfig`` cluster: the answer time the new leader logs)."""
     first_bind_seen_seconds: float
     """From the signal to that leader's first bind seen by the benchmark's pod watch."""
     leader_rss_mb: float | None = None
