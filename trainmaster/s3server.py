@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -79,12 +78,6 @@ class S3Server:
             self.process.wait()
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def _wait_ready(server: S3Server, log: Path, timeout: float) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -121,7 +114,7 @@ def _keys() -> tuple[str, str, dict[str, str]]:
 def start(root: Path, host: str = "127.0.0.1", port: int = 0,
           timeout: float = 30.0) -> S3Server:
     """Start versitygw on host:port (a free port when 0) over `<root>/data`."""
-    port = port or _free_port(host)
+    port = port or procs.free_port(host)
     argv = _argv(root, host, port)
     access, secret, keys = _keys()
     log = root / "versitygw.log"

@@ -4,10 +4,11 @@ its stdout and stderr, stdin closed unless given."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sysconfig
 from pathlib import Path
+
+from trainmaster.cluster import free_port
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 REPO = Path(__file__).resolve().parents[2]
@@ -27,9 +28,7 @@ def run(*args: str, script: str = "trainmaster", stdin: str | None = None,
 
 def closed_port() -> int:
     """A loopback port nothing listens on: connecting to it is refused at once."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 def down_kubeconfig(path: Path) -> tuple[Path, str]:

@@ -9,22 +9,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tests.helpers import ROOT
+from trainmaster.cluster import free_port
 
 TRAIN = ROOT / "examples" / "data-parallel" / "train.py"
 STEP_LINE = re.compile(r"^rank (\d+) step (\d+) loss (\S+)$", re.M)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start_gang(tmp: Path, tag: str, port: int, steps: int, resume_from: str = "") -> list[
@@ -86,7 +80,7 @@ def _stop(gang: list[tuple[subprocess.Popen[bytes], Path]]) -> None:
 
 def test_killed_rank_fails_the_gang_and_the_next_gang_resumes_at_the_checkpoint(
         tmp_path: Path) -> None:
-    first = _start_gang(tmp_path, "first", _free_port(), steps=100_000)
+    first = _start_gang(tmp_path, "first", free_port(), steps=100_000)
     try:
         deadline = time.monotonic() + 120
         # Kill between checkpoints, after two: steps past the last one are lost and replayed.
@@ -106,7 +100,7 @@ def test_killed_rank_fails_the_gang_and_the_next_gang_resumes_at_the_checkpoint(
     assert max(before) > checkpoint, "the run went on past its last checkpoint before the kill"
 
     resume_from = str(tmp_path / "checkpoints" / f"step-{checkpoint}")
-    second = _start_gang(tmp_path, "second", _free_port(), steps=checkpoint + 15,
+    second = _start_gang(tmp_path, "second", free_port(), steps=checkpoint + 15,
                          resume_from=resume_from)
     try:
         assert [p.wait(timeout=180) for p, _ in second] == [0, 0]

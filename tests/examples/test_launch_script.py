@@ -4,13 +4,13 @@ by bash the way each gang pod runs it, with the environment its Job gives the po
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.helpers import ROOT, stack_doc
+from trainmaster.cluster import free_port
 from trainmaster.objects import build_gang_job, render_launch_script
 from trainmaster.spec import load_spec_text
 
@@ -44,14 +44,8 @@ def _pod_env(spec: Any, resume_from: str, index: int, port: int, ckpt: Path) -> 
     return env
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run_gang(script: Path, spec: Any, resume_from: str, ckpt: Path) -> list[str]:
-    port = _port()
+    port = free_port()
     procs = [subprocess.Popen(["bash", str(script)], env=_pod_env(spec, resume_from, i, port,
                                                                    ckpt),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

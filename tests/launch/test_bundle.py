@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from trainmaster.cluster import free_port
 from trainmaster.launch import BUNDLE_NAME, METRIC_NAMES, write_bundle
 
 BARE = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _scrape(port: int) -> str:
@@ -33,7 +27,7 @@ def _scrape(port: int) -> str:
 def test_the_bundle_runs_without_trainmaster(tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "launcher")
     assert bundle.name == BUNDLE_NAME
-    port = _port()
+    port = free_port()
     env = {"PATH": "/usr/bin:/bin", "TRAINMASTER_JOB": "gpt", "JOB_COMPLETION_INDEX": "0",
            "TRAINMASTER_METRICS_PORT": str(port), "TRAINMASTER_RESTART": "2"}
     # -I: no user site, no PYTHONPATH: nothing but the bundle and the standard library.

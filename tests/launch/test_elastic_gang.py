@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tests.helpers import ROOT
+from trainmaster.cluster import free_port
 
 TRAIN = ROOT / "examples" / "data-parallel" / "train.py"
 ROUND = re.compile(r"elastic: round (\d+): world size (\d+) .*? this is rank (\d+), resuming "
@@ -27,9 +28,7 @@ RESUMED = re.compile(r"^rank 0: resumed from (\S+) at step (\d+)$", re.M)
 def _free_ports(count: int) -> int:
     """A base port with `count` free ports after it (looked for, not assumed)."""
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
+        base = free_port()
         if base + count >= 65535:
             continue
         try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -20,6 +19,7 @@ import yaml
 from kubernetes import client, dynamic
 
 from tests.helpers import STACKS
+from trainmaster.cluster import free_port
 from trainmaster.kubeclient import generated_client as client_for
 from trainmaster.objects._crds import podgroup_crd
 from trainmaster.objects._scheduler import scheduler_config
@@ -32,12 +32,6 @@ PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
     return wait_until(check, what, timeout, 0.2)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def scrape_metrics(port: int) -> dict[str, float]:

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import yaml
 
 from trainmaster.bench._cluster import LEVELS
+from trainmaster.cluster import free_port
 
 TRAINMASTER = "trainmaster"
 KUBE_NODECISIONS = "kube-scheduler-nodecisions"
@@ -105,14 +106,6 @@ def process_memory(pid: int) -> Memory | None:
     if len(fields) != 2:  # a zombie has no memory lines
         return None
     return Memory(round(fields["VmRSS"], 1), round(fields["VmHWM"], 1))
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -187,7 +180,7 @@ class Trainmaster:
                                "leaseNamespace": ctx.namespace},
             "topologyPolicy": [{"maxNodes": 1, "domain": "node", "mode": "required"},
                                {"domain": "leaf", "mode": "preferred"}],
-            "metricsPort": _free_port(),
+            "metricsPort": free_port(),
         }
 
     async def prepare(self, ctx: RunContext) -> None:

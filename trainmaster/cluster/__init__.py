@@ -19,7 +19,7 @@ from trainmaster.cluster._monitoring_api import (
     alert_episodes,
     endpoints,
 )
-from trainmaster.cluster._processes import ClusterError
+from trainmaster.cluster._processes import ClusterError, free_port
 from trainmaster.cluster._real_nodes import NodeLayout, dns_ip, layouts
 from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_clusters
@@ -44,6 +44,7 @@ __all__ = [
     "down",
     "down_state_dir",
     "endpoints",
+    "free_port",
     "import_image",
     "known_clusters",
     "layouts",

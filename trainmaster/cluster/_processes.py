@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,10 +25,33 @@ class ClusterError(TrainmasterError):
     """The local control plane could not start, stop or answer."""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on `host` now, chosen outside the kernel's ephemeral range.
+
+    A port the kernel hands out for bind(0) comes from the range it also gives every outgoing
+    connection, so between this check and the server's own bind any client on the machine
+    can take it (CI saw kube-apiserver fail with "address already in use"). Below that range
+    only another listener can collide, and the random choice makes that unlikely.
+    """
+    low, high = _ephemeral_range()
+    lowest, highest = (10000, low - 1) if low > 12000 else (high + 1, 65535)
+    for _ in range(200):
+        port = random.randint(lowest, highest)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise ClusterError(f"no free TCP port on {host} between {lowest} and {highest}")
 
 
 def port_in_use(port: int) -> bool:
