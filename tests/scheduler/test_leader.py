@@ -199,6 +199,8 @@ class _SlowStart:
     async def start(self) -> None:
         await asyncio.sleep(self.sync_seconds)
 
+    async def catch_up(self) -> None: ...
+
     async def run(self, stop: asyncio.Event) -> None:
         self.ran = True
         await stop.wait()

@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from trainmaster.kubeclient import Kube, Reflector, node_path, pod_path, podgroup_path
+from trainmaster.kubeclient import ApiError, Kube, Reflector, node_path, pod_path, podgroup_path
 
 from .._keys import PODGROUP_API_VERSION, PODGROUP_KIND, PODGROUP_PLURAL
 from ..framework.model import Gang
@@ -36,6 +36,7 @@ from ..state.fragmentation import fragmentation_report
 from .binder import Binder, GangOutcome
 from .bursts import fresh_burst, joint_plan
 from .cache import ClusterCache
+from .catch_up import catch_up
 from .config import SchedulerConfig
 from .cycle import Cycle
 from .events import ApiWriter, EventRecorder, ObjectRef, default_identity
@@ -159,6 +160,16 @@ class SchedulerRuntime:
         self.writer.start()
         log.info("cache synced: %d nodes, %d pending pods, %d PodGroups",
                  len(self.cache.nodes), len(self.cache.pending), len(self.cache.groups))
+
+    async def catch_up(self) -> None:
+        """A new leader applies the binds its pod watch has not delivered yet
+        (``catch_up.py``). A failed list only costs what it would have saved (the Binding
+        API refuses a second bind of a pod): logged, and scheduling goes on."""
+        try:
+            await catch_up(self.api, self.cache, self.config.scheduler_name)
+        except ApiError as err:
+            log.warning("could not list the bound pods (%s); scheduling on the watch's view",
+                        err)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Schedule until ``stop`` is set (or the task is cancelled). ``start`` first."""
