@@ -10,7 +10,16 @@ import typer
 
 from trainmaster.cli._app import tools_app
 from trainmaster.errors import UsageError
-from trainmaster.toolchain import ABOUT, RECIPES, build, cache_root, family_dir, is_built
+from trainmaster.toolchain import (
+    ABOUT,
+    BUILD_JOBS,
+    RECIPES,
+    BuildResult,
+    build,
+    cache_root,
+    family_dir,
+    is_built,
+)
 
 PROGRESS_LINE_SECONDS = 60.0
 """Without a terminal, a progress line per family at least this often while it builds."""
@@ -43,7 +52,8 @@ def announce(missing: list[str], why: str | None) -> None:
         "the build)", err=True)
 
 
-def build_with_progress(families: list[str], why: str | None = None) -> None:
+def build_with_progress(families: list[str], why: str | None = None,
+                        jobs: int = BUILD_JOBS) -> None:
     """Build (or reuse) families on stderr: announced first, then a progress bar per family
     on a terminal, or a plain line per family and every 10% of its packages otherwise."""
     from rich.console import Console
@@ -53,7 +63,7 @@ def build_with_progress(families: list[str], why: str | None = None) -> None:
         announce(missing, why)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if not err.is_terminal:
-        _build_with_lines(families, err)
+        _build_with_lines(families, err, jobs)
         return
     from rich.progress import (
         BarColumn,
@@ -86,12 +96,18 @@ def build_with_progress(families: list[str], why: str | None = None) -> None:
         def started(family: str) -> None:
             progress.console.print(started_line(family), highlight=False, soft_wrap=True)
 
-        for result in build(families, report, started):
-            state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
-            progress.console.print(f"{result.family}: {state} -> {result.directory}")
+        def finished(result: BuildResult) -> None:
+            progress.console.print(_finished_line(result), highlight=False, soft_wrap=True)
+
+        build(families, report, started, jobs=jobs, finished=finished)
 
 
-def _build_with_lines(families: list[str], err: object) -> None:
+def _finished_line(result: BuildResult) -> str:
+    state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
+    return f"{result.family}: {state} -> {result.directory}"
+
+
+def _build_with_lines(families: list[str], err: object, jobs: int) -> None:
     """Progress for a log: no cursor tricks, one line at a time."""
     from rich.console import Console
 
@@ -115,9 +131,8 @@ def _build_with_lines(families: list[str], err: object) -> None:
         err.print(f"go build {family} {RECIPES[family].version}: {done}/{total} packages "
                   f"({now - begun.get(family, now):.0f}s)")
 
-    for result in build(families, report, started):
-        state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
-        err.print(f"{result.family}: {state} -> {result.directory}")
+    build(families, report, started, jobs=jobs,
+          finished=lambda result: err.print(_finished_line(result)))
 
 
 def _known(families: list[str]) -> list[str]:
@@ -132,9 +147,13 @@ def _known(families: list[str]) -> list[str]:
 def build_cmd(
     families: Annotated[list[str] | None, typer.Argument(
         metavar="[FAMILY]...", help=f"Families (default: all): {', '.join(RECIPES)}.")] = None,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", min=1, help="Families built at once (one shared Go build cache; each "
+        "Go build also uses every core).")] = BUILD_JOBS,
 ) -> None:
     """Build the pinned binaries into the cache (reused when already built)."""
-    build_with_progress(_known(families or list(RECIPES)), why="`trainmaster tools build`")
+    build_with_progress(_known(families or list(RECIPES)), why="`trainmaster tools build`",
+                        jobs=jobs)
 
 
 @tools_app.command("path")

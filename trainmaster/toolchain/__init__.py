@@ -2,6 +2,7 @@
 
 from trainmaster.toolchain._about import ABOUT, About
 from trainmaster.toolchain._build import (
+    BUILD_JOBS,
     BuildResult,
     ToolchainError,
     build,
@@ -28,6 +29,7 @@ from trainmaster.toolchain._recipes import (
 __all__ = [
     "ABOUT",
     "ALERTMANAGER_VERSION",
+    "BUILD_JOBS",
     "CLUSTER_FAMILIES",
     "CONTAINERD_VERSION",
     "K8S_VERSION",

@@ -18,10 +18,12 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainmaster.errors import TrainmasterError
+from trainmaster.toolchain._about import ABOUT
 from trainmaster.toolchain._recipes import RECIPES, Recipe
 
 GO_MODULES_DIR = Path(__file__).parent / "go"
@@ -252,13 +254,35 @@ def _stream_build(
         progress(family, total, total)
 
 
+BUILD_JOBS = 3
+"""Families built at once by default. One Go build leaves the cores idle in its serial
+steps (module downloads, code generation, linking); three at once built every family
+from an empty cache in 36 min on 2 idle cores, where one at a time took over an hour."""
+
+
 def build(families: Iterable[str], progress: ProgressFn | None = None,
-          started: StartFn | None = None) -> list[BuildResult]:
+          started: StartFn | None = None, jobs: int = 1,
+          finished: Callable[[BuildResult], None] | None = None) -> list[BuildResult]:
     """Build each family unless its pinned build is cached; raise ToolchainError on failure.
-    ``started(family)`` is called as a family's build begins (never for a cached one)."""
-    results = []
-    for family in families:
+    ``started(family)`` is called as a family's build begins (never for a cached one),
+    ``finished(result)`` as each one ends. ``jobs`` families build at once, the longest
+    first; they share one Go build and module cache (each family holds its own lock)."""
+    wanted = list(families)
+    for family in wanted:
         if family not in RECIPES:
             raise ToolchainError(f"unknown tool family {family!r}; known: {', '.join(RECIPES)}")
-        results.append(_build_family(RECIPES[family], progress, started))
-    return results
+
+    def one(family: str) -> BuildResult:
+        result = _build_family(RECIPES[family], progress, started)
+        if finished is not None:
+            finished(result)
+        return result
+
+    if jobs <= 1 or len(wanted) <= 1:
+        return [one(family) for family in wanted]
+    longest_first = sorted(wanted, key=lambda f: -sum(ABOUT[f].cold_minutes))
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="go-build") as pool:
+        futures = {family: pool.submit(one, family) for family in longest_first}
+    # Every build has ended (the pool waited): a failure is raised only now, so no build is
+    # left running behind the error.
+    return [futures[family].result() for family in wanted]
