@@ -46,13 +46,16 @@ def test_without_a_terminal_progress_is_a_line_per_interval(
     from trainmaster.cli import _tools
     from trainmaster.toolchain import BuildResult
 
-    def build(families: list[str], progress: object, started: object) -> list[BuildResult]:
-        # The real builder's calls, in its order: started, then packages as compiled.
-        assert callable(started) and callable(progress)
+    def build(families: list[str], progress: object, started: object, jobs: int,
+              finished: object) -> list[BuildResult]:
+        # The real builder's calls, in its order: started, packages as compiled, finished.
+        assert callable(started) and callable(progress) and callable(finished)
         started("kwok")
         for done in (1, 2, 3):
             progress("kwok", done, 3)
-        return [BuildResult("kwok", Path("/cache/kwok"), 4.0, cached=False)]
+        result = BuildResult("kwok", Path("/cache/kwok"), 4.0, cached=False)
+        finished(result)
+        return [result]
 
     monkeypatch.setattr(_tools, "build", build)
     monkeypatch.setattr(_tools, "PROGRESS_LINE_SECONDS", 0.0)
