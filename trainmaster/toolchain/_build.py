@@ -257,7 +257,8 @@ def _stream_build(
 BUILD_JOBS = 3
 """Families built at once by default. One Go build leaves the cores idle in its serial
 steps (module downloads, code generation, linking); three at once built every family
-from an empty cache in 36 min on 2 idle cores, where one at a time took over an hour."""
+from empty caches in 29 min on 2 idle cores (docs/benchmarks.md), one at a time 72 min on
+a loaded machine (not measured idle)."""
 
 
 def build(families: Iterable[str], progress: ProgressFn | None = None,
