@@ -35,6 +35,8 @@ from .report import NOT_SERVED, not_served_message
 log = logging.getLogger("trainmaster.scheduler")
 
 _FINISHED = ("Succeeded", "Failed")
+UNFINISHED_PODS = ",".join(f"status.phase!={phase}" for phase in _FINISHED)
+"""Field selector of the pods the cache follows: finished pods hold nothing."""
 _UID = re.compile(rb'"uid":"([^"]+)"')
 _RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]+)"')
 # Above 1 in this many nodes changed at once, one rebuild is cheaper than single changes.

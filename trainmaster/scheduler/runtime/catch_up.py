@@ -24,15 +24,14 @@ from collections.abc import Callable
 
 from trainmaster.kubeclient import MODIFIED, Kube, pod_path
 
-from .cache import ClusterCache
+from .cache import UNFINISHED_PODS, ClusterCache
 
 log = logging.getLogger("trainmaster.scheduler")
 
 
 def bound_selector(scheduler_name: str) -> str:
     """Field selector of our pods that are bound and not finished."""
-    return (f"spec.schedulerName={scheduler_name},spec.nodeName!=,"
-            "status.phase!=Succeeded,status.phase!=Failed")
+    return f"spec.schedulerName={scheduler_name},spec.nodeName!=,{UNFINISHED_PODS}"
 
 
 async def catch_up(api: Kube, cache: ClusterCache, scheduler_name: str, *,
@@ -41,9 +40,12 @@ async def catch_up(api: Kube, cache: ClusterCache, scheduler_name: str, *,
     started = clock()
     items = await api.list(pod_path(), params={"fieldSelector": bound_selector(scheduler_name)})
     snapshot = cache.snapshot
-    unseen = [item for item in items if snapshot.pod_state(str(item["metadata"]["uid"])) is None]
-    for item in unseen:
-        cache.on_pod(MODIFIED, item)
+    unseen = []
+    for item in items:
+        uid = str(item["metadata"]["uid"])
+        if snapshot.pod_state(uid) is None:
+            cache.on_pod(MODIFIED, item)
+            unseen.append(uid)
     log.info("caught up: %d of %d bound pods were not yet seen by the watch, listed and "
              "applied in %.2fs", len(unseen), len(items), clock() - started)
-    return [str(item["metadata"]["uid"]) for item in unseen]
+    return unseen

@@ -35,7 +35,7 @@ from ..framework.status import Code, Status
 from ..state.fragmentation import fragmentation_report
 from .binder import Binder, GangOutcome
 from .bursts import fresh_burst, joint_plan
-from .cache import ClusterCache
+from .cache import UNFINISHED_PODS, ClusterCache
 from .catch_up import catch_up
 from .config import SchedulerConfig
 from .cycle import Cycle
@@ -54,7 +54,6 @@ from .tasks import cancel_all
 log = logging.getLogger("trainmaster.scheduler")
 
 # kube-scheduler's own pod informer filter: finished pods hold nothing.
-_POD_FIELDS = "status.phase!=Succeeded,status.phase!=Failed"
 _SETTLE = 0.01
 _CHUNK = 8
 """Planned gangs placed per cycle before their binds are let out."""
@@ -99,7 +98,7 @@ class SchedulerRuntime:
         self.reflectors = [
             Reflector(api, node_path(), self.cache.on_node, name="nodes"),
             Reflector(api, pod_path(), self.cache.on_pod, name="pods",
-                      params={"fieldSelector": _POD_FIELDS}, skip=self.cache.skip_pod_event),
+                      params={"fieldSelector": UNFINISHED_PODS}, skip=self.cache.skip_pod_event),
             Reflector(api, podgroup_path(), self.cache.on_group, name=PODGROUP_PLURAL,
                       optional=True),
         ]  # fmt: skip
