@@ -105,7 +105,8 @@ class WarmupFinisher:
     """Marks dataset warm-up pods as finished, the way kwok lets a test finish a pod.
 
     kwok runs every pod but cannot know when a warm-up has copied its dataset, and the
-    engine waits for each warm-up Job to complete (as it should on a real cluster). The
+    operator starts a job that waits for its datasets only once their warm-up completed
+    (`up` itself does not wait: the warm-up Jobs carry `pulumi.com/skipAwait`). The
     label `trainmaster.io/simulate=complete` is trainmaster's kwok stage that ends a
     Running pod with exit code 0.
     """

@@ -90,6 +90,22 @@ def test_node_changes_are_applied_in_one_rebuild() -> None:
     assert snap.free("n2")[GPU] == 4 and snap.free("n4")[GPU] == 8
 
 
+def test_a_deleted_node_is_never_chosen_again_until_it_comes_back() -> None:
+    cache = cache_with_nodes("n1", "n2")
+    cache.on_pod("ADDED", pod_obj("a", node="n1", phase="Running"))
+    cache.on_node("DELETED", node_obj("n1"))  # the watch's last state: schedulable, full
+    cache.on_node("DELETED", node_obj("gone"))  # never seen: nothing to do
+    assert cache.take_capacity_changed()
+    assert cache.apply_node_updates() == 1
+    snap = cache.snapshot
+    assert snap.node("n1").unschedulable and snap.free("n1").get(GPU, 0) <= 0
+    assert not snap.node("n2").unschedulable and "gone" not in cache.nodes
+    cache.on_node("ADDED", node_obj("n1"))  # re-registered under the same name
+    cache.apply_node_updates()
+    assert not cache.snapshot.node("n1").unschedulable
+    assert cache.snapshot.free("n1")[GPU] == 4  # its pod is still charged
+
+
 def test_terminating_members_do_not_count_as_placed() -> None:
     cache = cache_with_nodes("n1")
     pod = pod_obj("a", group="g", node="n1", phase="Running")

@@ -46,6 +46,14 @@ def _gang_event(scratch: Scratch, reason: str, group: str) -> bool:
                and e.involved_object.name == group for e in events)
 
 
+def _node_gone(scratch: Scratch, name: str) -> bool:
+    try:
+        scratch.core.read_node(name)
+    except client.ApiException as exc:
+        return bool(exc.status == 404)
+    return False
+
+
 def test_gang_waits_until_all_of_it_fits_then_binds_together(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
@@ -95,6 +103,27 @@ def test_cordoned_and_tainted_nodes_are_avoided(
         bound = wait_for(lambda: (b := scratch.bound()) and len(b) == 2 and b, "second bound")
         assert sorted(bound.values()) == sorted([good, cordoned])
         assert tainted not in bound.values()
+
+
+def test_a_deleted_node_is_not_chosen(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    gone = scratch.add_node("gone")
+    wait_for(scratch.nodes_ready, "scratch node Ready")
+    scratch.create_pods([scratch.pod("probe", gpus=1)])
+    with processes() as procs:
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one"))
+        # The scheduler has seen the node once it has bound a pod there.
+        assert wait_for(lambda: scratch.bound().get("probe"), "the probe bound") == gone
+        scratch.core.delete_node(gone)
+        wait_for(lambda: _node_gone(scratch, gone), "the node deleted")
+        scratch.create_pods([scratch.pod("late", gpus=1)])
+        # Its last watched state was schedulable with 7 GPUs free: it must not be chosen.
+        wait_for(lambda: _unschedulable(scratch, {"late"}), "late unschedulable")
+        assert "late" not in scratch.bound()
+
+        here = scratch.add_node("here")
+        assert wait_for(lambda: scratch.bound().get("late"), "late bound") == here
 
 
 def test_killed_mid_run_then_restarted_binds_nothing_twice_and_finishes(

@@ -125,10 +125,10 @@ class ClusterCache:
 
     def on_node(self, kind: str, obj: JSON) -> None:
         name = obj["metadata"]["name"]
-        if not self._selected(obj):
+        if kind == DELETED or not self._selected(obj):
             if name not in self.nodes:
-                return  # not ours (config.node_selector): never seen
-            kind = DELETED  # it left our partition: as if deleted
+                return  # never seen: deleted before we saw it, or not ours (node_selector)
+            kind = DELETED  # deleted, or it left our partition: as if deleted
             old = self.nodes.get(name)
             # The core has no node removal: a deleted node stays as an empty, cordoned one
             # until its pods are gone (the pod GC deletes them).
