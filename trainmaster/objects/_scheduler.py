@@ -51,12 +51,8 @@ SCHEDULER_NAMESPACE_RULES: list[dict[str, Any]] = [
     # recreates them whole (docs/scheduler.md).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
-    {
-        "apiGroups": ["scheduling.x-k8s.io"],
-        "resources": ["podgroups/status"],
-        "verbs": ["patch", "update"],
-    },
+    # The PodScheduled condition is patched (the PodGroup's status is never written).
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
 ]
 """What the scheduler writes in each namespace it serves (a Role and RoleBinding there,
 never cluster-wide): it binds the pods of those namespaces and no others."""
