@@ -56,3 +56,17 @@ def test_a_build_is_announced_before_it_starts(tmp_path: Path) -> None:
                             "from pinned Go modules"), first
     assert "needed by `trainmaster tools env`" in first
     assert "roughly" in first and "minutes" in first
+
+
+def test_the_rough_time_spreads_the_families_over_the_build_streams() -> None:
+    # A new machine builds every family three at once: the announcement must not quote the
+    # one-at-a-time sum (over 200 minutes for the demo's families; 29 measured).
+    from trainmaster.cli._tools import rough_minutes
+    from trainmaster.toolchain import ABOUT
+
+    every = list(ABOUT)
+    uppers = [ABOUT[f].cold_minutes[1] for f in every]
+    assert rough_minutes(every, jobs=1) == sum(uppers)
+    assert max(uppers) <= rough_minutes(every, jobs=3) == -(-sum(uppers) // 3) < sum(uppers)
+    assert rough_minutes(["etcd"], jobs=3) == ABOUT["etcd"].cold_minutes[1]
+    assert rough_minutes(["pulumi", "etcd"], jobs=3) == ABOUT["pulumi"].cold_minutes[1]

@@ -37,19 +37,25 @@ def missing_tools(families: Iterable[str]) -> list[str]:
     return [family for family in families if not is_built(family)]
 
 
-def rough_minutes(families: Iterable[str]) -> int:
-    # The upper end of each family's measured cold build (toolchain.ABOUT).
-    return max(1, sum(ABOUT[family].cold_minutes[1] if family in ABOUT else 3
-                      for family in families))
+def rough_minutes(families: Iterable[str], jobs: int = BUILD_JOBS) -> int:
+    """An upper bound on building ``families`` cold, ``jobs`` at once: the upper end of each
+    family's cold build alone (toolchain.ABOUT) spread over the streams, and never less
+    than the longest. Built together they share Go's build cache and take less (every
+    family: 29 min on an idle 2-core machine, docs/benchmarks.md)."""
+    uppers = [ABOUT[family].cold_minutes[1] if family in ABOUT else 3 for family in families]
+    if not uppers:
+        return 1
+    return max(1, max(uppers), -(-sum(uppers) // max(1, jobs)))
 
 
-def announce(missing: list[str], why: str | None) -> None:
+def announce(missing: list[str], why: str | None, jobs: int = BUILD_JOBS) -> None:
     """Before a build: what, why and roughly how long, on stderr."""
+    at_once = f", {min(jobs, len(missing))} at once" if len(missing) > 1 else ""
     typer.echo(
         f"building {', '.join(missing)} from pinned Go modules into {cache_root()}"
         + (f", needed by {why}" if why else "")
-        + f": roughly {rough_minutes(missing)} minutes on 2 cores, once (later runs reuse "
-        "the build)", err=True)
+        + f": roughly {rough_minutes(missing, jobs)} minutes at most on 2 cores{at_once}, "
+        "once (later runs reuse the build)", err=True)
 
 
 def build_with_progress(families: list[str], why: str | None = None,
@@ -60,7 +66,7 @@ def build_with_progress(families: list[str], why: str | None = None,
 
     missing = missing_tools(families)
     if missing:
-        announce(missing, why)
+        announce(missing, why, jobs)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if not err.is_terminal:
         _build_with_lines(families, err, jobs)
