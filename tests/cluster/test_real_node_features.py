@@ -390,7 +390,12 @@ def test_the_launcher_on_the_real_pod_serves_the_metrics_the_alerts_read(
             later = all(now[n][job] > first[n][job] for n in (
                 "trainmaster_job_step", "trainmaster_job_last_heartbeat_timestamp_seconds",
                 "trainmaster_job_checkpoint_step"))
-            return now if later else None
+            # The step comes from the trainer's output, the checkpoint from its folder: a
+            # checkpoint can be found a moment before its step's line is read (step 39
+            # against checkpoint 40 under load). Wait until the step has caught up.
+            caught_up = now["trainmaster_job_step"][job] \
+                >= now["trainmaster_job_checkpoint_step"][job]
+            return now if later and caught_up else None
 
         # checkpointEvery 20 steps of 0.25 s: a newer checkpoint within seconds.
         second = _wait(features, moved, "the job's metrics to move on", 60)
