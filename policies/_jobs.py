@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies._core import KubeObject, Violation, rule
-from trainmaster.spec import ClusterSpec, DomainCapacity, job_domain_rule
+from trainmaster.spec import ClusterSpec, DomainCapacity, capacity_issues, job_domain_rule
 
 MAX_RESTARTS = 100
 """The platform's ceiling on restartPolicy.maxRestarts. The schema allows 10000, which with
@@ -168,3 +168,18 @@ def queue_quota(spec: ClusterSpec | None, objects: Sequence[KubeObject]) -> Iter
                                           else "nominalQuota"),
             f"{message}; raise the quota or move jobs to another queue",
         )
+
+
+@rule(
+    "capacity-fits",
+    "mandatory",
+    "cluster",
+    "What the spec promises fits its own nodes: every dataset fits the node cache, and no "
+    "queue's quota or cohort's summed quota exceeds the GPUs of the spec's nodes.",
+)
+def capacity_fits(spec: ClusterSpec | None, objects: Sequence[KubeObject]) -> Iterator[Violation]:
+    # The same findings `trainmaster validate` prints as warnings (trainmaster.spec._fits).
+    if spec is None:
+        return
+    for issue in capacity_issues(spec):
+        yield Violation(issue.path, issue.message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from policies._core import Rule
 from policies._jobs import (
+    capacity_fits,
     job_checkpoint,
     job_max_restarts,
     multi_node_whole_nodes,
@@ -30,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     multi_node_whole_nodes,
     topology_domain_fits,
     queue_quota,
+    capacity_fits,
     training_pod_gang,
     image_pinned,
     gpu_requests_equal_limits,

@@ -357,9 +357,14 @@ def test_a_weight_or_quota_change_shows_the_new_entitlements(
     assert "| `research` | research | 1 → 3 | 32 | 50% → 75% | 32 → 60 |" in out
     assert "| `vision` | research | 1 | 32 → 48 | 50% → 25% | 32 → 20 |" in out
     assert "| cohort `research` | all | 1 | 64 → 80 | 50% | 40 → 48 |" in out
+    # Entitled above its quota: the plan says why (borrowing within the cohort).
+    assert ("- `research`: 60 entitled GPUs against a quota of 32. The entitlement is its "
+            "weight (3) over the weights of cohort `research`, times the 80 GPUs the cohort "
+            "holds; the part above its quota comes only by **borrowing**") in out
+    assert "None" not in out
     assert main(["plan", "--base", "HEAD~1", "--head", "HEAD", "--json"]) == 0
     (stack,) = json.loads(capsys.readouterr().out)["stacks"]
     shown = {(e["kind"], e["name"]): e for e in stack["entitlements"]}
     assert shown[("queue", "research")]["after"] == {
         "cohort": "research", "weight": 3.0, "nominalGpus": 32, "entitlement": 0.75,
-        "entitledGpus": 60.0}
+        "entitledGpus": 60.0, "aboveQuota": True}

@@ -212,6 +212,27 @@ def _overlapping_rails() -> tuple[ClusterSpec | None, Objects, str]:
     return _spec_case(_networks(spec, rails=rails), "networks.compute.rails[1].subnet")
 
 
+def _cohort_of(first: int, second: int) -> Callable[[dict[str, Any]], None]:
+    """The dev stack (64 GPUs) with its queues in one cohort of these quotas."""
+    def change(doc: dict[str, Any]) -> None:
+        doc["scheduler"]["queues"] = [
+            {"name": "default", "nominalQuota": first, "cohort": "all"},
+            {"name": "research", "nominalQuota": second, "cohort": "all"}]
+    return change
+
+
+def _two_datasets(size: str) -> Callable[[dict[str, Any]], None]:
+    """gpt-small (jobs[0]) reads two datasets of `size` each from the dev stack's 2Ti cache."""
+    def change(doc: dict[str, Any]) -> None:
+        doc["cache"]["datasets"] = [
+            {"name": "one", "source": "s3://d/one", "size": size},
+            {"name": "two", "source": "s3://d/two", "size": size}]
+        for job in doc["jobs"]:
+            job.pop("datasets", None)
+        doc["jobs"][0]["datasets"] = ["one", "two"]
+    return change
+
+
 VIOLATIONS: dict[str, dict[str, Case]] = {
     "job-checkpoint": {
         "missing": _doc_case(lambda d: d["jobs"][1].pop("checkpoint"), "jobs[1].checkpoint"),
@@ -239,6 +260,15 @@ VIOLATIONS: dict[str, dict[str, Case]] = {
     },
     "queue-quota": {
         "over-quota": _doc_case(_add_research_job(3), "scheduler.queues[1].gpuQuota"),
+    },
+    "capacity-fits": {
+        "dataset-above-cache": _doc_case(
+            lambda d: d["cache"]["datasets"][0].update(size="3Ti"), "cache.datasets[0].size"),
+        "quota-above-cluster": _doc_case(
+            lambda d: d["scheduler"]["queues"][1].update(gpuQuota=65),
+            "scheduler.queues[1].gpuQuota"),
+        "cohort-above-cluster": _doc_case(_cohort_of(40, 40), "scheduler.queues"),
+        "job-datasets-above-cache": _doc_case(_two_datasets("1500Gi"), "jobs[0].datasets"),
     },
     "training-pod-gang": {
         "default-scheduler": _objects_case(_set_scheduler("default-scheduler")),
@@ -338,6 +368,10 @@ PASSES: dict[str, dict[str, Case]] = {
     },
     "queue-quota": {
         "exactly-full": _doc_case(_add_research_job(2), ""),
+    },
+    "capacity-fits": {
+        "cluster-sized": _doc_case(_cohort_of(32, 32), ""),
+        "datasets-fill-the-cache": _doc_case(_two_datasets("1Ti"), ""),
     },
     "training-pod-gang": {"objects-only": _objects_case(lambda o: "", with_spec=False)},
     "image-pinned": {

@@ -3,6 +3,10 @@
 typer 0.29 prints each parameter's Python annotation instead (`<bool>` on flags,
 `<list[Path]>`, `<int>`), which means nothing at a shell prompt. Its help has no hook for
 this, so the few methods that make the labels are replaced here, at import of the CLI.
+
+It also cuts a word longer than the help column with "…" (a CSV header such as
+`id,submit_s,duration_s,...` at 80 columns): help text folds such words onto the next
+line instead, so nothing a user has to type is lost.
 """
 
 from __future__ import annotations
@@ -49,8 +53,38 @@ def _argument_name(self: Any) -> str:
     return str(self.name).upper() + ("..." if self.nargs != 1 else "")
 
 
+def _fold_long_words() -> None:
+    """Make typer's help text fold words longer than the column (imported only when help
+    is printed: rich costs start-up time)."""
+    import typer.rich_utils
+
+    rich_utils: Any = typer.rich_utils
+    make = rich_utils._make_rich_text
+    if getattr(make, "folds", False):
+        return
+
+    def folding(**kwargs: Any) -> Any:
+        text = make(**kwargs)
+        if hasattr(text, "overflow"):
+            text.overflow = "fold"  # a rich Text: wrap long words, never cut them
+        return text
+
+    folding.folds = True  # type: ignore[attr-defined]
+    rich_utils._make_rich_text = folding
+
+
+def _folding_help(original: Any) -> Any:
+    def format_help(self: Any, ctx: Any, formatter: Any) -> Any:
+        _fold_long_words()
+        return original(self, ctx, formatter)
+
+    return format_help
+
+
 def install() -> None:
     core: Any = typer.core
+    core.TyperCommand.format_help = _folding_help(core.TyperCommand.format_help)
+    core.TyperGroup.format_help = _folding_help(core.TyperGroup.format_help)
     core.TyperOption.display_type_rich = _option_label
     core.TyperArgument.display_type_rich = _argument_label
     core.TyperArgument._usage_display_name = _argument_usage

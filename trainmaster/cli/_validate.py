@@ -22,7 +22,7 @@ def validate(
 ) -> None:
     """Check spec files: exit 0 if all are valid, 1 if any is invalid, 2 if one can't be read."""
     from trainmaster.cli._input import read_spec, spec_source
-    from trainmaster.spec import SpecInvalidError, SpecReadError
+    from trainmaster.spec import SpecInvalidError, SpecReadError, capacity_issues
 
     results = []
     code = 0
@@ -57,12 +57,19 @@ def validate(
             if not as_json:
                 print(str(exc), file=sys.stderr)
         else:
-            results.append({"file": str(path), "valid": True, "readable": True, "errors": []})
+            # Valid, but promising what its nodes cannot hold: said, not refused (the
+            # policy rule `capacity-fits` is what fails a pull request on it).
+            warnings = capacity_issues(spec)
+            results.append({"file": str(path), "valid": True, "readable": True, "errors": [],
+                            "warnings": [w.to_json() for w in warnings]})
             if not as_json:
                 gpus = sum(n.gpus for n in spec.nodes)
                 print(
                     f"{path}: valid ({len(spec.nodes)} nodes, {gpus} GPUs, {len(spec.jobs)} jobs)"
+                    + (f", {len(warnings)} warning(s)" if warnings else "")
                 )
+                for warning in warnings:
+                    print(f"{path}: warning: {warning.render()}", file=sys.stderr)
     if as_json:
         print(json.dumps(results, indent=2))
     raise typer.Exit(code)

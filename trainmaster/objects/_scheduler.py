@@ -106,13 +106,27 @@ def scheduler_config(spec: ClusterSpec) -> dict[str, Any]:
         "topologyPolicy": [
             r.model_dump(by_alias=True, exclude_none=True) for r in sched.topology_policy
         ],
-        "defaultQueue": "default",
-        "queues": config_queues(sched.queues),
+        "defaultQueue": DEFAULT_QUEUE,
+        "queues": config_queues(sched.queues) + unlabelled_queue(sched.queues),
         "namespaces": served_namespaces(spec),
         **config_fair_sharing(sched),
         **({"localQueueNamespaces": local_queue_namespaces(spec)}
            if local_queue_namespaces(spec) else {}),
     }
+
+
+DEFAULT_QUEUE = "default"
+"""The queue of pods that carry no queue label (the config's `defaultQueue`)."""
+
+
+def unlabelled_queue(queues: Sequence[Queue]) -> list[dict[str, Any]]:
+    """The config's `defaultQueue` always exists: a spec that declares no `default` queue
+    (its jobs all name theirs; validation refuses one that does not) gets one with a
+    quota of 0 GPUs, so a pod without a queue label waits with that reason instead of
+    running in an undeclared, unlimited queue (docs/scheduler.md, "Which queue")."""
+    if any(q.name == DEFAULT_QUEUE for q in queues):
+        return []
+    return [{"name": DEFAULT_QUEUE, "nominalQuota": 0, "preemption": False}]
 
 
 def _resources(resources: Sequence[Any]) -> dict[str, Any]:

@@ -28,12 +28,26 @@ class Entitlement:
     entitlement: float | None
     entitled_gpus: float | None
 
+    @property
+    def above_quota(self) -> bool:
+        """Entitled to more GPUs than its own quota: the rest comes only by borrowing."""
+        return (self.entitled_gpus is not None and self.nominal_gpus is not None
+                and self.entitled_gpus > self.nominal_gpus + 1e-9)
+
+    @property
+    def pool_gpus(self) -> float | None:
+        """The GPUs its cohort holds (what the entitlement is a part of)."""
+        if self.entitled_gpus is None or not self.entitlement:
+            return None
+        return self.entitled_gpus / self.entitlement
+
     def to_json(self) -> dict[str, Any]:
         return {"cohort": self.parent, "weight": self.weight,
                 "nominalGpus": self.nominal_gpus,
                 "entitlement": None if self.entitlement is None else round(self.entitlement, 4),
                 "entitledGpus": None if self.entitled_gpus is None
-                else round(self.entitled_gpus, 2)}
+                else round(self.entitled_gpus, 2),
+                "aboveQuota": self.above_quota}
 
 
 @dataclass(frozen=True)

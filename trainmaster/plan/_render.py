@@ -50,7 +50,13 @@ def share(fraction: float | None) -> str:
 
 
 def number(n: float | None) -> str:
-    return "-" if n is None else f"{n:g}"
+    """A figure to one decimal at most ("-": none)."""
+    return "-" if n is None else f"{round(n, 1):g}"
+
+
+def name(text: str | None) -> str:
+    """A cohort or queue name ("-": none, e.g. a cohort at the root of its tree)."""
+    return "-" if text is None else _cell(text)
 
 
 def transition(before: object, after: object) -> str:
@@ -68,7 +74,7 @@ def _env() -> jinja2.Environment:
         autoescape=False,  # Markdown, not HTML: escaping is per cell (see `code`)
     )
     env.filters.update(code=code, value=value, delta=delta, quota=quota, text=_cell,
-                       share=share, number=number)
+                       share=share, number=number, name=name)
     env.globals["transition"] = transition
     return env
 

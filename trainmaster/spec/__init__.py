@@ -11,6 +11,7 @@ from trainmaster.spec._errors import (
     SpecIssue,
     SpecReadError,
 )
+from trainmaster.spec._fits import capacity_issues
 from trainmaster.spec._load import _line as line_of
 from trainmaster.spec._load import _parse_path as parse_path
 from trainmaster.spec._load import (
@@ -72,6 +73,7 @@ __all__ = [
     "TrainmasterError",
     "bench_job",
     "bench_spec",
+    "capacity_issues",
     "default_topology_policy",
     "format_bytes",
     "format_path",

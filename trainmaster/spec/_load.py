@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -16,22 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError as PydanticError
 
-from trainmaster.api import BYTES_PATTERN, SPEC_SCHEMA_ID
+from trainmaster.api import SPEC_SCHEMA_ID
 from trainmaster.spec import _semantic
 from trainmaster.spec._errors import SpecInvalidError, SpecIssue, SpecReadError
 from trainmaster.spec._model import ClusterSpec, Job
+from trainmaster.spec._schema_words import describe
 from trainmaster.spec._yaml import NOT_FAST, LineMap, fast_parse, parse_document
 
 if TYPE_CHECKING:
     # jsonschema (~0.4 s to import) explains a spec that fails; a valid one never needs it.
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
-
-_PATTERN_HINTS = {
-    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "use lowercase letters, digits and '-', starting and "
-    "ending with a letter or digit (a DNS label)",
-    "^/": "use an absolute path",
-}
 
 
 @lru_cache(maxsize=1)
@@ -56,6 +50,17 @@ def _job_validator() -> Draft202012Validator:
 
     defs = json_schema()["$defs"]
     return Draft202012Validator({"$defs": defs, **defs["Job"]})
+
+
+_NOT_A_FIELD = {
+    ("Job", "namespace"): (
+        "a spec's jobs have no namespace of their own: they run in `metadata.namespace`. "
+        "A team submits from its own namespace through a LocalQueue instead: add the "
+        "namespace to `scheduler.namespaces` and a `scheduler.localQueues` entry for it, "
+        "then the team creates its Job + PodGroup there with the LocalQueue's name in the "
+        "`kueue.x-k8s.io/queue-name` label (docs/scheduler.md, \"Namespace queues\")"),
+}
+"""(schema title, key) -> why a field that users expect is not one, and what to do."""
 
 
 def format_path(path: Iterable[str | int]) -> str:
@@ -107,6 +112,7 @@ def _schema_issue(error: ValidationError, lines: LineMap) -> list[SpecIssue]:
         for key in sorted(set(value) - set(allowed)):
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f"did you mean `{close[0]}`?" if close else f"allowed: {', '.join(allowed)}"
+            hint = _NOT_A_FIELD.get((str(schema.get("title")), str(key)), hint)
             issues.append(
                 SpecIssue(
                     format_path((*path, key)), f"unknown field: {hint}", *_line(lines, (*path, key))
@@ -116,52 +122,11 @@ def _schema_issue(error: ValidationError, lines: LineMap) -> list[SpecIssue]:
     shown = json.dumps(value, default=str)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    message = _describe(str(kind), shown, error.validator_value, value) or error.message
+    field = next((str(p) for p in reversed(path) if isinstance(p, str)), "value")
+    message = describe(field, str(kind), shown, error.validator_value, value,
+                       schema if isinstance(schema, dict) else {},
+                       json_schema()["$defs"]) or error.message
     return [SpecIssue(format_path(path), message, *_line(lines, path))]
-
-
-def _quantity_hint(value: Any) -> str:
-    """`10Gb` / `10GB` -> "did you mean `10Gi` (binary) or `10G` (decimal)?"."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([KkMGTPE])(?:i?[bB])?", str(value).strip())
-    if match is None:
-        return "use a number with an optional suffix: Ki Mi Gi Ti Pi Ei (binary) or " \
-            "k M G T P E (decimal), e.g. 512Gi"
-    number, unit = match.groups()
-    binary = unit.upper() + "i"
-    decimal = "k" if unit in "Kk" else unit
-    return f"did you mean `{number}{binary}` (binary) or `{number}{decimal}` (decimal)?"
-
-
-def _describe(kind: str, shown: str, expected: Any, value: Any = None) -> str | None:
-    """A plain-words message for a schema keyword, or None to keep jsonschema's."""
-    match kind:
-        case "type":
-            return f"{shown} is not of type {expected}"
-        case "minimum":
-            return f"{shown} is less than the minimum {expected}"
-        case "maximum":
-            return f"{shown} is more than the maximum {expected}"
-        case "minItems":
-            return f"needs at least {expected} item(s)"
-        case "maxItems":
-            return f"takes at most {expected} item(s)"
-        case "minLength":
-            return "must not be empty" if expected == 1 else f"is shorter than {expected}"
-        case "maxLength":
-            return f"{shown} is longer than {expected} characters"
-        case "enum":
-            close = difflib.get_close_matches(str(value), [str(e) for e in expected], n=1)
-            hint = f": did you mean `{close[0]}`?" if close else ""
-            return f"{shown} is not one of {', '.join(map(str, expected))}{hint}"
-        case "const":
-            return f"{shown} must be {expected}"
-        case "pattern" if expected == BYTES_PATTERN:
-            return f"{shown} is not a quantity: {_quantity_hint(value)}"
-        case "pattern":
-            return f"{shown} does not match {expected}: " + _PATTERN_HINTS.get(
-                str(expected), "see docs/spec.md"
-            )
-    return None
 
 
 def validate_data(data: Any, source: str, lines: LineMap | None = None) -> ClusterSpec:

@@ -435,7 +435,17 @@ def check_job(
     yield from _elastic_range(job, path)
     queues = {q.name for q in spec.scheduler.queues}
     datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
-    if job.queue not in queues:
+    if job.queue not in queues and "queue" not in job.model_fields_set:
+        # The user never wrote `default`: say that the job has no queue, not that a
+        # queue they never named is missing.
+        yield SpecIssue(
+            f"{path}.queue",
+            f"the job names no queue, so it would go to queue 'default', which "
+            f"scheduler.queues does not declare: add `queue: <name>` to the job (one of "
+            f"{', '.join(sorted(queues))}), or declare `{{name: default, nominalQuota: N}}` "
+            f"in scheduler.queues",
+        )
+    elif job.queue not in queues:
         yield SpecIssue(
             f"{path}.queue",
             f"{job.queue!r} is not a queue: add it to "
