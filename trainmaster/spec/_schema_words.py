@@ -71,7 +71,7 @@ def _list_example(field: str, schema: dict[str, Any], defs: dict[str, Any]) -> s
 
 def _about(schema: dict[str, Any]) -> str:
     """The field's own description, first sentence, lower-cased: what it is for."""
-    text = str(schema.get("description") or "").split("\n")[0].split(". ")[0].rstrip(".")
+    text = " ".join(str(schema.get("description") or "").split()).split(". ")[0].rstrip(".")
     if not text or len(text) > 90:
         return ""
     return f" ({text[0].lower()}{text[1:]})"
