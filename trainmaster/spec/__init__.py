@@ -41,6 +41,7 @@ from trainmaster.spec._model import (
 )
 from trainmaster.spec._rules import job_domain_rule, job_gang, rule_for_size
 from trainmaster.spec._semantic import queue_issues
+from trainmaster.spec._starter import FABRICS, StarterShape, starter_spec
 from trainmaster.spec._yaml import parse_document
 
 # TODO(issue 22, lead): trainmaster/cli/_cache.py still imports `parse_quantity` from here;
@@ -53,6 +54,7 @@ __all__ = [
     "API_VERSION",
     "BYTES_PATTERN",
     "DATASET_SCHEMES",
+    "FABRICS",
     "CacheSpec",
     "ClusterSpec",
     "Dataset",
@@ -68,6 +70,7 @@ __all__ = [
     "SpecInvalidError",
     "SpecIssue",
     "SpecReadError",
+    "StarterShape",
     "Switch",
     "TopologyRule",
     "TrainmasterError",
@@ -92,6 +95,7 @@ __all__ = [
     "reference_markdown",
     "resolve_nodes",
     "rule_for_size",
+    "starter_spec",
     "validate_data",
     "validate_job",
 ]
