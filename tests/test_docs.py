@@ -139,7 +139,24 @@ MADE = {"bad.yaml": _bad, "tight.yaml": _tight}
 
 # Commands run as shown: fast, no cluster, no build, no root.
 RUNNABLE = {("validate",), ("policy", "check"), ("policy", "list"), ("render",),
-            ("schema",), ("simulate",)}
+            ("schema",), ("simulate",), ("init",)}
+
+# Files the docs make with `trainmaster init` (the README's first steps): the commands
+# after it find the file that init, as shown, wrote.
+INITS = [argv for _, argv, _ in COMMANDS
+         if argv[0] == "trainmaster" and tuple(_resolve(argv[1:])[0]) == ("init",)]
+
+
+@pytest.fixture(scope="session")
+def init_made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """File name -> the file the docs' `trainmaster init` commands write."""
+    made: dict[str, Path] = {}
+    for argv in INITS:
+        where = tmp_path_factory.mktemp("init")
+        proc = run(*argv[1:], cwd=where)
+        assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
+        made.update({f.name: f for f in where.iterdir()})
+    return made
 
 
 def _workdir(tmp: Path) -> Path:
@@ -171,11 +188,16 @@ RUNS = [(w, a, s) for w, a, s in COMMANDS if _runnable(a)]
 @pytest.mark.parametrize(("where", "argv", "shown"), RUNS,
                          ids=[f"{w}:{' '.join(a)[:60]}" for w, a, _ in RUNS])
 def test_commands_that_need_no_cluster_run_and_print_what_the_docs_show(
-        tmp_path: Path, where: str, argv: list[str], shown: list[str]) -> None:
+        tmp_path: Path, where: str, argv: list[str], shown: list[str],
+        init_made: dict[str, Path]) -> None:
     cwd = _workdir(tmp_path)
     args: list[str] = []
     for arg in argv[1:]:  # the shell's globs
         args += sorted(glob.glob(arg, root_dir=cwd)) if "*" in arg else [arg]
+    if argv not in INITS:
+        for arg in args:
+            if arg in init_made and not (cwd / arg).exists():
+                (cwd / arg).write_text(init_made[arg].read_text())
     proc = run(*args, cwd=cwd)
     made_invalid = any(name in args for name in MADE)
     assert "Traceback" not in proc.stderr, f"{where}: {proc.stderr}"

@@ -696,7 +696,8 @@ class Job(_Model):
     """Run at any size from `minNodes` to `maxNodes` (docs/scheduler.md, "Elastic jobs");
     `nodes` must lie in the range. Unset: exactly `nodes`."""
     queue: Name = "default"
-    """Queue from `scheduler.queues`."""
+    """Queue from `scheduler.queues`. Unset: `default`, which the spec must then declare;
+    without a `default` queue, a job that names none is refused."""
     priority: int | None = Field(None, ge=0, le=1_000_000_000)
     """The job's priority (its pods' PriorityClass); unset: its queue's priority."""
     node_selector: dict[str, str] = {}
