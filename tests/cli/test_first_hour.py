@@ -247,3 +247,30 @@ def test_simulate_help_at_80_columns_keeps_the_whole_trace_column_list() -> None
                           if line.startswith("│"))
     assert "id,submit_s,duration_s,pods,gpus_per_pod[,queue,priority,topology,min_pods]" \
         in help_column, proc.stdout
+
+
+def test_no_help_cuts_a_word_at_80_columns() -> None:
+    """Every command's help at 80 columns: long option names and long words fold onto
+    the next line, never end in "…" (`pulumi` passes its help through from Pulumi)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from trainmaster.cli import app
+
+    paths: list[list[str]] = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        paths.append(path)
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    runner = CliRunner(env={"COLUMNS": "80"})
+    cut = {}
+    for path in paths:
+        if path[:1] == ["pulumi"]:
+            continue
+        out = runner.invoke(app, [*path, "-h"], prog_name="trainmaster").output
+        if "…" in out or max(len(line) for line in out.splitlines()) > 80:
+            cut[" ".join(path)] = [line for line in out.splitlines() if "…" in line]
+    assert len(paths) > 40 and cut == {}, cut

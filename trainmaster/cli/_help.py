@@ -71,6 +71,22 @@ def _fold_long_words() -> None:
 
     folding.folds = True  # type: ignore[attr-defined]
     rich_utils._make_rich_text = folding
+    # The option names (`--leaves-per-spine`) too: a narrow column wraps them, whole.
+    for name in ("highlighter", "negative_highlighter"):
+        setattr(rich_utils, name, _FoldingHighlighter(getattr(rich_utils, name)))
+
+
+class _FoldingHighlighter:
+    """A rich highlighter whose Text folds long words instead of cutting them."""
+
+    def __init__(self, highlighter: Any) -> None:
+        self.highlighter = highlighter
+
+    def __call__(self, text: Any) -> Any:
+        out = self.highlighter(text)
+        if hasattr(out, "overflow"):
+            out.overflow = "fold"
+        return out
 
 
 def _folding_help(original: Any) -> Any:
