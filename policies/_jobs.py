@@ -175,7 +175,7 @@ def queue_quota(spec: ClusterSpec | None, objects: Sequence[KubeObject]) -> Iter
     "mandatory",
     "cluster",
     "What the spec promises fits its own nodes: every dataset fits the node cache, and no "
-    "queue's quota or cohort's summed quota exceeds the GPUs of the spec's nodes.",
+    "queue's quota (GPUs, CPU, memory) or cohort's summed GPU quota exceeds the spec's nodes.",
 )
 def capacity_fits(spec: ClusterSpec | None, objects: Sequence[KubeObject]) -> Iterator[Violation]:
     # The same findings `trainmaster validate` prints as warnings (trainmaster.spec._fits).

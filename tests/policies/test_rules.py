@@ -269,6 +269,15 @@ VIOLATIONS: dict[str, dict[str, Case]] = {
             "scheduler.queues[1].gpuQuota"),
         "cohort-above-cluster": _doc_case(_cohort_of(40, 40), "scheduler.queues"),
         "job-datasets-above-cache": _doc_case(_two_datasets("1500Gi"), "jobs[0].datasets"),
+        # The dev stack: 8 nodes of 96 cores and 1024Gi.
+        "cpu-quota-above-cluster": _doc_case(
+            lambda d: d["scheduler"]["queues"][1].update(
+                resources=[{"name": "cpu", "nominalQuota": 769}]),
+            "scheduler.queues[1].resources[0].nominalQuota"),
+        "memory-quota-above-cluster": _doc_case(
+            lambda d: d["scheduler"]["queues"][1].update(
+                resources=[{"name": "memory", "nominalQuota": "9Ti"}]),
+            "scheduler.queues[1].resources[0].nominalQuota"),
     },
     "training-pod-gang": {
         "default-scheduler": _objects_case(_set_scheduler("default-scheduler")),
@@ -372,6 +381,10 @@ PASSES: dict[str, dict[str, Case]] = {
     "capacity-fits": {
         "cluster-sized": _doc_case(_cohort_of(32, 32), ""),
         "datasets-fill-the-cache": _doc_case(_two_datasets("1Ti"), ""),
+        "cpu-and-memory-of-every-node": _doc_case(
+            lambda d: d["scheduler"]["queues"][1].update(resources=[
+                {"name": "cpu", "nominalQuota": 768}, {"name": "memory", "nominalQuota": "8Ti"}]),
+            ""),
     },
     "training-pod-gang": {"objects-only": _objects_case(lambda o: "", with_spec=False)},
     "image-pinned": {

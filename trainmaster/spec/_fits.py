@@ -1,6 +1,6 @@
 """What a valid spec promises that its own nodes can never deliver: a dataset larger than
-the node cache that must hold it, a queue's GPU quota or a cohort's summed quota above
-every GPU the spec's nodes have.
+the node cache that must hold it, a queue's GPU quota or a cohort's summed GPU quota above
+every GPU the spec's nodes have, a queue's CPU or memory quota above all of theirs.
 
 Such a spec loads (a quota may be raised ahead of new nodes, a cache resized later), so
 `trainmaster validate` prints these as warnings and exits 0, and the mandatory policy
@@ -51,6 +51,30 @@ def _dataset_issues(spec: ClusterSpec) -> list[SpecIssue]:
     return out
 
 
+def _resource_quota_issues(spec: ClusterSpec, k: int) -> list[SpecIssue]:
+    """A queue's CPU or memory quota above what the spec's nodes have in all."""
+    queue = spec.scheduler.queues[k]
+    totals = {"cpu": (sum(n.cpu for n in spec.nodes), "cores"),
+              "memory": (sum(n.memory_bytes for n in spec.nodes), "bytes")}
+    out = []
+    for i, resource in enumerate(queue.resources):
+        if resource.name not in totals:
+            continue
+        total, unit = totals[resource.name]
+        try:
+            asked = parse_quantity(resource.nominal_quota)
+        except ValueError:
+            continue  # a bad quantity is a spec error
+        if asked > total:
+            have = f"{total} cores" if unit == "cores" else format_bytes(total)
+            out.append(SpecIssue(
+                f"scheduler.queues[{k}].resources[{i}].nominalQuota",
+                f"queue {queue.name!r} has a {resource.name} quota of "
+                f"{resource.nominal_quota}, but the spec's nodes have {have} in all: it can "
+                f"never use its quota; lower it, or add nodes"))
+    return out
+
+
 def _quota_issues(spec: ClusterSpec) -> list[SpecIssue]:
     gpus = sum(n.gpus for n in spec.nodes)
     sched = spec.scheduler
@@ -64,6 +88,7 @@ def _quota_issues(spec: ClusterSpec) -> list[SpecIssue]:
                 f"queue {queue.name!r} has a quota of {queue.quota} GPUs, but the spec's "
                 f"nodes have {gpus}: it can never use its quota; lower it to at most "
                 f"{gpus}, or add nodes to the topology"))
+        out += _resource_quota_issues(spec, k)
     parents = {c.name: c.parent for c in sched.cohorts}
 
     def root(cohort: str) -> str:
