@@ -95,16 +95,23 @@ def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
 
 
 def _page(result: SimulationResult, directory: Path, title: str) -> Path:
-    """``index.html`` in the look of `trainmaster ui` (its templates and stylesheet)."""
+    """``index.html`` in the look of `trainmaster ui` (its templates and stylesheet): the
+    tables `simulate` prints, with the same labels, every cell formatted (``_columns``)."""
     from trainmaster.ui import write_page
 
-    rows = [r.to_json() for r in result.results]
-    columns = [c for c in rows[0] if c != "queues"] if rows else []
-    queue_rows = [{"policy": r["policy"], **q} for r in rows for q in r.get("queues", [])]
-    disruptions = [f"{r.policy}: {r.failures} node failures, {r.restarts} job restarts, "
-                   f"{r.preemptions} preemptions, {r.lost_gpu_seconds / 3600:.1f} GPU-hours lost"
-                   for r in result.results]
+    from ._columns import DISRUPTIONS, ELASTIC, FAIRNESS, POLICY, QUEUES, rows
+
+    results = [r.to_json() for r in result.results]
+    tables = []
+    for key, part in (("policies", POLICY), ("disruptions", DISRUPTIONS),
+                      ("queues", QUEUES), ("fairness", FAIRNESS), ("elastic", ELASTIC)):
+        body = rows(part, results)
+        if body:
+            title_, caption, columns = part
+            tables.append({"id": key, "title": title_[0].upper() + title_[1:],
+                           "caption": caption,
+                           "heads": [label.replace("-\n", "").replace("\n", " ")
+                                     for _, label, _ in columns],
+                           "rows": body})
     return write_page(directory, "report.html", title, nodes=result.nodes, gpus=result.gpus,
-                      jobs=result.jobs, wall_seconds=result.wall_seconds, rows=rows,
-                      columns=columns, disruptions=disruptions, queue_rows=queue_rows,
-                      queue_columns=list(queue_rows[0]) if queue_rows else [])
+                      jobs=result.jobs, wall_seconds=result.wall_seconds, tables=tables)
