@@ -259,13 +259,14 @@ def _print_tables(out: Any, document: dict[str, Any], title: str) -> None:
     for suffix, results, signed in sides:
         for part in (POLICY, DISRUPTIONS, QUEUES, FAIRNESS, ELASTIC):
             table = _table(part, results, signed, suffix,
-                           title if part is POLICY and not suffix.startswith(" (d") else "")
+                           title if part is POLICY and not suffix.startswith(" (d") else "",
+                           captions=results is document["results"])
             if table is not None:
                 out.print(table)
 
 
 def _table(part: Any, results: list[dict[str, Any]], signed: bool, suffix: str,
-           heading: str) -> Any:
+           heading: str, captions: bool) -> Any:
     from rich.table import Table
 
     from trainmaster.simulate._columns import rows
@@ -275,7 +276,7 @@ def _table(part: Any, results: list[dict[str, Any]], signed: bool, suffix: str,
     if not body:
         return None
     table = Table(title=f"{heading + chr(10) if heading else ''}{title}{suffix}",
-                  caption=caption or None)
+                  caption=(caption or None) if captions else None)
     for key, label, kind in columns:
         table.add_column(label, justify="left" if kind == "text" else "right",
                          no_wrap=True, min_width=11 if key == "policy" else None)
