@@ -348,6 +348,11 @@ def test_the_report_has_no_raw_values(tmp_path: Path) -> None:
                        "min_pods\na,0,100,1,8,,,,\ne,10,200,2,8,,,,1\n")
     cells += _report_cells(tmp_path / "b", "--nodes", "2", "--trace", str(elastic),
                            "--policy", "trainmaster,spread")
+    compared = _report_cells(tmp_path / "c", *EXAMPLE_ARGS, "--policy", "trainmaster",
+                             "--compare", "scheduler.preemption=false")
+    assert "Per policy (difference: scheduler.preemption=false minus base)" in compared
+    assert "-2" in compared and "-0.98" in compared  # preemptions, GPU-h lost
+    cells += compared
     assert len(cells) > 100
     for text in cells:
         assert "None" not in text and "{" not in text and "[" not in text, text

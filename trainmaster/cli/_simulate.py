@@ -183,10 +183,15 @@ def simulate_cmd(
         changed_config = changed_queues(queues, change)
         resolve(workload, changed_config, str(trace) if trace is not None else None)
         changed = run(changed_config, changed_faults(faults, change))
+    document = result.to_json()
+    if change is not None and changed is not None:
+        document["compare"] = _compared(document, change.key, change.value, change.label,
+                                        changed.to_json())
     if report is not None:
         from trainmaster.simulate import write_report
 
-        page = write_report(result, report, f"trainmaster simulate: {len(workload)} jobs")
+        page = write_report(result, report, f"trainmaster simulate: {len(workload)} jobs",
+                            document.get("compare"))
         _err.print(f"report: {page}", highlight=False)
     if jobs_out is not None:
         from trainmaster.simulate._jobs_out import write_jobs
@@ -194,15 +199,11 @@ def simulate_cmd(
         runs = [("base", result)] + ([(change.label, changed)] if change and changed else [])
         written = write_jobs(jobs_out, runs)
         _err.print(f"jobs: {written} rows in {jobs_out}", highlight=False)
-    document = result.to_json()
-    if change is not None and changed is not None:
-        document["compare"] = _compared(document, change.key, change.value, change.label,
-                                        changed.to_json())
     if as_json:
         print(json.dumps(document))
         return
     _print_tables(_out, document, f"{result.jobs} jobs on {result.nodes} nodes "
-                  f"({result.gpus} GPUs), {result.wall_seconds:.1f} s")
+                  f"({result.gpus} GPUs), simulated in {result.wall_seconds:.1f} s")
 
 
 def _workload(trace: Path | None, synthetic: bool, spec: Path | None, queues: Any,
