@@ -11,7 +11,8 @@ from trainmaster.cli import main
 
 KEYS = ["policy", "gpu_allocation", "wait_p50_s", "wait_p95_s", "wait_p95_large_s",
         "jct_mean_s", "gangs_split_beyond_needed", "fragmentation", "preemptions", "ettr",
-        "jobs_finished"]
+        "jobs_finished", "gpu_allocation_waiting", "gpu_allocation_run", "span_s", "waiting_s",
+        "lost_gpu_hours_preemption", "lost_gpu_hours_failures", "node_failures", "restarts"]
 
 
 def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,7 +168,7 @@ def test_report_has_a_per_queue_table(tmp_path: Path) -> None:
                str(tmp_path / "rep")])
     assert rc == 0
     page = (tmp_path / "rep" / "index.html").read_text()
-    assert "<h2>Per queue</h2>" in page and "2 preemptions" in page
+    assert "<h2>Per queue</h2>" in page and "<th scope=\"col\">preemptions</th>" in page
     assert "<td>research</td><td>32</td><td>3</td>" in page and "[{" not in page
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from trainmaster.scheduler import GPU, CohortSpec, FairSharing, QueueSpec, ResourceQuota
 from trainmaster.simulate import POLICIES, QueueConfig, Simulation, bench_cluster, parse_trace
-from trainmaster.simulate._fairness import jain
+from trainmaster.simulate._fairness import FairnessMeter, jain
 
 
 def _weighted(preemption: bool) -> QueueConfig:
@@ -58,3 +58,26 @@ def test_jains_index() -> None:
     assert jain([1.0, 1.0, 1.0]) == 1.0
     assert jain([1.0, 0.0]) == 0.5
     assert jain([]) is None
+
+
+def test_only_queues_with_work_waiting_contend() -> None:
+    """An idle lender neither contends nor dilutes; a queue that holds GPUs without
+    waiting is not contending, but counts for who is owed."""
+    config = QueueConfig(
+        (QueueSpec("lender", 32, cohort="lab", weight=1),
+         QueueSpec("light", 0, cohort="lab", weight=1),
+         QueueSpec("heavy", 0, cohort="lab", weight=3)),
+        source="test", fair=FairSharing(True))
+    meter = FairnessMeter(config)
+    held = {"lender": 0, "light": 8, "heavy": 24}
+    meter.advance(100.0, held.__getitem__, {"light", "heavy"})
+    # light holds 24 of 32 while heavy waits: light is above its 1/4, heavy owed.
+    held = {"lender": 0, "light": 24, "heavy": 8}
+    meter.advance(50.0, held.__getitem__, {"heavy"})
+    light, heavy, lender = (meter.figures(q) for q in ("light", "heavy", "lender"))
+    assert (light["entitlement"], heavy["entitlement"]) == (0.25, 0.75)
+    assert (light["share_busy"], heavy["share_busy"]) == (0.25, 0.75)
+    assert light["contended_s"] == heavy["contended_s"] == 100.0
+    assert (light["owed_wait_s"], heavy["owed_wait_s"]) == (0.0, 50.0)
+    assert lender["entitlement"] is None and lender["share_busy"] is None
+    assert light["jain_index"] == 1.0

@@ -53,14 +53,23 @@ def test_quota_and_borrowing_by_hand(policy: str) -> None:
     assert result.preemptions == 0 and result.jobs_finished == 5
     out = result.to_json()
     # a held 8x100 + 8x100 + 8x50, b 8x30 + 16x30 GPU-seconds, of 48 GPUs x 150 s.
+    # Work waited over 0-100 (a3; b2 over 20-40): a held 16 GPUs throughout, b all its
+    # 720 GPU-seconds (b1 10-40, b2 40-70); whole run and while waiting, the queues sum to
+    # the policy's.
     assert out["queues"] == [
         {"queue": "a", "nominal_quota": 8, "jobs": 3,
          "gpu_allocation": round(2000 / (48 * 150), 4), "wait_p50_s": 0.0,
-         "wait_p95_s": 90.0, "preempted": 0},
+         "wait_p95_s": 90.0, "preempted": 0,
+         "gpu_allocation_waiting": round(1600 / (48 * 100), 4),
+         "gpu_allocation_run": round(2000 / (48 * 150), 4), "lost_gpu_hours_preemption": 0.0},
         {"queue": "b", "nominal_quota": 16, "jobs": 2,
          "gpu_allocation": round(720 / (48 * 150), 4), "wait_p50_s": 10.0,
-         "wait_p95_s": 19.0, "preempted": 0},
+         "wait_p95_s": 19.0, "preempted": 0,
+         "gpu_allocation_waiting": round(720 / (48 * 100), 4),
+         "gpu_allocation_run": round(720 / (48 * 150), 4), "lost_gpu_hours_preemption": 0.0},
     ]
+    assert out["gpu_allocation_waiting"] == round(2320 / (48 * 100), 4)
+    assert out["gpu_allocation_run"] == round(2720 / (48 * 150), 4)
     # The same trace without queues: nobody waits (48 GPUs hold all five at once).
     free = Simulation(bench_cluster(6), jobs, policy, POLICIES[policy], check=True).run()
     assert free.waits == [0, 0, 0, 0, 0]
@@ -180,10 +189,22 @@ def test_priority_from_the_queue_unless_the_row_sets_one() -> None:
     queues = QueueConfig((QueueSpec("research"), QueueSpec("prod")),
                          priorities={"research": 1, "prod": 7}, source="test")
     jobs = parse_trace("id,submit_s,duration_s,pods,gpus_per_pod,queue,priority\n"
-                       "a,0,10,1,8,prod,\nb,0,10,1,8,prod,3\nc,0,10,1,8,,\n".splitlines())
+                       "a,0,10,1,8,prod,\nb,0,10,1,8,prod,3\nc,0,10,1,8,research,\n"
+                       .splitlines())
     sim = Simulation(bench_cluster(2), jobs, "trainmaster", POLICIES["trainmaster"],
                      queues=queues)
-    assert sim.priority_of == [7, 3, 0] and sim.queue_of == ["prod", "prod", "default"]
+    assert sim.priority_of == [7, 3, 1] and sim.queue_of == ["prod", "prod", "research"]
+
+
+def test_an_undeclared_default_queue_is_refused() -> None:
+    """With queues configured, a row without a queue is in `default`, which must be
+    declared like any other: the simulator never invents a queue."""
+    queues = QueueConfig((QueueSpec("research"),), source="test")
+    jobs = parse_trace("id,submit_s,duration_s,pods,gpus_per_pod,queue\n"
+                       "c,0,10,1,8,\n".splitlines())
+    with pytest.raises(WorkloadError, match=r"'default' is not a queue of test"):
+        Simulation(bench_cluster(2), jobs, "trainmaster", POLICIES["trainmaster"],
+                   queues=queues)
 
 
 def test_unknown_queue_names_the_row() -> None:

@@ -31,7 +31,7 @@ import dataclasses
 import heapq
 import math
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -59,7 +59,7 @@ from ._elastic import ElasticModel
 from ._fairness import FairnessMeter
 from ._faults import FailureClock, FaultModel
 from ._jobs import Job, WorkloadError
-from ._metrics import PolicyResult, QueueFigures, Series
+from ._metrics import JobRow, PolicyResult, QueueFigures, Series
 from ._policies import Guard
 from ._queues import QueueConfig, resolve
 
@@ -99,6 +99,14 @@ class _Run:
     gpu_seconds: float = 0.0
     """GPU-seconds it held at the sizes it ran (kept for elastic jobs: their ETTR)."""
     counted: float = 0.0
+    lost_preempted: float = 0.0
+    """GPU-seconds of work it lost to preemptions (since its last checkpoint each time)."""
+    lost_failed: float = 0.0
+    """GPU-seconds of work it lost to node failures."""
+    failures: int = 0
+    """Times a node failure stopped it."""
+    placed_nodes: int = 0
+    """Distinct nodes of its latest placement."""
 
     @property
     def gpus(self) -> int:
@@ -229,6 +237,10 @@ class Simulation:
         self._seq = 0
         self._live_events = 0  # events other than failures: the run ends without them
         self.allocated = 0
+        self.held_by_queue: Counter[str] = Counter()
+        """GPUs each queue's jobs hold now (with queues only)."""
+        self.waiting_gpu_s: defaultdict[str, float] = defaultdict(float)
+        """Per queue, GPU-seconds held while some gang waited (with queues only)."""
         self.failures = 0
         self.restarts = 0
         self.lost_gpu_seconds = 0.0
@@ -300,6 +312,8 @@ class Simulation:
         if len(leaves) > math.ceil(run.gpus / self.leaf_gpus):
             run.split = True
         self.allocated += run.gpus
+        self._hold(index, run.gpus)
+        run.placed_nodes = len(run.nodes)
         self._push(self.now + run.remaining / self._speed(run), FINISH, index, run.version)
         if len(run.pods) < run.job.pods:
             self._ask_to_grow(index)
@@ -319,6 +333,7 @@ class Simulation:
         for node in run.nodes:
             self.node_jobs[node].discard(index)
         self.allocated -= run.gpus
+        self._hold(index, -run.gpus)
         run.held += self.now - run.started
         run.pods, run.nodes = (), ()
         if self.growing.pop(f"default/j{index}", None) is not None:
@@ -360,12 +375,18 @@ class Simulation:
             self._progress(run)
             done = run.begun_with - run.remaining
             lost = min(done, (ran - self.faults.saved_work(ran)) * self._speed(run))
-            self.lost_gpu_seconds += lost * run.job.gpus
+            lost_gpu_s = lost * run.job.gpus
             run.remaining += lost
         else:
             saved = min(self.faults.saved_work(ran), run.remaining)
-            self.lost_gpu_seconds += (ran - saved) * run.job.gpus
+            lost_gpu_s = (ran - saved) * run.job.gpus
             run.remaining -= saved
+        self.lost_gpu_seconds += lost_gpu_s
+        if preempted:
+            run.lost_preempted += lost_gpu_s
+        else:
+            run.lost_failed += lost_gpu_s
+            run.failures += 1
         self._stop(index)
         run.attempt += 1
         if preempted:
@@ -374,6 +395,11 @@ class Simulation:
         else:
             self.restarts += 1
         self._push(self.now + self.faults.restart_seconds, RESTART, index)
+
+    def _hold(self, index: int, gpus: int) -> None:
+        """Job ``index``'s queue holds ``gpus`` more GPUs (fewer if negative)."""
+        if self.queues.configured:
+            self.held_by_queue[self.queue_of[index]] += gpus
 
     def _repair(self, node_index: int) -> None:
         node = self.cluster.nodes[node_index]
@@ -414,6 +440,9 @@ class Simulation:
                 if self.queued:
                     wait_s += dt
                     alloc_wait += self.allocated * dt
+                    if self.queues.configured:
+                        for queue, gpus in self.held_by_queue.items():
+                            self.waiting_gpu_s[queue] += gpus * dt
                     if not math.isnan(frag_now):
                         frag_int += frag_now * dt
                         frag_s += dt
@@ -551,6 +580,7 @@ class Simulation:
         run.resumed = self.now + self.elastic.rescale_seconds
         run.version += 1
         run.nodes = tuple(sorted({n for _, n in run.bindings}))
+        run.placed_nodes = len(run.nodes)
         self._push(run.resumed + run.remaining / self._speed(run), FINISH, index, run.version)
         self._ask_to_grow(index)
 
@@ -569,6 +599,7 @@ class Simulation:
         run.bindings += tuple(bindings)
         run.nodes = tuple(sorted({*run.nodes, *(n for _, n in bindings)}))
         self.allocated += len(bindings) * run.job.gpus_per_pod
+        self._hold(index, len(bindings) * run.job.gpus_per_pod)
         self._resized(index)
 
     def _shrink(self, index: int, gone: set[str]) -> None:
@@ -582,6 +613,7 @@ class Simulation:
                 if self.ledger is not None:
                     self.ledger.release(pod.uid)
         self.allocated -= len(gone) * run.job.gpus_per_pod
+        self._hold(index, -len(gone) * run.job.gpus_per_pod)
         run.pods = tuple(p for p in run.pods if p.uid not in gone)
         run.bindings = tuple(b for b in run.bindings if b[0].uid not in gone)
         nodes = {n for _, n in run.bindings}
@@ -671,16 +703,21 @@ class Simulation:
             failures=self.failures,
             restarts=self.restarts,
             lost_gpu_seconds=self.lost_gpu_seconds,
+            lost_preempted_gpu_seconds=sum(r.lost_preempted for r in runs),
             series=series,
             wall_seconds=wall,
             preemptions=self.preemptions,
-            queues=self._queue_figures(span) if self.queues.configured else None,
+            queues=self._queue_figures(span, wait_s) if self.queues.configured else None,
+            job_rows=[JobRow(r.job.id, self.queue_of[i], r.job.submit_s, r.first_start,
+                             r.finished, r.preempted, r.lost_preempted, r.failures,
+                             r.lost_failed, r.job.pods, r.job.gpus, r.placed_nodes)
+                      for i, r in enumerate(runs)],
             elastic_jobs=([r.job.elastic for r in runs] if any(r.job.elastic for r in runs)
                           else None),
             rescales=self.rescales,
         )
 
-    def _queue_figures(self, span: float) -> list[QueueFigures]:
+    def _queue_figures(self, span: float, waiting: float) -> list[QueueFigures]:
         names = [q.name for q in self.queues.queues]
         names += sorted(set(self.queue_of) - set(names))
         out = []
@@ -693,9 +730,12 @@ class Simulation:
                 jobs=len(runs),
                 gpu_seconds=sum(r.job.gpus * r.held for r in runs),
                 span=span,
+                waiting_gpu_seconds=self.waiting_gpu_s[name],
+                waiting=waiting,
                 cluster_gpus=self.gpus,
                 waits=[r.first_start - r.job.submit_s for r in runs],
                 preempted=sum(r.preempted for r in runs),
+                lost_preempted_gpu_seconds=sum(r.lost_preempted for r in runs),
                 fairness=self.fairness.figures(name),
             ))
         return out

@@ -1,7 +1,11 @@
 """What one policy's run produced, and the figures the issue defines (docs/simulate.md).
 
-* ``gpu_allocation``: allocated GPUs / all GPUs, time-weighted over the time when some
-  gang is queued (work is waiting); over the whole run if nothing ever waited.
+* ``gpu_allocation_waiting``: allocated GPUs / all GPUs, time-weighted over the time when
+  some gang is queued (work is waiting); None if nothing ever waited.
+* ``gpu_allocation_run``: the same over the whole run (first submit to last finish).
+* ``gpu_allocation``: the first if work ever waited, else the second (the original key).
+  A queue's ``gpu_allocation_waiting`` and ``gpu_allocation_run`` are its jobs' GPUs over
+  all GPUs on the same two time bases, so the queues' figures sum to the policy's.
 * ``wait``: first start minus submit time, per job; ``wait_p95_large_s`` over jobs of 64+
   GPUs (null if there are none).
 * ``jct_mean_s``: finish minus submit time, mean over jobs.
@@ -11,7 +15,9 @@
   GPU is free, of the share of free GPUs the head of the queue cannot use (free GPUs on
   nodes where fewer than one of its pods fits, and remainders smaller than a pod).
 * ``preemptions``: victim gangs evicted (a gang evicted twice counts twice), as the
-  scheduler's ``trainmaster_scheduler_preemptions_total`` counts them.
+  scheduler's ``trainmaster_scheduler_preemptions_total`` counts them;
+  ``lost_gpu_hours_preemption``: the work they lost (since their last checkpoints);
+  ``lost_gpu_hours_failures`` likewise for node failures.
 * ``ettr``: effective training time ratio, GPU-weighted: sum(GPUs x work) /
   sum(GPUs x (finish - first start)); 1.0 without failures.
 * ``elastic`` (only when the workload has elastic jobs, ``min_pods``): how many, their
@@ -51,6 +57,40 @@ class Series:
     """NaN when nothing waits or nothing is free."""
 
 
+def _rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """One job's run (``--jobs-out``); times in seconds of the run's clock."""
+
+    name: str
+    queue: str
+    submit_s: float
+    start_s: float
+    """Its first start."""
+    end_s: float
+    preemptions: int
+    lost_preempted_gpu_s: float
+    failures: int
+    lost_failed_gpu_s: float
+    pods: int
+    gpus: int
+    nodes: int
+    """Distinct nodes of its latest placement."""
+
+    HEADER = ("name", "queue", "submit_s", "start_s", "end_s", "wait_s", "preemptions",
+              "lost_gpu_s_preemption", "failures", "lost_gpu_s_failures", "pods", "gpus",
+              "nodes")
+
+    def cells(self) -> tuple[object, ...]:
+        return (self.name, self.queue, round(self.submit_s, 3), round(self.start_s, 3),
+                round(self.end_s, 3), round(self.start_s - self.submit_s, 3),
+                self.preemptions, round(self.lost_preempted_gpu_s, 1), self.failures,
+                round(self.lost_failed_gpu_s, 1), self.pods, self.gpus, self.nodes)
+
+
 @dataclass(slots=True)
 class QueueFigures:
     """One queue's share of a run (``--json``: ``results[].queues``)."""
@@ -61,27 +101,34 @@ class QueueFigures:
     gpu_seconds: float
     """GPU-seconds its jobs held, over all attempts."""
     span: float
+    waiting_gpu_seconds: float
+    """GPU-seconds its jobs held while some gang (of any queue) waited."""
+    waiting: float
+    """Seconds some gang waited (the policy's time base for ``gpu_allocation_waiting``)."""
     cluster_gpus: int
     waits: list[float]
     preempted: int
+    lost_preempted_gpu_seconds: float
     fairness: Mapping[str, float | None] = field(default_factory=dict)
-    """``entitlement``, ``share_busy``, ``jain_index``, ``owed_wait_s`` (``_fairness``),
-    for a queue of a cohort of two or more."""
+    """``weight``, ``entitlement``, ``share_busy``, ``contended_s``, ``jain_index``,
+    ``owed_wait_s`` (``_fairness``), for a queue of a cohort of two or more."""
 
     def to_json(self) -> dict[str, Any]:
         whole = self.span * self.cluster_gpus
-
-        def rounded(value: float | None) -> float | None:
-            return None if value is None else round(value, 3)
-
+        run = round(self.gpu_seconds / whole, 4) if whole > 0 else 0.0
+        waited = self.waiting * self.cluster_gpus
         return {
             "queue": self.queue,
             "nominal_quota": self.nominal_quota,
             "jobs": self.jobs,
-            "gpu_allocation": round(self.gpu_seconds / whole, 4) if whole > 0 else 0.0,
-            "wait_p50_s": rounded(percentile(self.waits, 50)),
-            "wait_p95_s": rounded(percentile(self.waits, 95)),
+            "gpu_allocation": run,
+            "wait_p50_s": _rounded(percentile(self.waits, 50)),
+            "wait_p95_s": _rounded(percentile(self.waits, 95)),
             "preempted": self.preempted,
+            "gpu_allocation_waiting": (round(self.waiting_gpu_seconds / waited, 4)
+                                       if waited > 0 else None),
+            "gpu_allocation_run": run,
+            "lost_gpu_hours_preemption": round(self.lost_preempted_gpu_seconds / 3600, 3),
             **self.fairness,
         }
 
@@ -106,6 +153,8 @@ class PolicyResult:
     failures: int
     restarts: int
     lost_gpu_seconds: float
+    """Work lost to failures and preemptions."""
+    lost_preempted_gpu_seconds: float
     series: Series
     wall_seconds: float = 0.0
     preemptions: int = 0
@@ -114,12 +163,22 @@ class PolicyResult:
     elastic_jobs: list[bool] | None = None
     """Per job, whether the trace makes it elastic; None when none is."""
     rescales: int = 0
+    job_rows: list[JobRow] = field(default_factory=list)
+
+    @property
+    def gpu_allocation_waiting(self) -> float | None:
+        if self.wait_seconds > 0:
+            return self.allocated_while_waiting / (self.wait_seconds * self.gpus)
+        return None
+
+    @property
+    def gpu_allocation_run(self) -> float:
+        return self.allocated_total / (self.span * self.gpus) if self.span > 0 else 0.0
 
     @property
     def gpu_allocation(self) -> float:
-        if self.wait_seconds > 0:
-            return self.allocated_while_waiting / (self.wait_seconds * self.gpus)
-        return self.allocated_total / (self.span * self.gpus) if self.span > 0 else 0.0
+        waiting = self.gpu_allocation_waiting
+        return self.gpu_allocation_run if waiting is None else waiting
 
     @property
     def fragmentation(self) -> float:
@@ -134,10 +193,8 @@ class PolicyResult:
     def to_json(self) -> dict[str, Any]:
         large = [w for w, g in zip(self.waits, self.job_gpus, strict=True) if g >= LARGE_GPUS]
         jct = sum(self.jcts) / len(self.jcts) if self.jcts else 0.0
-
-        def rounded(value: float | None) -> float | None:
-            return None if value is None else round(value, 3)
-
+        rounded = _rounded
+        failed = self.lost_gpu_seconds - self.lost_preempted_gpu_seconds
         return {
             "policy": self.policy,
             "gpu_allocation": round(self.gpu_allocation, 4),
@@ -150,6 +207,14 @@ class PolicyResult:
             "preemptions": self.preemptions,
             "ettr": round(self.ettr, 4),
             "jobs_finished": self.jobs_finished,
+            "gpu_allocation_waiting": _rounded(self.gpu_allocation_waiting, 4),
+            "gpu_allocation_run": round(self.gpu_allocation_run, 4),
+            "span_s": round(self.span, 3),
+            "waiting_s": round(self.wait_seconds, 3),
+            "lost_gpu_hours_preemption": round(self.lost_preempted_gpu_seconds / 3600, 3),
+            "lost_gpu_hours_failures": round(max(failed, 0.0) / 3600, 3),
+            "node_failures": self.failures,
+            "restarts": self.restarts,
             **({"queues": [q.to_json() for q in self.queues]} if self.queues is not None
                else {}),
             **({"elastic": self._elastic_json()} if self.elastic_jobs is not None else {}),

@@ -11,10 +11,11 @@ They come from where the scheduler gets them:
 * ``--nodes N`` alone: no queue config at all. As in the scheduler, nothing is then
   enforced: any queue name is accepted and recorded, there is no quota and no preemption.
 
-A job's queue is its trace row's ``queue`` (empty: the default queue); its priority is the
-row's ``priority``, else its queue's (the PriorityClass the spec renders), else 0. A queue
-the config does not have is an error naming the row and column: the scheduler would hold
-such a gang forever ("queue X does not exist").
+A job's queue is its trace row's ``queue`` (empty: ``default``); its priority is the
+row's ``priority``, else its queue's (the PriorityClass the spec renders), else 0. With
+queues configured, a queue the config does not have (``default`` included, unless it is
+declared) is an error naming the row and column: the scheduler would hold such a gang
+forever ("queue X does not exist"), and the simulator never invents a queue.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def resolve(jobs: Sequence[Job], config: QueueConfig,
         queue = job.queue or config.default
         where = (f"{source}:{job.line}: column 'queue'" if source and job.line
                  else f"{job.where()}: queue")
-        if config.configured and queue not in names and queue != config.default:
+        if config.configured and queue not in names:  # even `default`: never invented
             raise WorkloadError(
                 f"{where}: {queue!r} is not a queue of {config.source}: add it there or "
                 f"use one of {', '.join(sorted(names))}")

@@ -9,8 +9,9 @@ in the look of `trainmaster ui` (its templates, its stylesheet copied beside the
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ._jobs import WorkloadError
 from ._run import SimulationResult
@@ -37,8 +38,11 @@ def _cdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
-    """Write the PNGs and ``index.html`` into ``directory``; return the page's path."""
+def write_report(result: SimulationResult, directory: Path, title: str,
+                 compared: Mapping[str, Any] | None = None) -> Path:
+    """Write the PNGs and ``index.html`` into ``directory``; return the page's path.
+    ``compared``: the JSON's ``compare`` object (``--compare``), whose results and
+    difference the page shows after the base's tables (the plots are the base's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,20 +95,37 @@ def write_report(result: SimulationResult, directory: Path, title: str) -> Path:
     fig.savefig(directory / "fragmentation.png", dpi=110)
     plt.close(fig)
 
-    return _page(result, directory, title)
+    return _page(result, directory, title, compared)
 
 
-def _page(result: SimulationResult, directory: Path, title: str) -> Path:
-    """``index.html`` in the look of `trainmaster ui` (its templates and stylesheet)."""
+def _page(result: SimulationResult, directory: Path, title: str,
+          compared: Mapping[str, Any] | None) -> Path:
+    """``index.html`` in the look of `trainmaster ui` (its templates and stylesheet): the
+    tables `simulate` prints, with the same labels, every cell formatted (``_columns``)."""
     from trainmaster.ui import write_page
 
-    rows = [r.to_json() for r in result.results]
-    columns = [c for c in rows[0] if c != "queues"] if rows else []
-    queue_rows = [{"policy": r["policy"], **q} for r in rows for q in r.get("queues", [])]
-    disruptions = [f"{r.policy}: {r.failures} node failures, {r.restarts} job restarts, "
-                   f"{r.preemptions} preemptions, {r.lost_gpu_seconds / 3600:.1f} GPU-hours lost"
-                   for r in result.results]
+    from ._columns import DISRUPTIONS, ELASTIC, FAIRNESS, POLICY, QUEUES, rows
+
+    sides: list[tuple[str, str, Sequence[Mapping[str, Any]], bool]] = [
+        ("", "", [r.to_json() for r in result.results], False)]
+    if compared is not None:
+        change = str(compared["change"])
+        sides = [("", " (base)", sides[0][2], False),
+                 ("-changed", f" ({change})", compared["results"], False),
+                 ("-difference", f" (difference: {change} minus base)",
+                  compared["difference"], True)]
+    tables = []
+    for id_suffix, title_suffix, results, signed in sides:
+        for key, part in (("policies", POLICY), ("disruptions", DISRUPTIONS),
+                          ("queues", QUEUES), ("fairness", FAIRNESS), ("elastic", ELASTIC)):
+            body = rows(part, results, signed)
+            if body:
+                name, caption, columns = part
+                tables.append({"id": key + id_suffix,
+                               "title": name[0].upper() + name[1:] + title_suffix,
+                               "caption": caption if not id_suffix else "",
+                               "heads": [label.replace("-\n", "").replace("\n", " ")
+                                         for _, label, _ in columns],
+                               "rows": body})
     return write_page(directory, "report.html", title, nodes=result.nodes, gpus=result.gpus,
-                      jobs=result.jobs, wall_seconds=result.wall_seconds, rows=rows,
-                      columns=columns, disruptions=disruptions, queue_rows=queue_rows,
-                      queue_columns=list(queue_rows[0]) if queue_rows else [])
+                      jobs=result.jobs, wall_seconds=result.wall_seconds, tables=tables)

@@ -89,16 +89,17 @@ def arrival_rate(shapes: list[tuple[int, float]], arrivals: list[float], cluster
 
 
 def synthetic_jobs(
-    jobs: int, seed: int, cluster_gpus: int, gpus_per_node: int = 8, load: float = 0.9
+    jobs: int, seed: int, cluster_gpus: int, gpus_per_node: int = 8, load: float = 0.9,
+    largest: int | None = None,
 ) -> list[Job]:
     """``jobs`` jobs offering ``load`` x ``cluster_gpus`` while they arrive (see
-    ``arrival_rate``)."""
+    ``arrival_rate``); ``largest``: no size above it is drawn (the queues' ceiling)."""
     if jobs < 1:
         raise WorkloadError("--jobs must be at least 1")
     if not 0 < load <= 10:
         raise WorkloadError(f"--load must be in (0, 10], got {load}")
     rng = random.Random(seed)
-    max_gpus = max(1, cluster_gpus // 2)
+    max_gpus = max(1, cluster_gpus // 2 if largest is None else min(cluster_gpus // 2, largest))
     shapes = []
     for _ in range(jobs):
         gpus = job_size(rng, max_gpus)
