@@ -74,6 +74,15 @@ def up_cmd(
         ),
     ] = False,
     build: Annotated[bool, typer.Option(help="Build missing tools first.")] = True,
+    user_context: Annotated[
+        bool,
+        typer.Option(
+            "--user-context/--no-user-context",
+            help="Add context trainmaster-<name> to your kubeconfig ($KUBECONFIG's first "
+            "file, else ~/.kube/config) and make it current, as kind does; `cluster down` "
+            "removes it. Not with --kubeconfig.",
+        ),
+    ] = True,
 ) -> None:
     """Start a local control plane with one simulated node per spec node."""
     from trainmaster import cluster  # heavy (Kubernetes clients): only when used
@@ -104,6 +113,10 @@ def up_cmd(
         )
     if result.steps:
         _err.print("  " + ", ".join(f"{step} {secs:.1f}s" for step, secs in result.steps))
+    if user_context and kubeconfig is None:
+        merged, context = cluster.add_context(rec)
+        _err.print(f"  context {context} is now current in {merged} (kubectl and "
+                   f"trainmaster use it; `kubectl config use-context` switches back)")
     _err.print(f"  export KUBECONFIG={rec.kubeconfig}")
     _err.print(f"  trainmaster cluster status --kubeconfig {rec.kubeconfig}")
     _err.print(f"  trainmaster cluster down --kubeconfig {rec.kubeconfig}")
