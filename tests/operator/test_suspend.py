@@ -35,7 +35,7 @@ def _after(state: JobState, patch: dict[str, object], generation: int | None = N
 def test_a_running_job_with_suspend_set_is_suspended_even_though_its_generation_moved() -> None:
     state = running_state()  # gang built from generation 1; the suspend made it 2
     state = make_state(generation=2, **state.status)
-    decision = decide(_suspended(make_job()), state, _gang(), {}, at(5))  # type: ignore[arg-type]
+    decision = decide(_suspended(make_job()), state, _gang(), {}, at(5))
     assert decision.action is Action.SUSPEND
 
 
