@@ -3,7 +3,7 @@
 Suspend and resume set `spec.suspend` (a JSON merge patch, like `kubectl patch`); the
 operator does the rest: a suspended job's gang (Job, pods, PodGroup) is deleted and its
 checkpoint kept, a resumed one gets a new gang from the newest checkpoint
-(docs/operator.md, "Suspend and resume")."""
+(docs/operator.md, "Suspend and resume"; docs/queues.md)."""
 
 from __future__ import annotations
 
