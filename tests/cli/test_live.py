@@ -66,8 +66,12 @@ def test_cluster_status_and_status_tables_survive_a_pipe(local_cluster: LocalClu
     assert proc.returncode == 0, proc.stderr
     assert f"{local_cluster.nodes}/{local_cluster.nodes} nodes Ready" in proc.stdout
     assert "…" not in proc.stdout
+    assert proc.stderr.startswith("trainmaster cluster status: context trainmaster-"), \
+        proc.stderr
+    assert f"(kubeconfig {local_cluster.kubeconfig}, from local cluster " in proc.stderr
     proc = run("status", "--kubeconfig", str(local_cluster.kubeconfig))
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("trainmaster status: context trainmaster-"), proc.stderr
     assert "GPUs by switch" in proc.stdout and "…" not in proc.stdout
 
 

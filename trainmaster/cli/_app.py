@@ -116,7 +116,7 @@ ClusterOpt = Annotated[
 ]
 
 
-def say_target(kubeconfig: Path | None, command: str) -> None:
+def say_target(kubeconfig: Path | None, command: str, chosen_by: str | None = None) -> None:
     """Name, on stderr, the cluster a command is about to talk to: its context, server
     and the kubeconfig the rule chose (and why). Every command that talks to a cluster
     calls this first, so that kubectl and trainmaster never silently differ."""
@@ -124,7 +124,7 @@ def say_target(kubeconfig: Path | None, command: str) -> None:
 
     if kubeconfig is not None and selected_cluster() is not None:
         raise UsageError("give --kubeconfig FILE or --cluster NAME, not both")
-    target = describe_target(kubeconfig)
+    target = describe_target(kubeconfig, chosen_by)
     print(f"{PROG} {command}: {target.describe()}", file=sys.stderr, flush=True)
 
 

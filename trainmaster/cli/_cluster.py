@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trainmaster.cli._app import cluster_app
+from trainmaster.cli._app import cluster_app, say_target
 from trainmaster.cli._console import lazy_console, stdout_console
 from trainmaster.cli._tools import build_with_progress
 from trainmaster.errors import UsageError
@@ -157,7 +157,11 @@ def status_cmd(
     status`."""
     from trainmaster import cluster
 
-    status = cluster.cluster_status(cluster.resolve_state_dir(kubeconfig, name))
+    state_dir = cluster.resolve_state_dir(kubeconfig, name)
+    record = cluster.ClusterRecord.load(state_dir)
+    if record is not None:
+        say_target(Path(record.kubeconfig), "cluster status", f"local cluster {record.name}")
+    status = cluster.cluster_status(state_dir)
     if as_json:
         print(json.dumps(asdict(status), indent=2))
         return
@@ -208,6 +212,7 @@ def monitoring_cmd(
     record = cluster.ClusterRecord.load(state_dir)
     if record is None:
         raise cluster.ClusterError(f"no local cluster at {state_dir}")
+    say_target(Path(record.kubeconfig), "cluster monitoring", f"local cluster {record.name}")
     api = endpoints(Path(record.kubeconfig), namespace)
     # Uncut in a pipe or a log (tables at their natural width), fitted on a terminal.
     out = stdout_console()

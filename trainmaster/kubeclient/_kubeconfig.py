@@ -103,11 +103,12 @@ class Target:
         return f"{context}, server {where} (kubeconfig {self.kubeconfig}, from {self.why})"
 
 
-def describe_target(explicit: Path | None = None) -> Target:
+def describe_target(explicit: Path | None = None, chosen_by: str | None = None) -> Target:
     """The target by the rule, read without connecting. Never raises for an unusable
-    kubeconfig (the connection reports that): what cannot be read is left empty."""
+    kubeconfig (the connection reports that): what cannot be read is left empty.
+    ``chosen_by`` names how an explicit file was found, when not by ``--kubeconfig``."""
     if explicit is not None:
-        why = "--kubeconfig"
+        why = chosen_by or "--kubeconfig"
     elif _cluster is not None:
         why = f"--cluster {_cluster}"
     elif os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]:
