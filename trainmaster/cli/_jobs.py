@@ -79,8 +79,14 @@ def _find(kube: SyncKube, name: str, namespace: str | None) -> dict[str, Any]:
                 raise JobNotFound(f"no TrainingJob {name} in namespace {namespace} "
                                   "(`trainmaster jobs list`)") from None
             raise
-    found = [j for j in kube.run(kube.kube.list(trainingjob_path()))
-             if j["metadata"]["name"] == name]
+    try:
+        everywhere = kube.run(kube.kube.list(trainingjob_path()))
+    except ApiError as exc:
+        if exc.status == 403:  # a team's rights end at its namespace
+            raise UsageError(f"cannot look for {name} in every namespace (403 Forbidden): "
+                             "give its namespace with -n NAMESPACE") from None
+        raise
+    found = [j for j in everywhere if j["metadata"]["name"] == name]
     if not found:
         raise JobNotFound(f"no TrainingJob {name} in any namespace (`trainmaster jobs list`)")
     if len(found) > 1:
