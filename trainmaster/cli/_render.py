@@ -84,6 +84,6 @@ def jobs_text(cluster: ClusterSpec, names: list[str]) -> str:
         raise UsageError(f"--job {unknown[0]}: the spec has no such job (jobs: "
                          f"{', '.join(known) or 'none'})")
     if not known:
-        raise UsageError("the spec has no jobs: `render --jobs` shows each job's gang; add "
-                         "one under jobs:")
+        raise UsageError("--jobs: the spec has no jobs to show; add one under `jobs:` "
+                         "(docs/spec.md)")
     return jobs_yaml(cluster, [j for j in cluster.jobs if not names or j.name in names])
