@@ -26,9 +26,11 @@ def _differences(shown: Any, live: Any, where: str = "") -> list[str]:
     if isinstance(shown, dict):
         if not isinstance(live, dict):
             return [f"{where}: {live!r} is not a mapping"]
+        # The API server leaves empty strings out (Go's omitempty): an env var shown with
+        # `value: ''` is stored without `value`, which means the same.
         return [d for key, value in shown.items()
                 for d in (_differences(value, live[key], f"{where}.{key}") if key in live
-                          else [f"{where}.{key}: missing"])]
+                          else [] if value == "" else [f"{where}.{key}: missing"])]
     if isinstance(shown, list):
         if not isinstance(live, list) or len(live) != len(shown):
             return [f"{where}: {len(shown)} items shown, live {live!r}"]
