@@ -4,6 +4,7 @@ its stdout and stderr, stdin closed unless given."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -45,11 +46,23 @@ def down_kubeconfig(path: Path) -> tuple[Path, str]:
     return path, server
 
 
+TARGET_LINE = re.compile(r"^trainmaster [a-z][a-z -]*: (context \S+|no context|kubeconfig "
+                         r"\S+|in-cluster service account)")
+"""The line every command that talks to a cluster starts with: the cluster it uses."""
+
+
+def target_line(proc: subprocess.CompletedProcess[str]) -> str | None:
+    """The line naming the cluster a command talked to, if it printed one."""
+    return next((line for line in proc.stderr.splitlines() if TARGET_LINE.match(line)), None)
+
+
 def assert_one_error_line(proc: subprocess.CompletedProcess[str], code: int) -> str:
-    """The run failed with `code` and said why in one line, without a traceback."""
+    """The run failed with `code` and said why in one line, without a traceback (after
+    the line naming the cluster, for a command that talks to one)."""
     assert proc.returncode == code, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    lines = [line for line in proc.stderr.splitlines()
+             if line.strip() and not TARGET_LINE.match(line)]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: "), lines[0]
     return lines[0]

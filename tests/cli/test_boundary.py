@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.entry import assert_one_error_line, down_kubeconfig, run
+from tests.cli.entry import assert_one_error_line, down_kubeconfig, run, target_line
 
 SPEC = "stacks/dev/cluster.yaml"
 
@@ -22,14 +22,23 @@ CLUSTER_COMMANDS = [
     ["operator", "unfence", "gpu-0"],
     ["operator", "run", "--all-namespaces", "--spec", SPEC],
     ["node-agent", "nic", "--node", "gpu-0", "--once"],
+    ["jobs", "list"],
+    ["jobs", "suspend", "gpt"],
+    ["jobs", "resume", "gpt", "-n", "team-a"],
 ]
 
 
 @pytest.mark.parametrize("args", CLUSTER_COMMANDS, ids=lambda a: " ".join(a))
 def test_server_down_is_one_line_naming_it(tmp_path: Path, args: list[str]) -> None:
     kubeconfig, server = down_kubeconfig(tmp_path / "kubeconfig")
-    line = assert_one_error_line(run(*args, "--kubeconfig", str(kubeconfig), timeout=60), 1)
+    proc = run(*args, "--kubeconfig", str(kubeconfig), timeout=60)
+    line = assert_one_error_line(proc, 1)
     assert f"cannot reach the Kubernetes API server {server}" in line
+    # Before anything else, the command named the cluster it was going to use.
+    command = " ".join(args[:2] if args[0] in ("operator", "node-agent", "jobs") else args[:1])
+    assert proc.stderr.splitlines()[0] == target_line(proc) == (
+        f"trainmaster {command}: context down, server {server} (kubeconfig {kubeconfig}, "
+        "from --kubeconfig)")
 
 
 def test_server_down_through_kubeconfig_env(tmp_path: Path) -> None:

@@ -66,14 +66,25 @@ def test_cluster_status_and_status_tables_survive_a_pipe(local_cluster: LocalClu
     assert proc.returncode == 0, proc.stderr
     assert f"{local_cluster.nodes}/{local_cluster.nodes} nodes Ready" in proc.stdout
     assert "…" not in proc.stdout
+    assert proc.stderr.startswith("trainmaster cluster status: context trainmaster-"), \
+        proc.stderr
+    assert f"(kubeconfig {local_cluster.kubeconfig}, from local cluster " in proc.stderr
     proc = run("status", "--kubeconfig", str(local_cluster.kubeconfig))
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("trainmaster status: context trainmaster-"), proc.stderr
     assert "GPUs by switch" in proc.stdout and "…" not in proc.stdout
 
 
 def test_cluster_up_prints_plain_progress_lines_in_a_log(tmp_path: Path) -> None:
     # stderr is a pipe here, as in CI: one line per step instead of a silent spinner.
-    env = {"TRAINMASTER_HOME": str(tmp_path / "home")}
+    # The user's kubeconfig ($KUBECONFIG's first file, as kubectl and kind read it) has a
+    # context of its own; `cluster up` adds its context there and makes it current.
+    user = tmp_path / "user-kubeconfig"
+    user.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "elsewhere",
+        "clusters": [{"name": "x", "cluster": {"server": "https://elsewhere:443"}}],
+        "contexts": [{"name": "elsewhere", "context": {"cluster": "x"}}]}))
+    env = {"TRAINMASTER_HOME": str(tmp_path / "home"), "KUBECONFIG": str(user)}
     spec = write_spec(tmp_path / "small.yaml", {**stack_doc(), "jobs": []})
     up = run("cluster", "up", "--spec", str(spec), "--no-build", "--no-kube-scheduler",
              env=env, timeout=600)
@@ -82,6 +93,20 @@ def test_cluster_up_prints_plain_progress_lines_in_a_log(tmp_path: Path) -> None
         steps = [line for line in up.stderr.splitlines() if line.startswith("cluster up: ")]
         assert len(steps) >= 3, up.stderr
         assert "is up in" in up.stderr
+        assert f"context trainmaster-dev is now current in {user}" in up.stderr
+        # Without any flag, `status` reaches the new cluster by kubectl's rule, and says so.
+        status = run("status", "--json", env=env)
+        assert status.returncode == 0, status.stderr
+        assert status.stderr.startswith("trainmaster status: context trainmaster-dev, server "
+                                         "https://127.0.0.1:"), status.stderr
+        assert f"(kubeconfig {user}, from $KUBECONFIG)" in status.stderr
+        # --cluster NAME picks the local cluster whatever the kubeconfig says.
+        named = run("status", "--json", "--cluster", "dev", env={**env, "KUBECONFIG": ""})
+        assert named.returncode == 0, named.stderr
+        assert "from --cluster dev)" in named.stderr
     finally:
         down = run("cluster", "down", "--name", "dev", env=env, timeout=300)
         assert down.returncode == 0, down.stderr
+    left = yaml.safe_load(user.read_text())
+    assert [c["name"] for c in left["contexts"]] == ["elsewhere"]
+    assert left["current-context"] == ""

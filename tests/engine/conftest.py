@@ -57,7 +57,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
         result = cluster.up(spec_path, kube_scheduler=True)
     state_dir = Path(result.record.state_dir)
     kubeconfig = Path(result.record.kubeconfig)
-    engine = Engine(project_dir, env)
+    # kubectl's rule: a local cluster is never found behind the user's back, so the
+    # engine is told which one, as a user exports it.
+    engine = Engine(project_dir, {**env, "KUBECONFIG": str(kubeconfig)})
     try:
         with WarmupFinisher(kubeconfig, "trainmaster"):
             yield Project(

@@ -55,17 +55,19 @@ def test_environment_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     for name in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TRAINMASTER_HOME", str(tmp_path))
-    cluster = tmp_path / "clusters" / "dev"
-    cluster.mkdir(parents=True)
-    (cluster / "cluster.json").write_text("{}")
-    (cluster / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    # kubectl's rule: ~/.kube/config (where `cluster up` adds its context), never a
+    # local cluster's file picked behind the user's back.
+    user = tmp_path / "home" / ".kube" / "config"
+    user.parent.mkdir(parents=True)
+    user.write_text("apiVersion: v1\nkind: Config\n")
     env = engine_env()
     assert env["PULUMI_HOME"] == str(tmp_path / "pulumi")
     assert env["PULUMI_BACKEND_URL"] == (tmp_path / "pulumi" / "state").as_uri()
     assert (tmp_path / "pulumi" / "state").is_dir()
     assert env["PULUMI_CONFIG_PASSPHRASE"] == DEFAULT_PASSPHRASE
     assert env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
-    assert env["KUBECONFIG"] == str(cluster / "kubeconfig")
+    assert env["KUBECONFIG"] == str(user)
     first = env["PATH"].split(os.pathsep)[:2]
     assert [Path(p).name.split("-v")[0] for p in first] == ["pulumi", "pulumi-kubernetes"]
 

@@ -33,6 +33,9 @@ def test_preview_with_the_server_down_ends_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 1, output(proc)
     assert "Traceback" not in proc.stdout + proc.stderr, output(proc)
     last = proc.stderr.strip().splitlines()[-1]
+    # Before the engine runs, the cluster it is about to preview against is named.
+    assert (f"trainmaster pulumi preview: context down, server {server} (kubeconfig "
+            f"{kubeconfig}, from $KUBECONFIG)") in proc.stderr, output(proc)
     port = server.rsplit(":", 1)[-1]
     assert last.startswith("error: pulumi preview (stack dev): cannot check the cluster"), last
     assert f"127.0.0.1', {port})" in last or f"127.0.0.1:{port}" in last, last

@@ -4,10 +4,13 @@ conflict-retry loop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from trainmaster import objects
 from trainmaster.kubeclient import (
@@ -15,13 +18,18 @@ from trainmaster.kubeclient import (
     PODGROUP_API_VERSION,
     TRAININGJOB_API_VERSION,
     ApiError,
+    KubeConfigError,
     api_path,
     choose_kubeconfig,
+    describe_target,
     is_status,
+    load_configuration,
     object_path,
     pod_path,
     podgroup_path,
     retry_on_conflict,
+    select_cluster,
+    select_context,
     trainingjob_path,
 )
 
@@ -39,18 +47,29 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def _local_cluster(home: Path, name: str) -> Path:
     state = home / "tm" / "clusters" / name
     state.mkdir(parents=True)
-    (state / "cluster.json").write_text("{}")
-    (state / "kubeconfig").write_text("")
-    return state / "kubeconfig"
+    kubeconfig = state / "kubeconfig"
+    (state / "cluster.json").write_text(json.dumps({
+        "name": name, "state_dir": str(state), "kubeconfig": str(kubeconfig), "spec": "",
+        "apiserver_port": 1, "etcd_port": 2, "nodes": 0}))
+    kubeconfig.write_text("")
+    return kubeconfig
 
 
-def test_the_kubeconfig_rule_goes_argument_env_in_cluster_local_cluster_home(
+@pytest.fixture()
+def no_cluster_selected() -> Iterator[None]:
+    yield
+    select_cluster(None)
+    select_context(None)
+
+
+def test_the_kubeconfig_rule_is_kubectls_argument_env_in_cluster_home(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home_config = clean_env / "home" / ".kube" / "config"
     assert choose_kubeconfig() == home_config
-    local = _local_cluster(clean_env, "dev")
-    assert choose_kubeconfig() == local
+    _local_cluster(clean_env, "dev")
+    # A running local cluster is never picked behind the user's back: kubectl would not.
+    assert choose_kubeconfig() == home_config
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     assert choose_kubeconfig() is None  # in a pod: the service account
     monkeypatch.setenv("KUBECONFIG", f"/a/config{os.pathsep}/b/config")
@@ -58,10 +77,49 @@ def test_the_kubeconfig_rule_goes_argument_env_in_cluster_local_cluster_home(
     assert choose_kubeconfig(Path("/explicit")) == Path("/explicit")
 
 
-def test_two_local_clusters_are_no_default(clean_env: Path) -> None:
-    _local_cluster(clean_env, "a")
-    _local_cluster(clean_env, "b")
-    assert choose_kubeconfig() == clean_env / "home" / ".kube" / "config"
+def test_a_local_cluster_is_chosen_by_name_before_kubeconfig_env(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, no_cluster_selected: None
+) -> None:
+    local = _local_cluster(clean_env, "dev")
+    monkeypatch.setenv("KUBECONFIG", "/a/config")
+    select_cluster("dev")
+    assert choose_kubeconfig() == local
+    assert choose_kubeconfig(Path("/explicit")) == Path("/explicit")
+    select_cluster("nope")
+    with pytest.raises(KubeConfigError, match=r"--cluster nope: no local cluster of that "
+                       r"name \(running: dev\)"):
+        choose_kubeconfig()
+
+
+def test_the_target_names_context_server_file_and_why(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, no_cluster_selected: None
+) -> None:
+    kubeconfig = clean_env / "kc.yaml"
+    kubeconfig.write_text(yaml.safe_dump({
+        "current-context": "a",
+        "clusters": [{"name": "ca", "cluster": {"server": "https://a:6443"}},
+                     {"name": "cb", "cluster": {"server": "https://b:6443"}}],
+        "contexts": [{"name": "a", "context": {"cluster": "ca"}},
+                     {"name": "b", "context": {"cluster": "cb"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    target = describe_target()
+    assert (target.context, target.server, target.why) == ("a", "https://a:6443",
+                                                            "$KUBECONFIG")
+    assert target.describe() == (f"context a, server https://a:6443 (kubeconfig "
+                                 f"{kubeconfig}, from $KUBECONFIG)")
+    select_context("b")
+    assert describe_target(kubeconfig).describe() == (
+        f"context b, server https://b:6443 (kubeconfig {kubeconfig}, from --kubeconfig)")
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    assert describe_target().describe() == "in-cluster service account, server " \
+        "https://10.0.0.1:443"
+
+
+def test_no_kubeconfig_at_all_says_how_to_choose_one(clean_env: Path) -> None:
+    with pytest.raises(KubeConfigError, match="--cluster NAME for a local cluster"):
+        asyncio.run(load_configuration())
 
 
 @pytest.mark.parametrize(("status", "transient", "conflict"), [

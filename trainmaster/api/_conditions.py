@@ -13,6 +13,8 @@ RUNNING: Final = "Running"
 RESTARTING: Final = "Restarting"
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
+SUSPENDED: Final = "Suspended"
+"""spec.suspend: no gang exists; the checkpoint is kept for the resume."""
 TERMINAL: Final = frozenset({SUCCEEDED, FAILED})
 
 # --- status.conditions[].type --------------------------------------------------------
@@ -22,6 +24,7 @@ COND_FAILED: Final = "Failed"
 COND_SUCCEEDED: Final = "Succeeded"
 COND_SPEC_VALID: Final = "SpecValid"
 COND_DATASETS_READY: Final = "DatasetsReady"
+COND_SUSPENDED: Final = "Suspended"
 
 # --- status.conditions[].reason ------------------------------------------------------
 
@@ -40,6 +43,10 @@ REASON_GANG_CREATED: Final = "GangCreated"
 REASON_GANG_RUNNING: Final = "GangRunning"
 REASON_GANG_PENDING: Final = "GangPending"
 REASON_COMPLETED: Final = "Completed"
+REASON_SUSPENDED: Final = "JobSuspended"
+"""Suspended=True: spec.suspend is set and the gang was removed."""
+REASON_RESUMED: Final = "JobResumed"
+"""Suspended=False after a resume (also the Running=False reason until the new gang runs)."""
 NON_RETRYABLE: Final = "NonRetryableExitCode"
 """Failed: a pod exited with a code restartPolicy.retryableExitCodes does not list."""
 MAX_RESTARTS: Final = "MaxRestartsExceeded"
@@ -55,6 +62,8 @@ EVENT_SPEC_CHANGED: Final = "SpecChanged"
 EVENT_PREEMPTED: Final = "Preempted"
 EVENT_RESUMED_NEWER: Final = "ResumedNewer"
 EVENT_SUCCEEDED: Final = "Succeeded"
+EVENT_SUSPENDED: Final = "Suspended"
+EVENT_RESUMED: Final = "Resumed"
 EVENT_FAILED: Final = "Failed"
 EVENT_WAITING_FOR_DATASETS: Final = "WaitingForDatasets"
 EVENT_INVALID_SPEC: Final = INVALID_SPEC

@@ -89,17 +89,43 @@ def _remember_kubeconfig(value: Path | None) -> Path | None:
     return value
 
 
+def _select_cluster(value: str | None) -> str | None:
+    if value:
+        from trainmaster.kubeclient import select_cluster
+
+        select_cluster(value)
+    return value
+
+
 KubeconfigOpt = Annotated[
     Path | None,
     typer.Option("--kubeconfig", metavar="FILE", callback=_remember_kubeconfig,
-                 help="Kubeconfig (default: $KUBECONFIG, else in-cluster in a pod, else "
-                 "the only local cluster's, else ~/.kube/config)."),
+                 help="Kubeconfig (default, as kubectl: $KUBECONFIG, else in-cluster in a "
+                 "pod, else ~/.kube/config; docs/real-cluster.md)."),
 ]
 ContextOpt = Annotated[
     str | None,
     typer.Option("--context", metavar="NAME", callback=_select_context,
                  help="Kubeconfig context to use (default: its current-context)."),
 ]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option("--cluster", metavar="NAME", callback=_select_cluster,
+                 help="A local cluster of `trainmaster cluster up` by name: its kubeconfig "
+                 "(instead of --kubeconfig)."),
+]
+
+
+def say_target(kubeconfig: Path | None, command: str, chosen_by: str | None = None) -> None:
+    """Name, on stderr, the cluster a command is about to talk to: its context, server
+    and the kubeconfig the rule chose (and why). Every command that talks to a cluster
+    calls this first, so that kubectl and trainmaster never silently differ."""
+    from trainmaster.kubeclient import describe_target, selected_cluster
+
+    if kubeconfig is not None and selected_cluster() is not None:
+        raise UsageError("give --kubeconfig FILE or --cluster NAME, not both")
+    target = describe_target(kubeconfig, chosen_by)
+    print(f"{PROG} {command}: {target.describe()}", file=sys.stderr, flush=True)
 
 
 # --- the boundary -----------------------------------------------------------------------

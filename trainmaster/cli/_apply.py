@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.cli._app import ClusterOpt, ContextOpt, KubeconfigOpt, app, say_target
 from trainmaster.errors import UsageError
 
 DRY_RUN = ("none", "server")
@@ -25,6 +25,7 @@ def apply(
     ] = "none",
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    cluster_name: ClusterOpt = None,
 ) -> None:
     """Apply every object of a spec with server-side apply (field manager `trainmaster`).
 
@@ -36,6 +37,7 @@ def apply(
                          "without a server")
     if dry_run not in DRY_RUN:
         raise UsageError(f"--dry-run must be one of {', '.join(DRY_RUN)}, not {dry_run!r}")
+    say_target(kubeconfig, "apply")
     from rich.console import Console
 
     from trainmaster.apply import apply_spec

@@ -11,7 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.table import Table
 
-from trainmaster.cli._app import ContextOpt, app, kubeconfig_for_context
+from trainmaster.cli._app import ContextOpt, app, kubeconfig_for_context, say_target
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import UsageError
 
@@ -66,6 +66,8 @@ def scheduler_cmd(
 
     # The schedulers under test are processes given a kubeconfig file: --context is a copy.
     kubeconfig = kubeconfig_for_context(kubeconfig, context)
+    if kubeconfig is not None:  # an existing cluster: name it (else one is started)
+        say_target(kubeconfig, "bench scheduler")
     options = BenchOptions(nodes=nodes, pods=pods, seed=seed, only=tuple(only or ()),
                            kubeconfig=kubeconfig, bind_concurrency=bind_concurrency,
                            timeout=timeout, repeat=repeat, also_tree=also_tree)

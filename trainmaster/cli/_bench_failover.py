@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import ContextOpt, kubeconfig_for_context
+from trainmaster.cli._app import ContextOpt, kubeconfig_for_context, say_target
 from trainmaster.cli._bench import bench_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import UsageError
@@ -48,6 +48,8 @@ def failover_cmd(
     if client_qps <= 0 or timeout <= 0:
         raise UsageError("--client-qps and --timeout must be above 0")
     kubeconfig = kubeconfig_for_context(kubeconfig, context)
+    if kubeconfig is not None:  # an existing cluster: name it (else one is started)
+        say_target(kubeconfig, "bench failover")
     if kubeconfig is None:
         from trainmaster.cli._tools import build_with_progress
         from trainmaster.toolchain import CLUSTER_FAMILIES

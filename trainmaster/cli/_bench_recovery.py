@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trainmaster.cli._app import ContextOpt, kubeconfig_for_context
+from trainmaster.cli._app import ContextOpt, kubeconfig_for_context, say_target
 from trainmaster.cli._bench import bench_app
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
@@ -74,6 +74,8 @@ def recovery_cmd(
     from trainmaster.bench import run_recovery_bench as run
 
     kubeconfig = kubeconfig_for_context(kubeconfig, context)  # a file other processes read
+    if kubeconfig is not None:  # an existing cluster: name it (else one is started)
+        say_target(kubeconfig, "bench recovery")
     options = RecoveryOptions(kubeconfig=kubeconfig, gang=gang, repeat=repeat,
                               scenarios=tuple(scenario or SCENARIOS), baseline=baseline,
                               hang_timeout=hang_timeout, timeout=timeout)

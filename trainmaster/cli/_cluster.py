@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trainmaster.cli._app import cluster_app
+from trainmaster.cli._app import cluster_app, say_target
 from trainmaster.cli._console import lazy_console, stdout_console
 from trainmaster.cli._tools import build_with_progress
 from trainmaster.errors import UsageError
@@ -74,6 +74,15 @@ def up_cmd(
         ),
     ] = False,
     build: Annotated[bool, typer.Option(help="Build missing tools first.")] = True,
+    user_context: Annotated[
+        bool,
+        typer.Option(
+            "--user-context/--no-user-context",
+            help="Add context trainmaster-<name> to your kubeconfig ($KUBECONFIG's first "
+            "file, else ~/.kube/config) and make it current, as kind does; `cluster down` "
+            "removes it. Not with --kubeconfig.",
+        ),
+    ] = True,
 ) -> None:
     """Start a local control plane with one simulated node per spec node."""
     from trainmaster import cluster  # heavy (Kubernetes clients): only when used
@@ -104,6 +113,10 @@ def up_cmd(
         )
     if result.steps:
         _err.print("  " + ", ".join(f"{step} {secs:.1f}s" for step, secs in result.steps))
+    if user_context and kubeconfig is None:
+        merged, context = cluster.add_context(rec)
+        _err.print(f"  context {context} is now current in {merged} (kubectl and "
+                   f"trainmaster use it; `kubectl config use-context` switches back)")
     _err.print(f"  export KUBECONFIG={rec.kubeconfig}")
     _err.print(f"  trainmaster cluster status --kubeconfig {rec.kubeconfig}")
     _err.print(f"  trainmaster cluster down --kubeconfig {rec.kubeconfig}")
@@ -144,7 +157,11 @@ def status_cmd(
     status`."""
     from trainmaster import cluster
 
-    status = cluster.cluster_status(cluster.resolve_state_dir(kubeconfig, name))
+    state_dir = cluster.resolve_state_dir(kubeconfig, name)
+    record = cluster.ClusterRecord.load(state_dir)
+    if record is not None:
+        say_target(Path(record.kubeconfig), "cluster status", f"local cluster {record.name}")
+    status = cluster.cluster_status(state_dir)
     if as_json:
         print(json.dumps(asdict(status), indent=2))
         return
@@ -195,6 +212,7 @@ def monitoring_cmd(
     record = cluster.ClusterRecord.load(state_dir)
     if record is None:
         raise cluster.ClusterError(f"no local cluster at {state_dir}")
+    say_target(Path(record.kubeconfig), "cluster monitoring", f"local cluster {record.name}")
     api = endpoints(Path(record.kubeconfig), namespace)
     # Uncut in a pipe or a log (tables at their natural width), fitted on a terminal.
     out = stdout_console()

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.cli._app import ClusterOpt, ContextOpt, KubeconfigOpt, app, say_target
 from trainmaster.errors import UsageError
 
 agent_app = typer.Typer(help="Agents that run on every GPU node (a DaemonSet).",
@@ -41,6 +41,7 @@ def nic(
         "--metrics-port", help="Port of /metrics (0: off).")] = 0,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    cluster_name: ClusterOpt = None,
 ) -> None:
     """Read /sys/class/infiniband/*/ports/* (or the --netdevs; on a node without RDMA
     devices, the interfaces its annotation trainmaster.io/nic-netdevs names) and set the
@@ -55,6 +56,7 @@ def nic(
     if devices and netdevs:
         raise UsageError("--devices and --netdevs exclude each other: RDMA ports, or "
                          "plain interfaces")
+    say_target(kubeconfig, "node-agent nic")
     config = NicAgentConfig(node=node, sysfs=sysfs, interval=interval, kubeconfig=kubeconfig,
                             devices=tuple(d for d in devices.split(",") if d),
                             netdevs=tuple(d for d in netdevs.split(",") if d))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.cli._app import ClusterOpt, ContextOpt, KubeconfigOpt, app, say_target
 from trainmaster.errors import UsageError
 
 operator_app = typer.Typer(
@@ -43,6 +43,7 @@ def operator_run(
     ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    cluster_name: ClusterOpt = None,
     unhealthy_condition: Annotated[
         list[str] | None,
         typer.Option("--unhealthy-condition", help="Node condition TYPE=STATUS that means "
@@ -82,6 +83,7 @@ def operator_run(
     # answer at start is a wrong kubeconfig far more often, so say so now (exit 1).
     from trainmaster.kubeclient import SyncKube
 
+    say_target(kubeconfig, "operator run")
     with SyncKube.connect(kubeconfig) as kube:
         kube.get("/version")
     run_operator(
@@ -97,10 +99,12 @@ def operator_unfence(
     nodes: Annotated[list[str], typer.Argument(help="Nodes to return to service.")],
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    cluster_name: ClusterOpt = None,
 ) -> None:
     """Lift trainmaster's fence (taint, and the cordon if it set one) from repaired nodes."""
     from trainmaster.operator import unfence_nodes
 
+    say_target(kubeconfig, "operator unfence")
     for node, changed in unfence_nodes(kubeconfig, nodes).items():
         typer.echo(f"{node}: {'unfenced' if changed else 'was not fenced'}", err=True)
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from trainmaster.cli._app import app
+from trainmaster.cli._app import app, say_target
 
 HELP_FLAGS = ("--help", "-h")
+CLUSTER_VERBS = ("preview", "up", "refresh", "destroy")
+"""The verbs that talk to the cluster (through $KUBECONFIG, set by the kubeconfig rule)."""
 
 
 @app.command(
@@ -41,6 +43,9 @@ def pulumi_cmd(ctx: typer.Context) -> None:
     from trainmaster.cli._tools import build_with_progress
 
     def ensure_tools() -> None:
+        # Called once the command line is known to be usable: then name the cluster.
+        if args[0] in CLUSTER_VERBS and not asks_help:
+            say_target(None, f"pulumi {args[0]}")
         if missing_tools(PULUMI_FAMILIES):  # a fresh clone: build once, then cached
             build_with_progress(list(PULUMI_FAMILIES), why=f"`trainmaster pulumi {args[0]}`")
 

@@ -8,13 +8,14 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.cli._app import ClusterOpt, ContextOpt, KubeconfigOpt, app, say_target
 
 
 @app.command("status")
 def status(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    cluster_name: ClusterOpt = None,
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Only jobs of this namespace.")
     ] = None,
@@ -30,6 +31,7 @@ def status(
     last checkpoint), fenced nodes, and every gang the scheduler has not placed yet
     (TrainingJobs' and other PodGroups') with the reason. For the local control
     plane's own processes and nodes: `trainmaster cluster status`."""
+    say_target(kubeconfig, "status")
     from trainmaster.status import collect_view, render_view
 
     view = collect_view(kubeconfig, namespace, prometheus)

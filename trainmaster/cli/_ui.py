@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from trainmaster.cli._app import ContextOpt, KubeconfigOpt, app
+from trainmaster.cli._app import ClusterOpt, ContextOpt, KubeconfigOpt, app, say_target
 from trainmaster.errors import UsageError
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
@@ -46,6 +46,7 @@ def ui(
     ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    cluster_name: ClusterOpt = None,
     prometheus: Annotated[str | None, typer.Option(
         "--prometheus", help="Prometheus base URL for the jobs' live step, step rate and "
         "checkpoint age. Default: the Prometheus operator's Prometheus pod in the cluster, "
@@ -56,6 +57,7 @@ def ui(
     with what would make it fit. Live: pages follow the API's watches."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {port}")
+    say_target(kubeconfig, "ui")
     from trainmaster.ui import LOOPBACK, Scope, serve
 
     if in_cluster:

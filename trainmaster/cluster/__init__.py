@@ -25,6 +25,7 @@ from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_clusters
 from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_status
 from trainmaster.cluster._temporary import temporary_cluster
+from trainmaster.cluster._user_kubeconfig import add_context, remove_context, user_kubeconfig
 
 __all__ = [
     "AlertEpisode",
@@ -35,6 +36,7 @@ __all__ = [
     "LeafCapacity",
     "NodeLayout",
     "UpResult",
+    "add_context",
     "alert_episodes",
     "attach_process",
     "cluster_sizing",
@@ -48,9 +50,11 @@ __all__ = [
     "import_image",
     "known_clusters",
     "layouts",
+    "remove_context",
     "resolve_state_dir",
     "running_record",
     "start_monitoring",
     "temporary_cluster",
     "up",
+    "user_kubeconfig",
 ]

@@ -11,6 +11,7 @@ down: stop every recorded process (whole process groups), then what real nodes l
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import ssl
@@ -38,6 +39,7 @@ from trainmaster.cluster._state import (
     known_clusters,
     state_dir_from_kubeconfig,
 )
+from trainmaster.cluster._user_kubeconfig import remove_context
 from trainmaster.objects import build_nodes
 from trainmaster.spec import ClusterSpec, load_spec
 from trainmaster.toolchain import CLUSTER_FAMILIES, RECIPES, ToolchainError, is_built, tool_path
@@ -523,6 +525,8 @@ def down_state_dir(state_dir: Path) -> list[str]:
         kubeconfig = Path(record.kubeconfig)
         if kubeconfig.parent != state_dir and state_dir_from_kubeconfig(kubeconfig) == state_dir:
             kubeconfig.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the user's own file: best effort, as kind
+            remove_context(state_dir, record.name)
     shutil.rmtree(state_dir, ignore_errors=True)
     return stopped
 

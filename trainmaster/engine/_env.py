@@ -88,8 +88,8 @@ def engine_env() -> dict[str, str]:
     if "KUBECONFIG" not in env:
         from trainmaster.kubeclient import choose_kubeconfig  # clients: only when needed
 
-        # The only local trainmaster cluster's (else ~/.kube/config, if there is one); in
-        # a pod (None) the Kubernetes provider finds the service account itself.
+        # kubectl's rule (a local cluster chosen by --cluster, else ~/.kube/config, if
+        # there is one); in a pod (None) the provider finds the service account itself.
         kubeconfig = choose_kubeconfig()
         if kubeconfig is not None and kubeconfig.exists():
             env["KUBECONFIG"] = str(kubeconfig)

@@ -1,8 +1,9 @@
 """The one Kubernetes client of trainmaster: scheduler, operator, bench, apply, status and
 the demo all talk to the API server through it.
 
-- ``choose_kubeconfig``: the one kubeconfig rule (argument, $KUBECONFIG, in-cluster,
-  the local trainmaster cluster, ~/.kube/config); ``KubeConfigError`` when unusable;
+- ``choose_kubeconfig``: the one kubeconfig rule, kubectl's (argument, a local cluster
+  named with ``select_cluster``, $KUBECONFIG, in-cluster, ~/.kube/config);
+  ``describe_target`` names what it picked; ``KubeConfigError`` when unusable;
 - ``Kube``: async raw-JSON requests, server-side ``apply`` as the ``trainmaster`` field
   manager, ``watch`` streams, an optional client-side rate limit (``TokenBucket``);
   ``SyncKube`` runs the same client's calls blocking;
@@ -23,11 +24,15 @@ from ._errors import CONFLICT, GONE, NOT_FOUND, TRANSIENT_STATUSES, ApiError, is
 from ._fastconfig import KubeConfig, KubeConfigError
 from ._http import HttpError, HttpPool
 from ._kubeconfig import (
+    Target,
     choose_kubeconfig,
+    describe_target,
     generated_client,
     load_configuration,
     load_sync_configuration,
+    select_cluster,
     select_context,
+    selected_cluster,
 )
 from ._paths import (
     KNOWN_PLURALS,
@@ -70,10 +75,12 @@ __all__ = [
     "KubeConfigError",
     "Reflector",
     "SyncKube",
+    "Target",
     "TokenBucket",
     "api_path",
     "choose_kubeconfig",
     "crd_path",
+    "describe_target",
     "event_path",
     "generated_client",
     "is_status",
@@ -87,6 +94,8 @@ __all__ = [
     "pod_path",
     "podgroup_path",
     "retry_on_conflict",
+    "select_cluster",
     "select_context",
+    "selected_cluster",
     "trainingjob_path",
 ]

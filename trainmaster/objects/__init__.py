@@ -27,6 +27,7 @@ from trainmaster.objects._immutable import (
     immutable_fields,
     replacements,
 )
+from trainmaster.objects._job_render import gang_summary, job_objects, jobs_yaml
 from trainmaster.objects._jobs import (
     build_gang,
     build_gang_job,
@@ -170,9 +171,12 @@ __all__ = [
     "display_key",
     "foreign_manager",
     "gang_name",
+    "gang_summary",
     "grants",
     "grants_markdown",
     "immutable_fields",
+    "job_objects",
+    "jobs_yaml",
     "namespaces_markdown",
     "nccl_env",
     "network_policies_markdown",

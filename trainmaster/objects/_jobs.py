@@ -97,6 +97,10 @@ def _job_spec(job: Job) -> dict[str, Any]:
     for placement in ("nodeSelector", "tolerations"):  # unset placement renders as before
         if not spec.get(placement):
             spec.pop(placement, None)
+    if not spec.get("suspend"):
+        # Left out when false: a re-apply of the spec must not resume a job that
+        # `trainmaster jobs suspend` suspended (another field manager owns it then).
+        spec.pop("suspend", None)
     return spec
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainmaster.objects._jobs import build_gang
+from trainmaster.objects._job_render import job_objects
 from trainmaster.objects._render import build_all
 from trainmaster.spec import ClusterSpec
 
@@ -59,7 +59,8 @@ def spec_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     (which the operator creates and which holds the job's identity)."""
     objects = [obj for objs in build_all(spec).values() for obj in objs]
     for job in spec.jobs:
-        objects.extend(build_gang(spec, job, 0))
+        # The same objects `render --jobs` prints (its TrainingJob is in build_all).
+        objects.extend(job_objects(spec, job)[1:])
     return objects
 
 

@@ -12,14 +12,17 @@ from datetime import datetime
 from typing import Any
 
 from trainmaster.api import (
+    COND_SUSPENDED,
     EVENT_FAILED,
     EVENT_FENCED,
     EVENT_INVALID_SPEC,
     EVENT_PREEMPTED,
     EVENT_RESTARTING,
+    EVENT_RESUMED,
     EVENT_RESUMED_NEWER,
     EVENT_SPEC_CHANGED,
     EVENT_SUCCEEDED,
+    EVENT_SUSPENDED,
     EVENT_TOPOLOGY_UNKNOWN,
     EVENT_WAITING_FOR_DATASETS,
     FAILED,
@@ -73,6 +76,11 @@ class Announcer:
                              f"{what}: new gang {gang}, resuming from {resume}", now,
                              f"r{state.attempt}.specchanged")
             return
+        if entry.get("cause") == str(Cause.RESUMED):
+            await self._once(body, "Normal", EVENT_RESUMED,
+                             f"resumed: new gang {gang}, resuming from {resume} (not counted "
+                             "against maxRestarts)", now, f"r{state.attempt}.unsuspended")
+            return
         if entry.get("cause") == str(Cause.PREEMPTED):
             await self._once(body, "Normal", EVENT_PREEMPTED,
                              f"{what}: new gang {gang}, resuming from {resume} (not counted "
@@ -85,6 +93,14 @@ class Announcer:
                    f"{what}; new gang {gang}{when}, resuming from {resume}")
         await self._once(body, "Warning", EVENT_RESTARTING, message, now,
                          f"r{state.attempt}.restarting")
+
+    async def suspended(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
+        """spec.suspend removed the gang: once per suspension (a suspend and a resume each
+        change metadata.generation)."""
+        cond = state.condition(COND_SUSPENDED)
+        message = str(cond.get("message")) if cond else "spec.suspend is true"
+        await self._once(body, "Normal", EVENT_SUSPENDED, message, now,
+                         f"g{state.generation}.suspended")
 
     async def resumed(self, body: dict[str, Any], state: JobState, now: datetime) -> None:
         """The current gang's launcher resumed from a newer checkpoint than resumeFrom, one

@@ -41,6 +41,13 @@ def decide(
         return Decision(Action.DONE)
     if state.phase == FAILED and state.failure_reason != INVALID_SPEC:
         return Decision(Action.DONE)
+    if job.suspend:
+        return Decision(Action.SUSPEND)
+    if state.suspended and state.started:
+        # Before the generation check: the suspend flag's own change is not a spec change.
+        resume = state.resume_point or "the start (no checkpoint reported)"
+        return Decision(Action.RESTART, Fault(Cause.RESUMED, f"spec.suspend is false again: "
+                                              f"resuming from {resume}"), counted=False)
     if not state.started:
         return Decision(Action.START)
     restart_at = state.restart_at

@@ -115,6 +115,34 @@ class GangObjects:
             and not g["metadata"].get("deletionTimestamp")
         ))
 
+    async def remove(self, namespace: str, job: Job) -> int:
+        """Delete every Job, pod and PodGroup of the job, of any attempt (a suspend, as
+        Kueue's: nothing of the gang holds GPUs or a place in the queue). The Service,
+        ConfigMap and identity stay for the resume; the checkpoint volume is not touched.
+        Pods get their grace period, in which a trainer may write a last checkpoint.
+        Returns how many objects were deleted (0 once the gang is gone)."""
+        selector = f"{JOB_LABEL}={job.name}"
+        jobs, pods, groups = await asyncio.gather(
+            self.kube.list(job_path(namespace), selector),
+            self.kube.list(pod_path(namespace), selector),
+            self.kube.list(podgroup_path(namespace), selector),
+        )
+
+        def live(items: list[dict[str, Any]]) -> list[str]:
+            return [o["metadata"]["name"] for o in items
+                    if not o["metadata"].get("deletionTimestamp")]
+
+        # The Jobs first, so their controller cannot replace the pods deleted next.
+        await asyncio.gather(*(self.kube.delete(job_path(namespace, name),
+                                                propagation="Background", missing_ok=True)
+                               for name in live(jobs)))
+        await asyncio.gather(*(self.kube.delete(pod_path(namespace, name), missing_ok=True)
+                               for name in live(pods)))
+        await asyncio.gather(*(self.kube.delete(podgroup_path(namespace, name),
+                                                missing_ok=True)
+                               for name in live(groups)))
+        return len(live(jobs)) + len(live(pods)) + len(live(groups))
+
     async def stop(self, namespace: str, job: Job, attempt: int) -> None:
         """Suspend the failed attempt's Job: its controller stops the pods still running
         (freeing their GPUs) and keeps the failed ones, with their logs, for a person."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from trainmaster.api import COND_FAILED, parse_time
+from trainmaster.api import COND_FAILED, COND_SUSPENDED, parse_time
 
 BACKOFF_CAP_SECONDS = 600
 """restartPolicy.backoffSeconds doubles per restart up to this (the spec's documented cap)."""
@@ -43,6 +43,9 @@ class Cause(enum.StrEnum):
     PREEMPTED = "Preempted"
     """The scheduler evicted the gang for a higher-priority one (or a lender's quota):
     a new gang from the last checkpoint, not counted as a restart."""
+    RESUMED = "Resumed"
+    """spec.suspend went back to false: a new gang from the newest checkpoint, not counted
+    as a restart."""
 
 
 class Key(NamedTuple):
@@ -152,6 +155,12 @@ class JobState:
         return next((c for c in self.conditions if c.get("type") == kind), None)
 
     @property
+    def suspended(self) -> bool:
+        """Whether the operator removed the gang for spec.suspend (and has not resumed it)."""
+        cond = self.condition(COND_SUSPENDED)
+        return cond is not None and cond.get("status") == "True"
+
+    @property
     def failure_reason(self) -> str | None:
         cond = self.condition(COND_FAILED)
         return str(cond.get("reason")) if cond and cond.get("status") == "True" else None
@@ -248,6 +257,10 @@ class Action(enum.Enum):
     with pending pods: the gang grows back when they are bound)."""
     SUCCEED = "succeed"
     """Write phase Succeeded."""
+    SUSPEND = "suspend"
+    """spec.suspend: write phase Suspended (condition Suspended=True), then delete the
+    gang's Jobs, pods and PodGroups. The checkpoint and status.lastCheckpoint are kept;
+    the resume is a RESTART (cause Resumed, not counted) from the newest checkpoint."""
     OBSERVE = "observe"
     """Healthy: make the gang's objects match the spec, record phase and nodes."""
 

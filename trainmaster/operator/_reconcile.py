@@ -38,6 +38,7 @@ from trainmaster.operator._status import (
     resume_patch,
     start_patch,
     succeed_patch,
+    suspend_patch,
     warmup_timeout_patch,
 )
 from trainmaster.operator._supervisor import Gone, Retry
@@ -124,6 +125,13 @@ class Reconciler:
             await self.announce.restart(body, state, job, now)
             await self.gang.clean(ns, job, gang, state.attempt, self.book.health())
             return decision.wake_after
+        if action is Action.SUSPEND:
+            patch = suspend_patch(state, now)
+            if patch:
+                state = await self._write(state, patch)
+            await self.announce.suspended(body, state, now)
+            await self.gang.remove(ns, job)
+            return None
         if action is Action.START:
             waiting = await datasets_waiting(self.kube, spec, job)
             if waiting is not None:

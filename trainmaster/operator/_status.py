@@ -16,6 +16,7 @@ from trainmaster.api import (
     COND_RUNNING,
     COND_SPEC_VALID,
     COND_SUCCEEDED,
+    COND_SUSPENDED,
     FAILED,
     INVALID_SPEC,
     MAX_RESTARTS,
@@ -24,12 +25,15 @@ from trainmaster.api import (
     REASON_GANG_CREATED,
     REASON_GANG_PENDING,
     REASON_GANG_RUNNING,
+    REASON_RESUMED,
+    REASON_SUSPENDED,
     REASON_VALID,
     REASON_WAITING_FOR_WARMUP,
     REASON_WARM,
     RESTARTING,
     RUNNING,
     SUCCEEDED,
+    SUSPENDED,
     WARMUP_FAILED,
     WARMUP_TIMEOUT,
     format_time,
@@ -86,6 +90,7 @@ def start_patch(state: JobState, now: datetime, datasets: bool = False) -> dict[
         conds = set_condition(conds, COND_DATASETS_READY, True, REASON_WARM, "", now)
     conds = set_condition(conds, COND_RUNNING, False, REASON_GANG_CREATED, "", now)
     conds = [c for c in conds if c["type"] != COND_FAILED]
+    conds = _resumed(state, conds, now)  # created suspended, started now
     return {
         "phase": PENDING,
         "attempt": 0,
@@ -144,6 +149,7 @@ def restart_patch(state: JobState, decision: Decision, now: datetime) -> dict[st
     conds = set_condition(state.conditions, COND_RUNNING, False, str(decision.fault.cause),
                           decision.fault.describe(), now)
     conds = [c for c in conds if c["type"] != COND_FAILED]
+    conds = _resumed(state, conds, now)
     patch: dict[str, Any] = {
         "phase": RESTARTING,
         "attempt": attempt,
@@ -161,6 +167,38 @@ def restart_patch(state: JobState, decision: Decision, now: datetime) -> dict[st
     if decision.counted:
         patch["lastFailure"] = record
     return patch
+
+
+def _resumed(state: JobState, conds: list[dict[str, Any]], now: datetime
+             ) -> list[dict[str, Any]]:
+    """Suspended=False once a suspended job gets a gang again (kept, not dropped: it says
+    when the job was resumed)."""
+    if not state.suspended:
+        return conds
+    return set_condition(conds, COND_SUSPENDED, False, REASON_RESUMED,
+                         "spec.suspend is false: a new gang is created", now)
+
+
+def suspend_patch(state: JobState, now: datetime) -> dict[str, Any]:
+    """Phase Suspended, written before the gang is removed: only the fields that changed,
+    so the passes while suspended write nothing. The message names the checkpoint a
+    resume starts from (it moves if the stopping gang reports a last one)."""
+    resume = state.resume_point
+    message = ("spec.suspend is true: the gang was removed; "
+               + (f"a resume starts from the checkpoint {resume}" if resume else
+                  "no checkpoint reported: a resume starts from the beginning"))
+    conds = set_condition(state.conditions, COND_SUSPENDED, True, REASON_SUSPENDED, message,
+                          now)
+    conds = set_condition(conds, COND_RUNNING, False, REASON_SUSPENDED, message, now)
+    wanted: dict[str, Any] = {
+        "phase": SUSPENDED,
+        "nodes": [],
+        "pendingReason": None,
+        "runningSince": None,
+        "restartAt": None,
+        "conditions": conds,
+    }
+    return {k: v for k, v in wanted.items() if state.status.get(k) != v}
 
 
 def resume_patch(state: JobState) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from trainmaster.kubeclient import KubeConfigError
+from trainmaster.kubeclient import KubeConfigError, describe_target
 
 from .runtime.config import ConfigError, SchedulerConfig
 from .runtime.service import ServiceOptions, serve
@@ -38,8 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Topology-aware gang scheduler for Kubernetes (trainmaster).",
     )
     p.add_argument("--config", type=Path, help="scheduler config file (YAML)")
-    p.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: $KUBECONFIG, "
-                   "in-cluster, the only local cluster's, ~/.kube/config)")
+    p.add_argument("--kubeconfig", type=Path, help="kubeconfig (default, as kubectl: "
+                   "$KUBECONFIG, in-cluster, ~/.kube/config)")
     p.add_argument("--scheduler-name", help="schedule pods with this spec.schedulerName")
     p.add_argument("--levels", help="topology levels top first, comma-separated")
     p.add_argument("--identity", help="leader-election identity (default: host_pid)")
@@ -113,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     options = ServiceOptions(args.kubeconfig, args.identity, args.wait_for_stdin)
     try:
+        # The cluster it is about to serve, named before anything else (as every
+        # trainmaster command does).
+        print(f"{PROG}: {describe_target(args.kubeconfig).describe()}", file=sys.stderr,
+              flush=True)
         return asyncio.run(serve(config, options))
     except KubeConfigError as err:
         print(f"error: no usable kubeconfig ({err}); pass --kubeconfig, set $KUBECONFIG "

@@ -705,6 +705,10 @@ class Job(_Model):
     real nodes (`trainmaster.io/real-node: "true"`); empty: any GPU node."""
     tolerations: list[Toleration] = []
     """Taints the job's pods tolerate besides the GPU taint, which they always tolerate."""
+    suspend: bool = False
+    """Keep no gang: the operator deletes the job's Job, pods and PodGroup and keeps its
+    checkpoint; back to `false`, a new gang resumes from the newest checkpoint (Kueue's
+    `suspend`; `trainmaster jobs suspend|resume`)."""
 
 
 class Metadata(_Model):

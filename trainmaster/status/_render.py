@@ -86,7 +86,7 @@ def render_view(view: ResourceView, console: Console) -> None:
                 "since checkpoint", "age"):
         jobs.add_column(col, justify="right" if col in numbers else "left")
     colors = {"Running": "green", "Failed": "red", "Restarting": "yellow",
-              "Succeeded": "blue"}
+              "Succeeded": "blue", "Suspended": "magenta"}
     for j in view.jobs:
         ckpt = f"{j.checkpoint} (step {j.step})" if j.checkpoint and j.step is not None \
             else (j.checkpoint or "-")
