@@ -19,7 +19,8 @@ from trainmaster.toolchain import RECIPES, Recipe, ToolchainError, build, family
 from trainmaster.toolchain._recipes import UpstreamSource
 from trainmaster.toolchain._upstream import SOURCES_ENV, read_source
 
-HELLO_MAIN = 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello from the archive") }\n'
+HELLO_MAIN = ('package main\n\nimport "fmt"\n\n'
+              'func main() { fmt.Println("hello from the archive") }\n')
 
 
 def _tar_gz(files: dict[str, str]) -> bytes:

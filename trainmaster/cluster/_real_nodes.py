@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from trainmaster.api import GPU_RESOURCE, NIC_NETDEVS_ANNOTATION, RDMA_PREFIX, REAL_NODE_LABEL
-from trainmaster.cluster import _attachments, _fabric, _host, _whereabouts
+from trainmaster.cluster import _attachments, _fabric, _host, _multus, _whereabouts
 from trainmaster.cluster._node_images import SANDBOX_IMAGE, write_archive
 from trainmaster.cluster._processes import ClusterError, free_port, log_tail
 from trainmaster.objects import build_node
@@ -98,7 +98,7 @@ def dns_ip(slot: int) -> str:
 # --- configuration files -------------------------------------------------------------------
 
 
-def _containerd_config(node: NodeLayout, runc: str, networks: int) -> str:
+def _containerd_config(node: NodeLayout, runc: str) -> str:
     cni = node.dir / "cni"
     return f"""version = 3
 root = "{node.data_dir / 'containerd'}"
@@ -145,12 +145,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
         Root = "{node.run_dir / 'runc'}"
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["{tool_path('bridge').parent}", "{tool_path('whereabouts').parent}"]
+    # The node's plugin folder (_attachments) and its one configuration, Multus (_multus).
+    bin_dirs = ["{cni / 'bin'}"]
     conf_dir = "{cni / 'net.d'}"
-    # The pod network (eth0), then every rail and storage (eth1..): see _attachments.
-    max_conf_num = {networks}
-    # One attachment after the other: whereabouts takes a cluster-wide Lease per allocation.
-    setup_serially = true
 
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
@@ -312,6 +309,8 @@ def start(
     _host.save_host_state()
     report("installing whereabouts' identity (ServiceAccount, RBAC, token)")
     whereabouts_conf = _whereabouts.install(kubeconfig, state_dir / "whereabouts")
+    report("installing Multus's identity (ServiceAccount, RBAC, token)")
+    multus_kubeconfig = _multus.install(kubeconfig, state_dir / "multus")
     report("starting CoreDNS")
     ready_port = free_port()
     corefile = _write(state_dir / "dns" / "Corefile", _corefile(dns, kubeconfig, ready_port))
@@ -331,13 +330,14 @@ def start(
         for sub in ("kubelet", "pod-logs", "containerd"):
             (node.data_dir / sub).mkdir(parents=True, exist_ok=True)
         node.run_dir.mkdir(parents=True, exist_ok=True)
-        net_d = node.dir / "cni" / "net.d"
-        _write(net_d / _attachments.POD_NETWORK_FILE, json.dumps(_cni_config(node), indent=2))
-        attached = _attachments.node_networks(spec, slot, node.index, whereabouts_conf)
-        for filename, conflist in attached:
-            _write(net_d / filename, json.dumps(conflist, indent=2))
-        config = _write(node.dir / "containerd.toml",
-                        _containerd_config(node, host["runc"], 1 + len(attached)))
+        bin_dir = node.dir / "cni" / "bin"
+        _attachments.install_plugins(
+            bin_dir, node=node.name, whereabouts_conf=whereabouts_conf,
+            devices=_attachments.device_map(spec, slot, node.index))
+        multus = _multus.node_config(kubeconfig=multus_kubeconfig, bin_dir=bin_dir,
+                                     node_dir=node.dir, pod_network=_cni_config(node))
+        _write(node.dir / "cni" / "net.d" / _multus.CONF_FILE, json.dumps(multus, indent=2))
+        config = _write(node.dir / "containerd.toml", _containerd_config(node, host["runc"]))
         proc, log = launch(
             f"containerd-{node.name}",
             [str(tool_path("containerd")), "--config", str(config), "--log-level", "warn"],
