@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import LocalCluster
 from tests.security.access import Access, Action
+from tests.security.documented import _ROW, DOC
 from trainmaster.cluster import _multus, _network_crds
 
 pytestmark = [pytest.mark.integration]
@@ -43,6 +44,27 @@ REFUSED = [
     Action("list", "nodes"), Action("patch", "nodes/status"),
     Action("get", "ippools", "whereabouts.cni.cncf.io", namespace="kube-system"),
 ]
+
+
+def _documented() -> set[tuple[str, str, frozenset[str]]]:
+    """docs/security.md's Multus table: (API group, resource, verbs) per row."""
+    text = DOC.read_text()
+    table = text.split("<!-- BEGIN expected: multus-grants -->\n", 1)[1].split(
+        "<!-- END expected: multus-grants -->", 1)[0]
+    rows = set()
+    for line in table.splitlines():
+        if (match := _ROW.match(line)) and match.group(1) == MULTUS:
+            group = match.group(3).strip()
+            rows.add(("" if group == "core" else group, match.group(4).strip(),
+                      frozenset(v.strip() for v in match.group(5).split(","))))
+    return rows
+
+
+def test_the_documented_table_is_the_cluster_role() -> None:
+    granted = {(group, resource, frozenset(rule["verbs"]))
+               for rule in _multus.RULES for group in rule["apiGroups"]
+               for resource in rule["resources"]}
+    assert _documented() == granted
 
 
 def test_multus_has_exactly_the_rights_the_thin_plugin_uses(

@@ -422,8 +422,10 @@ RECIPES: dict[str, Recipe] = {
 }
 
 CLUSTER_FAMILIES = ("etcd", "k8s", "kwok", "network-crds")
-NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns", "whereabouts", "multus",
-                 "kube-router")
+NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns", "whereabouts", "multus")
+# Built by `trainmaster tools build` (and `make tools`), not run yet: one kube-router per real
+# node cannot share this host's network namespace (docs/real-nodes.md, "Not here").
+POLICY_FAMILIES = ("kube-router",)
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
 MONITORING_FAMILIES = ("promtool",)
 # What `cluster up --monitoring` runs on the real nodes.
