@@ -2,7 +2,8 @@
 
 Every real node lives on this host with its own folders, socket, cgroup root and bridge:
 
-    <state>/nodes/<name>/            configs (containerd, kubelet, CNI), IPAM state
+    <state>/nodes/<name>/            configs (containerd, kubelet, CNI: Multus's thin plugin and
+                                     the node's plugin folder), IPAM and Multus state
     /var/lib/trainmaster/s<slot>/n<i>/  kubelet root, containerd root, pod logs (short paths:
                                      kubelet makes unix sockets deep inside its root)
     /run/trainmaster/s<slot>/n<i>/   containerd state and socket
@@ -325,7 +326,7 @@ def start(
     resources = {n.name: n for n in spec.nodes}
     for node in nodes:
         report(f"starting containerd and kubelet of {node.name}")
-        for sub in ("cni/net.d", "cni/ipam", "volume-plugins"):
+        for sub in ("cni/net.d", "cni/ipam", "volume-plugins", "multus/cache", "multus/net.d"):
             (node.dir / sub).mkdir(parents=True, exist_ok=True)
         for sub in ("kubelet", "pod-logs", "containerd"):
             (node.data_dir / sub).mkdir(parents=True, exist_ok=True)
