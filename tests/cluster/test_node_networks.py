@@ -54,3 +54,22 @@ def test_the_node_program_runs_macvlan_with_the_nads_config(
     out = subprocess.run([str(bin_dir / "macvlan")], input='{"type": "macvlan", '
                          '"master": "eth9"}', capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["master"] == "eth9"
+
+
+def test_containerd_runs_multus_only_from_the_nodes_plugin_folder(tmp_path: Path) -> None:
+    """The node's CNI folder holds one configuration, Multus's thin plugin with the pod
+    network as its delegate; containerd's attach-everything settings are gone."""
+    from trainmaster.cluster import _multus
+    from trainmaster.cluster._real_nodes import _cni_config, _containerd_config, layouts
+
+    (node,) = layouts(tmp_path / "state", 2, ["node-001"])
+    toml = _containerd_config(node, "/usr/sbin/runc")
+    assert "max_conf_num" not in toml and "setup_serially" not in toml
+    assert f'bin_dirs = ["{node.dir / "cni" / "bin"}"]' in toml
+    conf = _multus.node_config(kubeconfig=tmp_path / "multus.kubeconfig",
+                               bin_dir=node.dir / "cni" / "bin", node_dir=node.dir,
+                               pod_network=_cni_config(node))
+    assert conf["type"] == "multus"
+    assert conf["delegates"] == [_cni_config(node)]
+    assert conf["kubeconfig"] == str(tmp_path / "multus.kubeconfig")
+    assert conf["binDir"] == str(node.dir / "cni" / "bin")
