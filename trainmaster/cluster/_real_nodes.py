@@ -308,6 +308,7 @@ def start(
     dns = dns_ip(slot)
 
     _host.save_host_state()
+    _host.ensure_device_checkpoint()
     report("installing whereabouts' identity (ServiceAccount, RBAC, token)")
     whereabouts_conf = _whereabouts.install(kubeconfig, state_dir / "whereabouts")
     report("installing Multus's identity (ServiceAccount, RBAC, token)")
