@@ -26,6 +26,12 @@ lock: $(STAMP)
 	$(UV) sync --quiet --frozen --extra dev
 	touch $(STAMP)
 
+# Upstream source archives (with SHA256SUMS) for the tool families whose module the Go module
+# proxy refuses (multus, kube-router): `trainmaster tools build` falls back to them, after
+# checking each archive's pinned sha256. Exported, so builds started by tests find them too.
+SOURCES ?= $(wildcard ../shared/sources)
+export TRAINMASTER_SOURCES ?= $(if $(SOURCES),$(abspath $(SOURCES)))
+
 tools: $(STAMP)
 	$(BIN)/trainmaster tools build
 
@@ -46,9 +52,10 @@ define debian_packages
 	fi
 endef
 
-## Debian packages real nodes need (runc, iptables, busybox-static), installed only if missing.
-REAL_NODE_BINARIES := runc iptables busybox
-REAL_NODE_PACKAGES := runc iptables busybox-static
+## Debian packages real nodes need (runc, iptables, busybox-static, and ipset for kube-router's
+## NetworkPolicy controller), installed only if missing.
+REAL_NODE_BINARIES := runc iptables busybox ipset
+REAL_NODE_PACKAGES := runc iptables busybox-static ipset
 host-packages:
 	$(call debian_packages,$(REAL_NODE_BINARIES),$(REAL_NODE_PACKAGES),real nodes)
 

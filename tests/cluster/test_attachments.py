@@ -1,9 +1,11 @@
-"""The rendered NADs realized on real nodes: macvlan on the node's rail, whereabouts IPAM.
+"""The rendered NADs run on real nodes' plugin folders: macvlan on the node's rail,
+whereabouts IPAM.
 
 Against the real control plane (whereabouts keeps its allocations there, as the whereabouts
 ServiceAccount with the RBAC it publishes), network namespaces on two nodes of the stand-in
-fabric are attached with the very conflists a real node's containerd runs (_attachments), by
-the real macvlan and whereabouts plugins: each gets an address of the spec's rail subnet, no
+fabric are attached with the rendered NADs' configurations, run as Multus runs them: the
+plugin its `type` names in the node's plugin folder (_attachments), which runs the real
+macvlan and whereabouts plugins: each gets an address of the spec's rail subnet, no
 two the same, the IPPool records who holds which, they talk over the rail, and DEL gives the
 address back. Needs root; holds /tmp/realnode.lock (run with flock).
 """
@@ -24,8 +26,8 @@ from tests.conftest import LocalCluster
 from tests.helpers import small_spec_doc
 from trainmaster.cluster import _attachments, _fabric, _host, _network_crds, _whereabouts
 from trainmaster.kubeclient import SyncKube
+from trainmaster.objects._networks import build_network_attachments
 from trainmaster.spec import ClusterSpec, validate_data
-from trainmaster.toolchain import tool_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode]
 
@@ -36,20 +38,29 @@ def _spec() -> ClusterSpec:
     return validate_data(doc, "test")
 
 
-def _cni(command: str, conflist: dict[str, Any], ns: str, ifname: str) -> dict[str, Any]:
-    """Run a conflist's single plugin as containerd's CRI does for a pod `ns` in `ns`."""
-    (plugin,) = conflist["plugins"]
-    config = {"cniVersion": conflist["cniVersion"], "name": conflist["name"], **plugin}
+def _cni(command: str, bin_dir: Path, conf: dict[str, Any], ns: str,
+         ifname: str) -> dict[str, Any]:
+    """Run a NAD's configuration for a pod `ns` as Multus does: the plugin of its type in
+    the node's plugin folder, which is also the CNI_PATH."""
     env = {
         "PATH": os.environ["PATH"], "CNI_COMMAND": command, "CNI_CONTAINERID": ns,
-        "CNI_NETNS": f"/var/run/netns/{ns}", "CNI_IFNAME": ifname,
-        "CNI_PATH": f"{tool_path('macvlan').parent}:{tool_path('whereabouts').parent}",
+        "CNI_NETNS": f"/var/run/netns/{ns}", "CNI_IFNAME": ifname, "CNI_PATH": str(bin_dir),
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={ns}",
     }
-    proc = subprocess.run([str(tool_path("macvlan"))], input=json.dumps(config), env=env,
+    proc = subprocess.run([str(bin_dir / conf["type"])], input=json.dumps(conf), env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def _nad_configs(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Each rendered NAD's configuration as Multus hands it to the plugin."""
+    out = []
+    for nad in build_network_attachments(spec):
+        config = json.loads(nad["spec"]["config"])
+        (plugin,) = config["plugins"]
+        out.append({"cniVersion": config["cniVersion"], "name": config["name"], **plugin})
+    return out
 
 
 def _allocations(kube: SyncKube) -> dict[str, str]:
@@ -69,14 +80,12 @@ def test_rails_get_whereabouts_addresses_of_the_spec_subnets_and_carry_traffic(
     _network_crds.install(local_cluster.kubeconfig, real_nodes=True)
     flat = _whereabouts.install(local_cluster.kubeconfig, tmp_path / "whereabouts")
     _fabric.create(slot, 2, _fabric.plan(spec))
-    networks = [_attachments.node_networks(spec, slot, n, flat) for n in range(2)]
-    # Rails first, storage last, each on the node's own interface of that network.
-    assert [c["plugins"][0]["master"] for _, c in networks[1]] == [
-        _fabric.node_rail(slot, 1, 0), _fabric.node_rail(slot, 1, 1),
-        _fabric.node_storage(slot, 1)]
-    assert sorted(f for f, _ in networks[0])[0] > _attachments.POD_NETWORK_FILE
-    ifnames = list(_attachments.interface_names(spec).values())
-    assert ifnames == ["eth1", "eth2", "eth3"]
+    bins = [tmp_path / f"bin{n}" for n in range(2)]
+    for n, bin_dir in enumerate(bins):
+        _attachments.install_plugins(bin_dir, node=f"n{n}", whereabouts_conf=flat,
+                                     devices=_attachments.device_map(spec, slot, n))
+    configs = _nad_configs(spec)  # rails first, storage last
+    ifnames = ["net1", "net2", "storage0"]
 
     pods = [f"tmt{uuid.uuid4().hex[:6]}" for _ in range(2)]
     addresses: list[list[str]] = []
@@ -84,8 +93,8 @@ def test_rails_get_whereabouts_addresses_of_the_spec_subnets_and_carry_traffic(
         _host.run(["ip", "netns", "add", pod])
         netns.append(pod)
         got = []
-        for (_, conflist), ifname in zip(networks[node], ifnames, strict=True):
-            result = _cni("ADD", conflist, pod, ifname)
+        for conf, ifname in zip(configs, ifnames, strict=True):
+            result = _cni("ADD", bins[node], conf, pod, ifname)
             (ip,) = result["ips"]
             got.append(str(ip["address"]).split("/")[0])
         addresses.append(got)
@@ -106,16 +115,16 @@ def test_rails_get_whereabouts_addresses_of_the_spec_subnets_and_carry_traffic(
         sent = int(Path(f"/sys/class/net/{_fabric.node_rail(slot, 0, 1)}/statistics/tx_bytes")
                    .read_text())
         ping = subprocess.run(["ip", "netns", "exec", pods[0], busybox, "ping", "-c", "2",
-                               "-W", "2", "-I", "eth2", addresses[1][1]],
+                               "-W", "2", "-I", "net2", addresses[1][1]],
                               capture_output=True, text=True, timeout=30)
         assert ping.returncode == 0, ping.stdout + ping.stderr
         assert int(Path(f"/sys/class/net/{_fabric.node_rail(slot, 0, 1)}/statistics/tx_bytes")
                    .read_text()) - sent >= 2 * 98
 
-        for (_, conflist), ifname in zip(networks[0], ifnames, strict=True):
-            _cni("DEL", conflist, pods[0], ifname)
+        for conf, ifname in zip(configs, ifnames, strict=True):
+            _cni("DEL", bins[0], conf, pods[0], ifname)
         left = _allocations(kube)
         assert not [v for v in left.values() if v == f"default/{pods[0]}"]
         assert [v for v in left.values() if v == f"default/{pods[1]}"]
-        for (_, conflist), ifname in zip(networks[1], ifnames, strict=True):
-            _cni("DEL", conflist, pods[1], ifname)
+        for conf, ifname in zip(configs, ifnames, strict=True):
+            _cni("DEL", bins[1], conf, pods[1], ifname)

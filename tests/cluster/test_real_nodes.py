@@ -248,53 +248,130 @@ def test_real_nodes_have_their_rails_and_whereabouts_crds(real_cluster: RealClus
             assert kube.get(crd_path(name))["metadata"]["name"] == name
 
 
-def test_pods_on_two_nodes_talk_over_a_rail_with_whereabouts_addresses(
+def _nads(namespace: str) -> tuple[list[dict[str, Any]], str]:
+    """small_spec_doc's rendered NADs (two InfiniBand rails) in `namespace`, and the
+    networks annotation a training pod of that spec carries."""
+    from trainmaster.objects._networks import build_network_attachments, pod_network_annotation
+    from trainmaster.spec import validate_data
+
+    doc = small_spec_doc("realnode", leaves=1, nodes_per_leaf=3)
+    doc["metadata"]["namespace"] = namespace
+    spec = validate_data(doc, "test")
+    return build_network_attachments(spec), pod_network_annotation(spec)
+
+
+def _network_status(core: client.CoreV1Api, ns: str, name: str) -> list[dict[str, Any]]:
+    import json
+
+    annotations = core.read_namespaced_pod(name, ns).metadata.annotations or {}
+    return list(json.loads(annotations.get("k8s.v1.cni.cncf.io/network-status", "[]")))
+
+
+def test_multus_attaches_the_nads_a_pod_asks_for_and_they_carry_a_rail(
     real_cluster: RealCluster, core: client.CoreV1Api, namespace: str
 ) -> None:
-    """Every pod on a real node has eth1, eth2 on the spec's two rails (macvlan on its node's
-    rail interface, whereabouts addresses of the rails' subnets); a pod on the other node
-    fetches a page from the first over rail 1, and the bytes go through both nodes' rail-1
-    interfaces."""
+    """Multus on each real node reads the pod's networks annotation, fetches the NADs from
+    the API server and runs them: net1, net2 on the spec's two rails (macvlan on its node's
+    rail interface, whereabouts addresses of the rails' subnets), listed in the
+    network-status annotation it writes. A pod on the other node fetches a page from the
+    first over rail 1, and the bytes go through both nodes' rail-1 interfaces. A pod that
+    asks for no network gets the pod network only."""
     from ipaddress import ip_address, ip_network
 
     from trainmaster.cluster import _fabric
+    from trainmaster.kubeclient import SyncKube
 
     slot = real_cluster.slot
-    core.create_namespaced_pod(namespace, _pod(
+    nads, annotation = _nads(namespace)
+    with SyncKube.connect(real_cluster.kubeconfig) as kube:
+        for nad in nads:
+            kube.apply(nad)
+    subnets = ["10.100.0.0/20", "10.100.16.0/20"]  # small_spec_doc's rails
+
+    def attached(name: str, node: str, script: str) -> dict[str, Any]:
+        pod = _pod(name, node, script)
+        pod["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": annotation}
+        return pod
+
+    core.create_namespaced_pod(namespace, attached(
         "rail-server", REAL[0], "ip -4 -o addr; mkdir /www && head -c 200000 /dev/zero > "
         "/www/blob && exec httpd -f -p 7100 -h /www"))
     server = wait_for(lambda: (p := core.read_namespaced_pod("rail-server", namespace))
                       .status.phase == "Running" and p, "rail-server running", 120)
-    log = wait_for(lambda: "eth2" in (text := core.read_namespaced_pod_log(
+    log = wait_for(lambda: "net2" in (text := core.read_namespaced_pod_log(
         "rail-server", namespace)) and text, "rail-server's addresses", 30)
     addresses = {line.split()[1]: line.split()[3].split("/")[0]
                  for line in log.splitlines() if " inet " in line}
-    subnets = ["10.100.0.0/20", "10.100.16.0/20"]  # small_spec_doc's rails
-    for ifname, subnet in zip(("eth1", "eth2"), subnets, strict=True):
+    for ifname, subnet in zip(("net1", "net2"), subnets, strict=True):
         assert ip_address(addresses[ifname]) in ip_network(subnet), addresses
     assert addresses["eth0"] == server.status.pod_ip  # the pod network stays eth0
+    # Multus wrote what it attached: the pod network (default) and each NAD, by name.
+    status = _network_status(core, namespace, "rail-server")
+    assert [(s.get("interface"), s.get("default", False)) for s in status] == [
+        ("eth0", True), ("net1", False), ("net2", False)]
+    assert [s["name"] for s in status[1:]] == [
+        f"{namespace}/{nad['metadata']['name']}" for nad in nads]
+    assert [s["ips"] for s in status[1:]] == [[addresses["net1"]], [addresses["net2"]]]
 
     def counter(link: str, which: str) -> int:
         return int(Path(f"/sys/class/net/{link}/statistics/{which}_bytes").read_text())
 
     sent = counter(_fabric.node_rail(slot, 0, 1), "tx")
     received = counter(_fabric.node_rail(slot, 1, 1), "rx")
-    core.create_namespaced_pod(namespace, _pod(
+    core.create_namespaced_pod(namespace, attached(
         "rail-client", REAL[1],
         "ip -4 -o addr; for i in $(seq 20); do "
-        f"wget -q -O /tmp/blob http://{addresses['eth2']}:7100/blob && break; sleep 1; done; "
+        f"wget -q -O /tmp/blob http://{addresses['net2']}:7100/blob && break; sleep 1; done; "
         "wc -c < /tmp/blob"))
     pod = wait_for(lambda: _finished(core, namespace, "rail-client"), "rail-client", 120)
     out = core.read_namespaced_pod_log("rail-client", namespace)
     assert pod.status.phase == "Succeeded", out
     assert out.strip().endswith("200000")
     client_rail = [line.split()[3].split("/")[0] for line in out.splitlines()
-                   if " eth2 " in line and " inet " in line]
-    assert client_rail and client_rail[0] != addresses["eth2"]
+                   if " net2 " in line and " inet " in line]
+    assert client_rail and client_rail[0] != addresses["net2"]
     assert ip_address(client_rail[0]) in ip_network(subnets[1])
     # The page crossed rail 1: out of node 0's rail-1 interface, into node 1's.
     assert counter(_fabric.node_rail(slot, 0, 1), "tx") - sent >= 200000
     assert counter(_fabric.node_rail(slot, 1, 1), "rx") - received >= 200000
+
+    # No annotation: the pod network only.
+    core.create_namespaced_pod(namespace, _pod("plain", REAL[1], "ip -o link"))
+    pod = wait_for(lambda: _finished(core, namespace, "plain"), "plain", 120)
+    links = [line.split(":")[1].strip().split("@")[0]
+             for line in core.read_namespaced_pod_log("plain", namespace).splitlines()]
+    assert pod.status.phase == "Succeeded" and sorted(links) == ["eth0", "lo"], links
+    assert [s.get("interface") for s in _network_status(core, namespace, "plain")] == ["eth0"]
+
+
+def test_a_changed_nad_changes_what_the_next_pod_gets(
+    real_cluster: RealCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    """The NADs in the API server are what runs: a rail NAD's range changed, the next pod
+    gets an address of the new range on that rail (and its MTU)."""
+    import json
+    from ipaddress import ip_address, ip_network
+
+    from trainmaster.kubeclient import SyncKube
+
+    nads, annotation = _nads(namespace)
+    config = json.loads(nads[0]["spec"]["config"])
+    config["plugins"][0]["ipam"]["range"] = "10.150.8.0/24"
+    config["plugins"][0]["mtu"] = 2044
+    nads[0]["spec"]["config"] = json.dumps(config)
+    with SyncKube.connect(real_cluster.kubeconfig) as kube:
+        for nad in nads:
+            kube.apply(nad)
+    pod = _pod("changed", REAL[0], "ip -o addr show net1; ip -o link show net1")
+    pod["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": annotation}
+    core.create_namespaced_pod(namespace, pod)
+    done = wait_for(lambda: _finished(core, namespace, "changed"), "changed", 120)
+    out = core.read_namespaced_pod_log("changed", namespace)
+    assert done.status.phase == "Succeeded", out
+    (address,) = [line.split()[3].split("/")[0] for line in out.splitlines()
+                  if " inet " in line]
+    assert ip_address(address) in ip_network("10.150.8.0/24")
+    assert " mtu 2044 " in out
 
 
 def test_import_image_loads_an_archive_into_every_real_node(

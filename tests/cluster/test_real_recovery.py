@@ -3,7 +3,8 @@ checkpoint (issue 11). The same code as `trainmaster demo` and `bench recovery -
 (trainmaster.drill): stacks/dev with its controllers and the CPU job examples/data-parallel
 on the real nodes, the image built (cached) and loaded, the checkpoint volume a host folder.
 
-- the job's pods were placed by the in-cluster trainmaster-scheduler on the real nodes;
+- the job's pods were placed by the in-cluster trainmaster-scheduler on the real nodes, and
+  Multus attached each to every rail and the storage network (its network-status);
 - a SIGKILL to one rank's training process, and then to its container through containerd:
   each time the operator restarts the gang, rank 0 logs that it resumed at the newest
   checkpoint on disk, and every rank trains past it;
@@ -15,11 +16,13 @@ on the real nodes, the image built (cached) and loaded, the checkpoint volume a 
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 __all__ = ["browser"]  # a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
+NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
 
 
 def _log(line: str) -> None:
@@ -79,6 +83,20 @@ def test_the_job_trains_on_the_real_nodes_placed_by_the_in_cluster_scheduler(
         running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
         assert {p["spec"]["nodeName"] for p in running} <= set(stack.record.real_nodes)
         assert all(p["spec"]["schedulerName"] == stack.spec.scheduler.name for p in running)
+        # Multus attached each rank to every rail and the storage network, as its networks
+        # annotation asks, with addresses of the spec's subnets (its network-status).
+        spec_networks = stack.spec.networks
+        assert spec_networks.storage is not None
+        subnets = [*(r.subnet for r in spec_networks.compute.rails),
+                   spec_networks.storage.subnet]
+        assert running
+        for pod in running:
+            status = json.loads(pod["metadata"]["annotations"][NETWORK_STATUS])
+            attached = [s for s in status if not s.get("default")]
+            assert [s["interface"] for s in attached] == [
+                *(f"net{i + 1}" for i in range(len(subnets) - 1)), "storage0"], status
+            for entry, subnet in zip(attached, subnets, strict=True):
+                assert [ip_address(a) in ip_network(subnet) for a in entry["ips"]] == [True]
         # The binding was the in-cluster scheduler's: its PodGroup's Scheduled event.
         events = kube.list(api_path("v1", "events", stack.namespace))
         scheduled = [e for e in events if e.get("reason") == "Scheduled"

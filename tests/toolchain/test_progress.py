@@ -47,7 +47,7 @@ def test_without_a_terminal_progress_is_a_line_per_interval(
     from trainmaster.toolchain import BuildResult
 
     def build(families: list[str], progress: object, started: object, jobs: int,
-              finished: object) -> list[BuildResult]:
+              finished: object, sources: object = None) -> list[BuildResult]:
         # The real builder's calls, in its order: started, packages as compiled, finished.
         assert callable(started) and callable(progress) and callable(finished)
         started("kwok")

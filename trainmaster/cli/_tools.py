@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,11 +15,13 @@ from trainmaster.toolchain import (
     ABOUT,
     BUILD_JOBS,
     RECIPES,
+    SOURCES_ENV,
     BuildResult,
     build,
     cache_root,
     family_dir,
     is_built,
+    read_source,
 )
 
 PROGRESS_LINE_SECONDS = 60.0
@@ -59,7 +62,7 @@ def announce(missing: list[str], why: str | None, jobs: int = BUILD_JOBS) -> Non
 
 
 def build_with_progress(families: list[str], why: str | None = None,
-                        jobs: int = BUILD_JOBS) -> None:
+                        jobs: int = BUILD_JOBS, sources: Path | None = None) -> None:
     """Build (or reuse) families on stderr: announced first, then a progress bar per family
     on a terminal, or a plain line per family and every 10% of its packages otherwise."""
     from rich.console import Console
@@ -69,7 +72,7 @@ def build_with_progress(families: list[str], why: str | None = None,
         announce(missing, why, jobs)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if not err.is_terminal:
-        _build_with_lines(families, err, jobs)
+        _build_with_lines(families, err, jobs, sources)
         return
     from rich.progress import (
         BarColumn,
@@ -105,15 +108,18 @@ def build_with_progress(families: list[str], why: str | None = None,
         def finished(result: BuildResult) -> None:
             progress.console.print(_finished_line(result), highlight=False, soft_wrap=True)
 
-        build(families, report, started, jobs=jobs, finished=finished)
+        build(families, report, started, jobs=jobs, finished=finished, sources=sources)
 
 
 def _finished_line(result: BuildResult) -> str:
     state = "cached" if result.cached else f"built in {result.seconds:.0f}s"
-    return f"{result.family}: {state} -> {result.directory}"
+    origin = read_source(result.directory)
+    return f"{result.family}: {state} -> {result.directory}" + (
+        f" (from the {origin})" if origin else "")
 
 
-def _build_with_lines(families: list[str], err: object, jobs: int) -> None:
+def _build_with_lines(families: list[str], err: object, jobs: int,
+                      sources: Path | None = None) -> None:
     """Progress for a log: no cursor tricks, one line at a time."""
     from rich.console import Console
 
@@ -138,7 +144,7 @@ def _build_with_lines(families: list[str], err: object, jobs: int) -> None:
                   f"({now - begun.get(family, now):.0f}s)")
 
     build(families, report, started, jobs=jobs,
-          finished=lambda result: err.print(_finished_line(result)))
+          finished=lambda result: err.print(_finished_line(result)), sources=sources)
 
 
 def _known(families: list[str]) -> list[str]:
@@ -156,10 +162,27 @@ def build_cmd(
     jobs: Annotated[int, typer.Option(
         "--jobs", "-j", min=1, help="Families built at once (one shared Go build cache; each "
         "Go build also uses every core).")] = BUILD_JOBS,
+    sources: Annotated[Path | None, typer.Option(
+        "--sources", envvar=SOURCES_ENV, file_okay=False, help="Folder of upstream source "
+        "archives, for the families whose module the Go module proxy refuses (multus, "
+        "kube-router): each archive's sha256 must be the pinned one.")] = None,
 ) -> None:
     """Build the pinned binaries into the cache (reused when already built)."""
     build_with_progress(_known(families or list(RECIPES)), why="`trainmaster tools build`",
-                        jobs=jobs)
+                        jobs=jobs, sources=sources)
+
+
+@tools_app.command("list")
+def list_cmd() -> None:
+    """Each family: its version, whether it is built, and where its code came from."""
+    for family, recipe in RECIPES.items():
+        folder = family_dir(family)
+        if not is_built(family):
+            state = "not built"
+        else:
+            origin = read_source(folder)
+            state = f"built from the {origin}" if origin else "built from its pinned Go modules"
+        print(f"{family} {recipe.version}: {state}")
 
 
 @tools_app.command("path")

@@ -1,62 +1,86 @@
-"""The rendered NetworkAttachmentDefinitions, realized on one real node as CNI networks.
+"""What a real node has for the NADs' CNI configurations to run on: its CNI plugin folder.
 
-Multus would read a pod's `k8s.v1.cni.cncf.io/networks` annotation, fetch the named NADs and
-run each one's CNI config on the node. Multus cannot be built here (the Go module proxy refuses
-every version of it, docs/real-nodes.md), so each real node's containerd attaches its pods to
-the same networks itself: containerd's CRI plugin sets up the first `max_conf_num` networks of
-its CNI folder for every pod, in file-name order, as eth0 (the pod network), eth1... So
-every pod on a real node, not only the gang's, gets every rail and the storage network; the
-interfaces are eth1.. (Multus would name them net1.., as the annotation asks), and nothing
-writes `k8s.v1.cni.cncf.io/network-status`.
-
-Each NAD's config is taken as rendered (name, MTU, whereabouts range from the spec's subnet);
-two things change per node, as they must on one shared host: the plugin is macvlan (what a
-RoCE rail uses; the rendered InfiniBand NADs name ipoib, which needs an IB HCA) and its master
-is the node's own interface on that rail or on storage (_fabric), since every node's
-interfaces live in the one host namespace under names of their own.
+Multus (_multus) fetches each NAD a pod asks for from the API server and runs the CNI
+configuration it holds, as it is, with the node's plugin folder. A NAD names the device it
+attaches to the way every node of a real cluster calls it (`ib0`..`ib3` for an InfiniBand
+rail, the RoCE netdev, the storage NIC's `interface`); on a real cluster each node has its own
+devices of those names. Here every real node lives in the host's one network namespace,
+where a name exists once, so node i's devices are its interfaces of the stand-in fabric
+(`tm<s>n<i>r<k>`, `tm<s>n<i>st`, _fabric). Each node's plugin folder therefore holds, under
+the names the NADs use (`macvlan`, `ipoib`), a small program that maps the device name to
+the node's own interface, runs IP over InfiniBand as macvlan (this host has no IB HCA, so the
+`ipoib` plugin could not run), names the node's whereabouts configuration file (what
+whereabouts' DaemonSet installs on each node), and runs the real macvlan plugin with the rest
+of the NAD's configuration unchanged: its name, MTU, mode and IPAM range come from the API
+server, so changing a NAD changes what the next pod gets.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
-from typing import Any
 
 from trainmaster.cluster import _fabric
-from trainmaster.objects import build_network_attachments
+from trainmaster.objects._networks import rail_devices
 from trainmaster.spec import ClusterSpec
+from trainmaster.toolchain import tool_path
 
-POD_NETWORK_FILE = "10-trainmaster.conflist"
+# Plugins the node's folder links to as they are (the pod network, IPAM, Multus).
+_LINKED = ("bridge", "host-local", "loopback", "portmap", "whereabouts", "multus")
+# The plugin types a rendered NAD names that the node maps onto macvlan (_DEVICE_PLUGIN).
+MAPPED_TYPES = ("macvlan", "ipoib")
+
+_DEVICE_PLUGIN = '''#!{python}
+"""{node}'s devices for the NADs' CNI configurations (trainmaster/cluster/_attachments.py):
+maps the device a NAD names to this node's interface and runs the real macvlan plugin."""
+import json, subprocess, sys
+DEVICES = {devices}
+MACVLAN = {macvlan!r}
+WHEREABOUTS_CONF = {whereabouts!r}
+data = sys.stdin.buffer.read()
+conf = json.loads(data) if data.strip() else None
+if isinstance(conf, dict):
+    conf["master"] = DEVICES.get(conf.get("master"), conf.get("master"))
+    if conf.get("type") == "ipoib":  # no IB HCA here: IP over the rail's Ethernet stand-in
+        conf["type"] = "macvlan"
+        conf.setdefault("mode", "bridge")
+    ipam = conf.get("ipam")
+    if isinstance(ipam, dict) and ipam.get("type") == "whereabouts":
+        ipam.setdefault("configuration_path", WHEREABOUTS_CONF)
+    data = json.dumps(conf).encode()
+sys.exit(subprocess.run([MACVLAN], input=data).returncode)
+'''
 
 
-def node_networks(
-    spec: ClusterSpec, slot: int, node: int, whereabouts_conf: Path
-) -> list[tuple[str, dict[str, Any]]]:
-    """(file name, conflist) per rendered NAD, rails first and storage last, as they are
-    rendered; file names sort after the pod network's so the pod network stays eth0."""
-    rails = len(spec.networks.compute.rails)
-    out = []
-    for index, nad in enumerate(build_network_attachments(spec)):
-        config = json.loads(nad["spec"]["config"])
-        (plugin,) = config["plugins"]
-        master = (_fabric.node_rail(slot, node, index) if index < rails
-                  else _fabric.node_storage(slot, node))
-        realized = {
-            "type": "macvlan",
-            "master": master,
-            "mode": "bridge",
-            "mtu": plugin["mtu"],
-            "ipam": {**plugin["ipam"], "configuration_path": str(whereabouts_conf)},
-        }
-        name = str(config["name"])
-        out.append((f"{20 + index:02d}-{name}.conflist",
-                    {"cniVersion": config["cniVersion"], "name": name, "plugins": [realized]}))
-    return out
+def device_map(spec: ClusterSpec, slot: int, node: int) -> dict[str, str]:
+    """The device names the rendered NADs use -> this node's interface of that network."""
+    compute = spec.networks.compute
+    devices: dict[str, str] = {}
+    for index, device in enumerate(rail_devices(spec)):
+        ours = _fabric.node_rail(slot, node, index)
+        devices[device] = ours
+        if compute.fabric == "infiniband":
+            devices[f"ib{index}"] = ours  # the IPoIB NADs name the port's netdev
+    if spec.networks.storage is not None:
+        devices[spec.networks.storage.interface] = _fabric.node_storage(slot, node)
+    return devices
 
 
-def interface_names(spec: ClusterSpec) -> dict[str, str]:
-    """NAD name -> the interface a pod on a real node has for it (containerd's eth<i>)."""
-    return {
-        str(nad["metadata"]["name"]): f"eth{i + 1}"
-        for i, nad in enumerate(build_network_attachments(spec))
-    }
+def install_plugins(bin_dir: Path, *, node: str, devices: dict[str, str],
+                    whereabouts_conf: Path) -> None:
+    """Fill the node's CNI plugin folder: links to the built plugins, and the device-mapping
+    program under each plugin type the NADs name."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name in _LINKED:
+        link = bin_dir / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(tool_path(name))
+    program = _DEVICE_PLUGIN.format(
+        python=sys.executable, node=node, devices=json.dumps(devices, sort_keys=True),
+        macvlan=str(tool_path("macvlan")), whereabouts=str(whereabouts_conf))
+    for name in MAPPED_TYPES:
+        path = bin_dir / name
+        path.write_text(program)
+        os.chmod(path, 0o755)

@@ -185,7 +185,34 @@ def restore_host_state_if_last() -> None:
     for folder in saved["created"]:
         if not mounts_under([Path(folder)]):
             shutil.rmtree(folder, ignore_errors=True)
+    for made in saved.get("created_files", []):
+        Path(made).unlink(missing_ok=True)
     _SAVED.unlink()
+
+
+# kubelet's device-manager checkpoint (the path is fixed, whatever the root dir). Multus reads
+# it, when no kubelet pod-resources socket is at its fixed path, to find the devices a pod was
+# given for a NAD with a `k8s.v1.cni.cncf.io/resourceName` annotation (the rendered rails).
+# kubelet writes it only once a device plugin registers, and none runs here: without it
+# Multus refuses every rail NAD ("error reading file .../kubelet_internal_checkpoint").
+DEVICE_CHECKPOINT = Path("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
+
+
+def ensure_device_checkpoint() -> None:
+    """Write an empty device-manager checkpoint (no devices given to any pod, the truth here)
+    unless one exists; the last `down` removes it if `up` wrote it. The kubelets do not
+    recognise its checksum (0) and say so once as they start ("Continue after failing to
+    read checkpoint file"), then go on: they have no devices to restore."""
+    import json
+
+    if DEVICE_CHECKPOINT.exists():
+        return
+    DEVICE_CHECKPOINT.parent.mkdir(parents=True, exist_ok=True)
+    DEVICE_CHECKPOINT.write_text(json.dumps(
+        {"Data": {"PodDeviceEntries": None, "RegisteredDevices": {}}, "Checksum": 0}))
+    saved = json.loads(_SAVED.read_text())
+    saved["created_files"] = [*saved.get("created_files", []), str(DEVICE_CHECKPOINT)]
+    _SAVED.write_text(json.dumps(saved))
 
 
 # --- network -------------------------------------------------------------------------------

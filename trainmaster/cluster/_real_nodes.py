@@ -2,7 +2,8 @@
 
 Every real node lives on this host with its own folders, socket, cgroup root and bridge:
 
-    <state>/nodes/<name>/            configs (containerd, kubelet, CNI), IPAM state
+    <state>/nodes/<name>/            configs (containerd, kubelet, CNI: Multus's thin plugin and
+                                     the node's plugin folder), IPAM and Multus state
     /var/lib/trainmaster/s<slot>/n<i>/  kubelet root, containerd root, pod logs (short paths:
                                      kubelet makes unix sockets deep inside its root)
     /run/trainmaster/s<slot>/n<i>/   containerd state and socket
@@ -28,7 +29,7 @@ from typing import Any
 import yaml
 
 from trainmaster.api import GPU_RESOURCE, NIC_NETDEVS_ANNOTATION, RDMA_PREFIX, REAL_NODE_LABEL
-from trainmaster.cluster import _attachments, _fabric, _host, _whereabouts
+from trainmaster.cluster import _attachments, _fabric, _host, _multus, _whereabouts
 from trainmaster.cluster._node_images import SANDBOX_IMAGE, write_archive
 from trainmaster.cluster._processes import ClusterError, free_port, log_tail
 from trainmaster.objects import build_node
@@ -98,7 +99,7 @@ def dns_ip(slot: int) -> str:
 # --- configuration files -------------------------------------------------------------------
 
 
-def _containerd_config(node: NodeLayout, runc: str, networks: int) -> str:
+def _containerd_config(node: NodeLayout, runc: str) -> str:
     cni = node.dir / "cni"
     return f"""version = 3
 root = "{node.data_dir / 'containerd'}"
@@ -145,12 +146,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bl
         Root = "{node.run_dir / 'runc'}"
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["{tool_path('bridge').parent}", "{tool_path('whereabouts').parent}"]
+    # The node's plugin folder (_attachments) and its one configuration, Multus (_multus).
+    bin_dirs = ["{cni / 'bin'}"]
     conf_dir = "{cni / 'net.d'}"
-    # The pod network (eth0), then every rail and storage (eth1..): see _attachments.
-    max_conf_num = {networks}
-    # One attachment after the other: whereabouts takes a cluster-wide Lease per allocation.
-    setup_serially = true
 
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
@@ -310,8 +308,11 @@ def start(
     dns = dns_ip(slot)
 
     _host.save_host_state()
+    _host.ensure_device_checkpoint()
     report("installing whereabouts' identity (ServiceAccount, RBAC, token)")
     whereabouts_conf = _whereabouts.install(kubeconfig, state_dir / "whereabouts")
+    report("installing Multus's identity (ServiceAccount, RBAC, token)")
+    multus_kubeconfig = _multus.install(kubeconfig, state_dir / "multus")
     report("starting CoreDNS")
     ready_port = free_port()
     corefile = _write(state_dir / "dns" / "Corefile", _corefile(dns, kubeconfig, ready_port))
@@ -326,18 +327,19 @@ def start(
     resources = {n.name: n for n in spec.nodes}
     for node in nodes:
         report(f"starting containerd and kubelet of {node.name}")
-        for sub in ("cni/net.d", "cni/ipam", "volume-plugins"):
+        for sub in ("cni/net.d", "cni/ipam", "volume-plugins", "multus/cache", "multus/net.d"):
             (node.dir / sub).mkdir(parents=True, exist_ok=True)
         for sub in ("kubelet", "pod-logs", "containerd"):
             (node.data_dir / sub).mkdir(parents=True, exist_ok=True)
         node.run_dir.mkdir(parents=True, exist_ok=True)
-        net_d = node.dir / "cni" / "net.d"
-        _write(net_d / _attachments.POD_NETWORK_FILE, json.dumps(_cni_config(node), indent=2))
-        attached = _attachments.node_networks(spec, slot, node.index, whereabouts_conf)
-        for filename, conflist in attached:
-            _write(net_d / filename, json.dumps(conflist, indent=2))
-        config = _write(node.dir / "containerd.toml",
-                        _containerd_config(node, host["runc"], 1 + len(attached)))
+        bin_dir = node.dir / "cni" / "bin"
+        _attachments.install_plugins(
+            bin_dir, node=node.name, whereabouts_conf=whereabouts_conf,
+            devices=_attachments.device_map(spec, slot, node.index))
+        multus = _multus.node_config(kubeconfig=multus_kubeconfig, bin_dir=bin_dir,
+                                     node_dir=node.dir, pod_network=_cni_config(node))
+        _write(node.dir / "cni" / "net.d" / _multus.CONF_FILE, json.dumps(multus, indent=2))
+        config = _write(node.dir / "containerd.toml", _containerd_config(node, host["runc"]))
         proc, log = launch(
             f"containerd-{node.name}",
             [str(tool_path("containerd")), "--config", str(config), "--log-level", "warn"],

@@ -2,7 +2,7 @@
 
 The pod learns the rails' subnets from $TRAINMASTER_RAIL_SUBNETS (rendered from the spec);
 its rail interfaces are those holding an address of one of them, whatever they are called
-(Multus names them net1.., a local real node's containerd eth1..). Then:
+(Multus names them as the networks annotation asks: net1.., storage0). Then:
 
 - gloo has no RDMA transport: its TCP pairs go over the rails (GLOO_SOCKET_IFNAME);
 - NCCL uses the HCAs (NCCL_IB_HCA) when the pod has RDMA devices, bootstrapping over the

@@ -25,6 +25,7 @@ from trainmaster.toolchain._recipes import (
     RECIPES,
     Recipe,
 )
+from trainmaster.toolchain._upstream import SOURCES_ENV, read_source
 
 __all__ = [
     "ABOUT",
@@ -40,6 +41,7 @@ __all__ = [
     "PROMETHEUS_OPERATOR_VERSION",
     "PULUMI_FAMILIES",
     "RECIPES",
+    "SOURCES_ENV",
     "About",
     "BuildResult",
     "Recipe",
@@ -48,5 +50,6 @@ __all__ = [
     "cache_root",
     "family_dir",
     "is_built",
+    "read_source",
     "tool_path",
 ]

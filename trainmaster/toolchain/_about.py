@@ -40,6 +40,10 @@ ABOUT: dict[str, About] = {
     "pulumi-language-python": About("Pulumi's Python language host, for plain `pulumi`",
                                     (8, 12)),
     "pulumi-kubernetes": About("the Pulumi Kubernetes provider (with its schema)", (15, 20)),
+    "multus": About("Multus (thin CNI plugin, with the thick plugin's daemon and shim), which "
+                    "attaches the real nodes' pods to the rails and storage", (5, 12)),
+    "kube-router": About("kube-router, whose NetworkPolicy controller runs on the real nodes",
+                         (6, 15)),
     "versitygw": About("versitygw, the S3-compatible server of the dataset tests and the demo",
                        (5, 6)),
     "whereabouts": About("whereabouts, the IPAM of the real nodes' rail and storage networks",

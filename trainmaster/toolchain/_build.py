@@ -25,6 +25,13 @@ from pathlib import Path
 from trainmaster.errors import TrainmasterError
 from trainmaster.toolchain._about import ABOUT
 from trainmaster.toolchain._recipes import RECIPES, Recipe
+from trainmaster.toolchain._upstream import (
+    SourceError,
+    checked_archive,
+    sources_dir,
+    unpack,
+    write_source,
+)
 
 GO_MODULES_DIR = Path(__file__).parent / "go"
 
@@ -52,6 +59,8 @@ def _digest(recipe: Recipe) -> str:
     h = hashlib.sha256(repr(recipe).encode())
     if recipe.module_trees or recipe.stub_files:  # not in the repr (see Recipe)
         h.update(repr((recipe.module_trees, recipe.stub_files)).encode())
+    if recipe.upstream is not None:
+        h.update(repr(recipe.upstream).encode())
     for rel in _wrapper_files(recipe.family):
         h.update(str(rel).encode() + b"\0")
         h.update((GO_MODULES_DIR / recipe.family / rel).read_bytes())
@@ -132,11 +141,102 @@ def _family_lock(family: str) -> Iterator[None]:
 
 
 def _build_family(recipe: Recipe, progress: ProgressFn | None,
-                  started: StartFn | None = None) -> BuildResult:
+                  started: StartFn | None = None, sources: Path | None = None) -> BuildResult:
     if is_built(recipe.family):
         return BuildResult(recipe.family, family_dir(recipe.family), 0.0, cached=True)
     with _family_lock(recipe.family):
+        if recipe.upstream is not None:
+            return _build_upstream_locked(recipe, progress, started, sources)
         return _build_family_locked(recipe, progress, started)
+
+
+def _build_upstream_locked(recipe: Recipe, progress: ProgressFn | None,
+                           started: StartFn | None, sources: Path | None) -> BuildResult:
+    """An upstream release: `go install MODULE/CMD@VERSION` as a user's machine would; when
+    that fails (the proxy refuses the module, or part of it), `go build` in its source
+    archive, unpacked into the cache once its digest matched the pin."""
+    upstream = recipe.upstream
+    assert upstream is not None
+    go = _require_go()
+    target = family_dir(recipe.family)
+    start = time.monotonic()
+    if (target / ".complete").exists():
+        return BuildResult(recipe.family, target, 0.0, cached=True)
+    if started is not None:
+        started(recipe.family)
+    root = cache_root()
+    src = root / "src" / recipe.family
+    logs = root / "logs"
+    shutil.rmtree(src, ignore_errors=True)
+    for folder in (src, logs, root / "tools"):
+        folder.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{recipe.family}.log"
+    log.write_text("")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    ldflags = " ".join(("-s", "-w", *recipe.ldflags))
+    try:
+        refusal = _go_install(go, recipe, ldflags, src, staging, log, progress)
+        if not refusal:
+            origin = f"module proxy: go install {upstream.module}/...@{recipe.version}"
+        else:
+            # Checked before anything is unpacked or compiled: a wrong archive builds nothing.
+            archive = checked_archive(recipe.family, upstream, sources_dir(sources), refusal)
+            shutil.rmtree(staging)
+            staging.mkdir()
+            tree = unpack(archive, src)
+            env = {"GOFLAGS": "", **upstream.archive_env}
+            packages = [f"./{c}" for c in upstream.commands]
+            total = len(_run([go, "list", "-deps", *packages], tree, log, env).split())
+            single = len(packages) == 1
+            out_arg = str(staging / recipe.binaries[0]) if single else f"{staging}/"
+            cmd = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", out_arg,
+                   *packages]
+            _stream_build(cmd, tree, log, recipe.family, total, progress, env)
+            origin = (f"source archive {archive} (sha256 as pinned; go install from the "
+                      f"module proxy failed: {refusal})")
+        missing = [b for b in recipe.binaries if not (staging / b).exists()]
+        if missing:
+            raise ToolchainError(f"{recipe.family}: go produced no {', '.join(missing)}")
+    except subprocess.CalledProcessError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        raise ToolchainError(
+            f"building {recipe.family} {recipe.version} failed ({exc.cmd[1]} exited "
+            f"{exc.returncode}); full log: {log}\n{tail}"
+        ) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    write_source(staging, origin)
+    (staging / ".complete").write_text(recipe.version + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    # The unpacked tree is only a build input (hundreds of MB with vendor/).
+    shutil.rmtree(src, ignore_errors=True)
+    return BuildResult(recipe.family, target, time.monotonic() - start, cached=False)
+
+
+def _go_install(go: str, recipe: Recipe, ldflags: str, cwd: Path, gobin: Path, log: Path,
+                progress: ProgressFn | None) -> str:
+    """`go install MODULE/CMD@VERSION ...` into gobin; '' when it worked, else go's reason
+    (its first `go:` line), e.g. the proxy's 403."""
+    assert recipe.upstream is not None
+    module = recipe.upstream.module
+    cmd = [go, "install", "-v", "-trimpath", "-ldflags", ldflags,
+           *(f"{module}/{c}@{recipe.version}" for c in recipe.upstream.commands)]
+    offset = log.stat().st_size
+    try:
+        # `go install pkg@version` ignores any go.mod: the module's own go.sum decides.
+        _stream_build(cmd, cwd, log, recipe.family, 0, progress,
+                      {"GOFLAGS": "", "GOBIN": str(gobin)})
+    except subprocess.CalledProcessError as exc:
+        with log.open() as fh:
+            fh.seek(offset)
+            said = [line.strip() for line in fh if line.startswith("go: ")]
+        return said[0][len("go: "):] if said else f"go install exited {exc.returncode}"
+    return ""
 
 
 def _build_family_locked(recipe: Recipe, progress: ProgressFn | None,
@@ -246,12 +346,13 @@ def _stream_build(
             fh.write(line)
             done += 1
             if progress is not None:
-                progress(family, min(done, total), total)
+                # `go install` is not listed first: its total is the count so far.
+                progress(family, min(done, total) if total else done, total or done)
         rc = proc.wait()
     if rc != 0:
         raise subprocess.CalledProcessError(rc, cmd)
     if progress is not None:
-        progress(family, total, total)
+        progress(family, total or done, total or done)
 
 
 BUILD_JOBS = 3
@@ -263,18 +364,24 @@ a loaded machine (not measured idle)."""
 
 def build(families: Iterable[str], progress: ProgressFn | None = None,
           started: StartFn | None = None, jobs: int = 1,
-          finished: Callable[[BuildResult], None] | None = None) -> list[BuildResult]:
+          finished: Callable[[BuildResult], None] | None = None,
+          sources: Path | None = None) -> list[BuildResult]:
     """Build each family unless its pinned build is cached; raise ToolchainError on failure.
     ``started(family)`` is called as a family's build begins (never for a cached one),
     ``finished(result)`` as each one ends. ``jobs`` families build at once, the longest
-    first; they share one Go build and module cache (each family holds its own lock)."""
+    first; they share one Go build and module cache (each family holds its own lock).
+    ``sources`` is the folder of upstream source archives for the families the module proxy
+    refuses (default: TRAINMASTER_SOURCES)."""
     wanted = list(families)
     for family in wanted:
         if family not in RECIPES:
             raise ToolchainError(f"unknown tool family {family!r}; known: {', '.join(RECIPES)}")
 
     def one(family: str) -> BuildResult:
-        result = _build_family(RECIPES[family], progress, started)
+        try:
+            result = _build_family(RECIPES[family], progress, started, sources)
+        except SourceError as exc:
+            raise ToolchainError(str(exc)) from None
         if finished is not None:
             finished(result)
         return result

@@ -26,9 +26,8 @@ CNI_PLUGINS_VERSION = "v1.10.0"
 COREDNS_VERSION = "v1.14.7"
 # The real nodes' secondary networks (rails, storage): whereabouts IPAM, and the
 # NetworkAttachmentDefinition CRD from the Network Plumbing Working Group's client module
-# (the CRD Multus installs). Multus itself is not here: the Go module proxy refuses every
-# version of github.com/k8snetworkplumbingwg/multus-cni (and /v3, /v4): "403 Forbidden: This
-# module version is not available" (docs/real-nodes.md, "Secondary networks").
+# (the CRD Multus installs). Multus itself is a family of its own, built as its upstream
+# release (UpstreamSource): the proxy here refuses every version of its module.
 WHEREABOUTS_VERSION = "v0.9.2"
 NAD_CLIENT_MODULE = "github.com/k8snetworkplumbingwg/network-attachment-definition-client"
 NAD_CLIENT_VERSION = "v1.7.6"
@@ -43,6 +42,33 @@ VERSITYGW_VERSION = "v1.8.0"
 # The operator: v0.85.0 is the newest version the Go module proxy serves (v0.95.x: 403).
 PROMETHEUS_OPERATOR_VERSION = "v0.85.0"
 ALERTMANAGER_VERSION = "v0.35.0"
+# Multus (thin plugin, docs/real-nodes.md "Secondary networks") and kube-router's NetworkPolicy
+# controller. Neither can come from the module proxy here: it refuses every version of Multus'
+# module and serves kube-router v2.1.0 only. Their upstream archives (../shared/sources, with
+# SHA256SUMS) are pinned by digest; a machine whose proxy serves them never reads the archive.
+MULTUS_MODULE = "gopkg.in/k8snetworkplumbingwg/multus-cni.v4"
+MULTUS_VERSION = "v4.3.0"
+MULTUS_SHA256 = "2660d40d01f02a4fb9a0422eb58e9b3708624ec1372fab19bdce99ec044f1dc7"
+KUBE_ROUTER_MODULE = "github.com/cloudnativelabs/kube-router/v2"
+KUBE_ROUTER_VERSION = "v2.9.0"
+KUBE_ROUTER_SHA256 = "ad8df4e6a47e44db2ab62bf4bdd97183d81aa2fadf15ea914a540b7811ef851d"
+
+
+@dataclass(frozen=True)
+class UpstreamSource:
+    """A family built as its upstream release, the way a user's machine would install it:
+    ``go install MODULE/CMD@VERSION`` from the module proxy; where the proxy refuses the
+    module, from the unmodified upstream source archive in a folder the user gives
+    (``--sources`` / ``TRAINMASTER_SOURCES``), whose sha256 must be the pinned one."""
+
+    module: str
+    commands: tuple[str, ...]
+    """Package folders of the module, e.g. ``cmd/multus``: one binary each, named after it."""
+    archive: str
+    """File name of the source archive (a `git archive` of the release tag, one top folder)."""
+    sha256: str
+    archive_env: dict[str, str] = field(default_factory=dict)
+    """Environment of the archive's `go build` (GOFLAGS=-mod=vendor for a vendored tree)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +99,9 @@ class Recipe:
     # Files a module zip lacks that its go:embed needs, as (path in the wrapper, text): written
     # after module_trees are copied.
     stub_files: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # Built as an upstream release (no wrapper module): from the proxy, else the archive.
+    # Out of the repr for the same reason as module_trees (the digest hashes it when set).
+    upstream: UpstreamSource | None = field(default=None, repr=False)
 
 
 # The kinds of monitoring.coreos.com that the monitoring stack installs (all the operator
@@ -347,6 +376,42 @@ RECIPES: dict[str, Recipe] = {
             for ui in ("elm", "mantine")
         ),
     ),
+    # Multus: `multus` is the thin CNI plugin the real nodes run; the thick plugin's daemon
+    # and shim come along (one shared compilation), as upstream builds them.
+    "multus": Recipe(
+        family="multus",
+        version=MULTUS_VERSION,
+        packages=tuple(f"{MULTUS_MODULE}/cmd/{c}"
+                       for c in ("multus", "multus-daemon", "multus-shim")),
+        binaries=("multus", "multus-daemon", "multus-shim"),
+        ldflags=(
+            f"-X {MULTUS_MODULE}/pkg/multus.version={MULTUS_VERSION}",
+            f"-X {MULTUS_MODULE}/pkg/multus.releaseStatus=released",
+        ),
+        upstream=UpstreamSource(
+            module=MULTUS_MODULE,
+            commands=("cmd/multus", "cmd/multus-daemon", "cmd/multus-shim"),
+            archive=f"multus-cni-{MULTUS_VERSION}.tar.gz",
+            sha256=MULTUS_SHA256,
+            # The archive carries vendor/: it builds offline.
+            archive_env={"GOFLAGS": "-mod=vendor"},
+        ),
+    ),
+    "kube-router": Recipe(
+        family="kube-router",
+        version=KUBE_ROUTER_VERSION,
+        packages=(f"{KUBE_ROUTER_MODULE}/cmd/kube-router",),
+        binaries=("kube-router",),
+        ldflags=(f"-X {KUBE_ROUTER_MODULE}/pkg/version.Version={KUBE_ROUTER_VERSION}",),
+        upstream=UpstreamSource(
+            module=KUBE_ROUTER_MODULE,
+            commands=("cmd/kube-router",),
+            archive=f"kube-router-{KUBE_ROUTER_VERSION}.tar.gz",
+            sha256=KUBE_ROUTER_SHA256,
+            # Dependencies from the module proxy, exactly as its go.sum pins them.
+            archive_env={"GOFLAGS": "-mod=readonly"},
+        ),
+    ),
     "versitygw": Recipe(
         family="versitygw",
         version=VERSITYGW_VERSION,
@@ -357,7 +422,10 @@ RECIPES: dict[str, Recipe] = {
 }
 
 CLUSTER_FAMILIES = ("etcd", "k8s", "kwok", "network-crds")
-NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns", "whereabouts")
+NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns", "whereabouts", "multus")
+# Built by `trainmaster tools build` (and `make tools`), not run yet: one kube-router per real
+# node cannot share this host's network namespace (docs/real-nodes.md, "Not here").
+POLICY_FAMILIES = ("kube-router",)
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
 MONITORING_FAMILIES = ("promtool",)
 # What `cluster up --monitoring` runs on the real nodes.
