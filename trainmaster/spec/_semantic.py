@@ -412,10 +412,26 @@ def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
         yield from check_job(spec, job, f"jobs[{i}]", capacity)
 
 
+ELASTIC_REFUSED = {
+    "deepspeed": "the deepspeed launcher starts a fixed --num_nodes, and DeepSpeed's own "
+                 "elasticity needs its `elasticity` config and batch-size plan",
+    "megatron": "Megatron-LM fixes its tensor, pipeline and data-parallel sizes at start-up "
+                "and does not re-rendezvous at another world size",
+}
+"""Launchers an elastic job may not use, and why (docs/operator.md, "Elastic jobs and the
+launchers")."""
+
+
 def _elastic_range(job: Job, path: str) -> Iterator[SpecIssue]:
     """minNodes <= maxNodes, and `nodes` within the range (the schema checks each bound
     alone; these relate the fields)."""
     if job.elastic is None:
+        return
+    if job.launcher in ELASTIC_REFUSED:
+        yield SpecIssue(f"{path}.elastic",
+                        f"launcher {job.launcher!r} cannot run elastic: "
+                        f"{ELASTIC_REFUSED[job.launcher]}; remove elastic, or use launcher "
+                        "torchrun (torchrun's elastic agent) or python (trainmaster's)")
         return
     low, high = job.elastic.min_nodes, job.elastic.max_nodes
     if low > high:
