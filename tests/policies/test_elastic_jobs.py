@@ -82,18 +82,24 @@ def test_the_gang_rule_still_catches_a_broken_elastic_pod_group() -> None:
     assert "a partial gang could start; set minMember to 4" in message
 
 
-@pytest.mark.parametrize("launcher", ["deepspeed", "megatron"])
-def test_elastic_is_refused_where_the_launcher_cannot_resize(
-        tmp_path: Path, launcher: str) -> None:
+def test_elastic_is_refused_for_the_deepspeed_launcher(tmp_path: Path) -> None:
     path = write_spec(tmp_path / "elastic.yaml",
-                      _with_job({**ELASTIC_LLM, "launcher": launcher}))
+                      _with_job({**ELASTIC_LLM, "launcher": "deepspeed"}))
     for command in (("validate",), ("policy", "check")):
         proc = run_cli(*command, str(path))
         assert proc.returncode == 1, proc.stdout + proc.stderr
         out = proc.stdout + proc.stderr
-        assert f"jobs[3].elastic: launcher '{launcher}' cannot run elastic" in out
-        assert "use launcher torchrun" in out
+        assert "jobs[3].elastic: launcher 'deepspeed' cannot run elastic" in out
+        assert "with launcher torchrun" in out
         assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("launcher", ["megatron", "python"])
+def test_the_other_launchers_run_elastic(tmp_path: Path, launcher: str) -> None:
+    # megatron runs under torchrun's elastic agent, python under trainmaster's.
+    path = write_spec(tmp_path / "elastic.yaml", _with_job({**ELASTIC_LLM, "launcher": launcher}))
+    proc = run_cli("policy", "check", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_plan_shows_an_elastic_job_as_its_gpu_range(tmp_path: Path) -> None:

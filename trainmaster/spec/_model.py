@@ -694,8 +694,7 @@ class Job(_Model):
     """Overrides `scheduler.topologyPolicy`."""
     elastic: Elastic | None = None
     """Run at any size from `minNodes` to `maxNodes` (docs/scheduler.md, "Elastic jobs");
-    `nodes` must lie in the range. Launchers `torchrun` (torchrun's elastic agent) and
-    `python` (trainmaster's) only. Unset: exactly `nodes`."""
+    `nodes` must lie in the range. Not with launcher `deepspeed`. Unset: exactly `nodes`."""
     queue: Name = "default"
     """Queue from `scheduler.queues`."""
     priority: int | None = Field(None, ge=0, le=1_000_000_000)

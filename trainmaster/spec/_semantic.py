@@ -413,10 +413,8 @@ def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
 
 
 ELASTIC_REFUSED = {
-    "deepspeed": "the deepspeed launcher starts a fixed --num_nodes, and DeepSpeed's own "
-                 "elasticity needs its `elasticity` config and batch-size plan",
-    "megatron": "Megatron-LM fixes its tensor, pipeline and data-parallel sizes at start-up "
-                "and does not re-rendezvous at another world size",
+    "deepspeed": "the deepspeed launcher starts a fixed --num_nodes and never re-rendezvouses "
+                 "at another size",
 }
 """Launchers an elastic job may not use, and why (docs/operator.md, "Elastic jobs and the
 launchers")."""
@@ -430,8 +428,9 @@ def _elastic_range(job: Job, path: str) -> Iterator[SpecIssue]:
     if job.launcher in ELASTIC_REFUSED:
         yield SpecIssue(f"{path}.elastic",
                         f"launcher {job.launcher!r} cannot run elastic: "
-                        f"{ELASTIC_REFUSED[job.launcher]}; remove elastic, or use launcher "
-                        "torchrun (torchrun's elastic agent) or python (trainmaster's)")
+                        f"{ELASTIC_REFUSED[job.launcher]}; remove elastic, or run the same "
+                        "script with launcher torchrun (torchrun's elastic agent; DeepSpeed "
+                        "initializes from its environment)")
         return
     low, high = job.elastic.min_nodes, job.elastic.max_nodes
     if low > high:
