@@ -37,7 +37,7 @@ def test_an_elastic_torchrun_job_runs_torchrun_over_its_range() -> None:
     assert '--nnodes=2:4 --nproc-per-node="${NPROC_PER_NODE}"' in script
     assert "--max-restarts=4" in script
     assert '--rdzv-backend=c10d --rdzv-id="${TRAINMASTER_GANG_UID:-llm-elastic}"' in script
-    assert '--rdzv-endpoint="${MASTER_ADDR}:29400"' in script
+    assert '--rdzv-endpoint="${MASTER_ADDR}:${TRAINMASTER_RDZV_PORT:-29400}"' in script
     assert '--rdzv-conf="is_host=${IS_HOST},last_call_timeout=5"' in script
     assert "--node-rank" not in script  # inert under c10d: the rendezvous assigns ranks
     env = _env(spec, "llm-elastic")
