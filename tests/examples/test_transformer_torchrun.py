@@ -247,3 +247,23 @@ def test_an_elastic_gang_survives_the_loss_of_the_store_pod(
     print(f"store pod lost: training again at world size 1 (step {again}) "
           f"{pods[1].at(rf'^step {again} loss', lost_at) - lost_at:.1f} s later")
 
+
+
+def test_the_checkpoint_interval_in_minutes_is_honoured(
+        world: dict[str, Path], tmp_path: Path) -> None:
+    """checkpoint.intervalMinutes reaches the trainer as
+    TRAINMASTER_CHECKPOINT_INTERVAL_MINUTES: it saves when that long has passed, between the
+    step-count checkpoints (here: none before step 1000)."""
+    ckpt = tmp_path / "checkpoints"
+    env = {**os.environ, "TRAINMASTER_CHECKPOINT_INTERVAL_MINUTES": "0.001",  # 60 ms
+           "TRAINMASTER_CHECKPOINT_DIR": str(ckpt), "TRAINMASTER_CHECKPOINT_KEEP": "100"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node=1",
+         str(TRAIN), "--data-dir", str(world["data"]), "--train-steps", "20",
+         "--checkpoint-every", "1000"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    saved = sorted(int(p.name[5:]) for p in ckpt.iterdir()
+                   if p.name.startswith("step-") and (p / "COMPLETE").exists())
+    assert saved[-1] == 20  # the last step
+    assert [s for s in saved if s < 20], f"no checkpoint by time before the end: {saved}"
