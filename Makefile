@@ -17,13 +17,13 @@ export UV_PYTHON_DOWNLOADS := never
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(UV) sync --quiet --frozen --extra dev
+	$(UV) sync --quiet --frozen --extra dev --extra torch
 	touch $(STAMP)
 
 ## Re-resolve uv.lock after changing dependencies in pyproject.toml (then commit both).
 lock: $(STAMP)
 	$(UV) lock $(LOCK_ARGS)
-	$(UV) sync --quiet --frozen --extra dev
+	$(UV) sync --quiet --frozen --extra dev --extra torch
 	touch $(STAMP)
 
 # Upstream source archives (with SHA256SUMS) for the tool families whose module the Go module

@@ -18,7 +18,7 @@ from policies._k8s import (
     pod_templates,
     ref,
 )
-from trainmaster.api import GPU_RESOURCE, JOB_LABEL, POD_GROUP_LABEL
+from trainmaster.api import GPU_RESOURCE, JOB_LABEL, MAX_MEMBERS_ANNOTATION, POD_GROUP_LABEL
 from trainmaster.spec import ClusterSpec
 
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}$")
@@ -184,17 +184,39 @@ def training_pod_gang(
                     job,
                 )
                 continue
-            size = as_int(get(obj, "spec", "parallelism"))
-            min_member = as_int(get(pod_group, "spec", "minMember"))
-            if size is not None and min_member != size:
-                yield Violation(
-                    f"{pod.labels_path}[{POD_GROUP_LABEL}]",
-                    f"the gang has {size} pods but PodGroup {group} has minMember "
-                    f"{get(pod_group, 'spec', 'minMember')!r}: a partial gang could start; "
-                    f"set minMember to {size}",
-                    where,
-                    job,
-                )
+            problem = _gang_size_problem(as_int(get(obj, "spec", "parallelism")), pod_group)
+            if problem:
+                yield Violation(f"{pod.labels_path}[{POD_GROUP_LABEL}]", problem, where, job)
+
+
+def _gang_size_problem(size: int | None, pod_group: KubeObject) -> str | None:
+    """Why the PodGroup does not hold the gang's `size` pods all or nothing, or None.
+
+    A rigid gang needs minMember = size. An elastic one (the PodGroup names its most pods in
+    trainmaster.io/max-members) has size = that maximum and starts at minMember, which may
+    be lower: a gang of minMember pods is a whole gang (the job's `elastic.minNodes`)."""
+    if size is None:
+        return None
+    name = get(pod_group, "metadata", "name")
+    raw_min = get(pod_group, "spec", "minMember")
+    min_member = as_int(raw_min)
+    raw_max = get(pod_group, "metadata", "annotations", MAX_MEMBERS_ANNOTATION)
+    if raw_max is None:
+        if min_member == size:
+            return None
+        return (f"the gang has {size} pods but PodGroup {name} has minMember {raw_min!r}: a "
+                f"partial gang could start; set minMember to {size} (or make the job "
+                f"elastic: jobs[].elastic.minNodes)")
+    max_members = as_int(raw_max)
+    if max_members != size:
+        return (f"the elastic gang has {size} pods but PodGroup {name} says "
+                f"{MAX_MEMBERS_ANNOTATION}: {raw_max!r}: the scheduler would bind the wrong "
+                f"number; set it to {size} (the job's elastic.maxNodes)")
+    if min_member is None or not 1 <= min_member <= size:
+        return (f"the elastic gang has {size} pods but PodGroup {name} has minMember "
+                f"{raw_min!r}: set minMember between 1 and {size} (the job's "
+                f"elastic.minNodes)")
+    return None
 
 
 @rule(

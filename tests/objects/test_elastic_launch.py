@@ -1,4 +1,4 @@
-"""What an elastic gang's pods and Job carry for the elastic launcher and the operator:
+"""What an elastic python gang's pods and Job carry for the elastic launcher and the operator:
 TRAINMASTER_ELASTIC=MIN:MAX and the rendezvous port in every pod, and a Job that replaces
 a lost member (per-index backoff) instead of failing at its first lost pod."""
 
@@ -26,7 +26,9 @@ def _env(job: dict[str, Any]) -> dict[str, str]:
 
 
 def test_an_elastic_gang_tells_its_launchers_the_range_and_replaces_lost_members() -> None:
-    job = _job({"nodes": 2, "elastic": {"minNodes": 1, "maxNodes": 3},
+    # A python job: trainmaster's launchers rendezvous (a torchrun job uses torchrun's,
+    # tests/objects/test_torchrun_launch.py).
+    job = _job({"nodes": 2, "elastic": {"minNodes": 1, "maxNodes": 3}, "launcher": "python",
                 "restartPolicy": {"maxRestarts": 5}})
     env = _env(job)
     assert env["TRAINMASTER_ELASTIC"] == "1:3"

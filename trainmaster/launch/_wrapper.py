@@ -46,6 +46,16 @@ from trainmaster.launch._progress import (
 from trainmaster.launch._rails import has_rdma_devices, interface_addresses, rail_env
 from trainmaster.launch._reporter import ApiSink, Sink
 from trainmaster.launch._resume import plan_start, print_notes
+from trainmaster.launch._store import (
+    Election,
+    StoreCandidates,
+    StoreError,
+    elect,
+    is_torchrun,
+    serving,
+    with_endpoint,
+)
+from trainmaster.launch._store import say as _store_say
 
 __all__ = ["HEARTBEAT_FILE_ENV", "LaunchConfig", "run_launch"]
 
@@ -82,34 +92,56 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
     env = {**start.env, **rails, HEARTBEAT_FILE_ENV: str(heartbeat_file),
            PROGRESS_FILE_ENV: str(progress_file)}
     try:
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env=env)
+        store = StoreCandidates.from_env(start.env) if is_torchrun(command) else None
+    except StoreError as exc:
+        print(f"trainmaster launch: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    elected = _elect(store)
+    progress = Progress(pattern)
+
+    def run(argv: list[str]) -> tuple[subprocess.Popen[bytes], list[threading.Thread]]:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert child.stdout is not None and child.stderr is not None
+        pumps = [threading.Thread(target=forward_output, args=(source, target,
+                                                                LineFeed(progress)), daemon=True)
+                 for source, target in ((child.stdout, sys.stdout.buffer),
+                                        (child.stderr, sys.stderr.buffer))]
+        for pump in pumps:
+            pump.start()
+        return child, pumps
+
+    try:
+        child, pumps = run(_store_command(command, elected))
     except OSError as exc:
         print(f"trainmaster launch: cannot run {command[0]}: {exc.strerror or exc}",
               file=sys.stderr)
         return 127
-    progress = Progress(pattern)
-    assert child.stdout is not None and child.stderr is not None
-    pumps = [
-        threading.Thread(target=forward_output,
-                         args=(child.stdout, sys.stdout.buffer, LineFeed(progress)), daemon=True),
-        threading.Thread(target=forward_output,
-                         args=(child.stderr, sys.stderr.buffer, LineFeed(progress)), daemon=True),
-    ]
-    for pump in pumps:
-        pump.start()
     restore = pass_signals(lambda: child)
     metrics = serve_metrics(config)
     reports = Reports(config, sink, progress, heartbeat_file, progress_file, metrics)
     if start.resumed is not None:
         reports.resumed(*start.resumed)
+    reelections = store.reelect if store else 0
+    lost: set[int] = set()
     try:
         reports.tick(force=True)  # started: the first sign of life
-        while child.poll() is None:
-            time.sleep(config.poll_seconds)
-            reports.tick()
-        for pump in pumps:
-            pump.join(5)
+        while True:
+            while child.poll() is None:
+                time.sleep(config.poll_seconds)
+                reports.tick()
+            for pump in pumps:
+                pump.join(5)
+            if not _store_lost(store, elected, child.returncode) or reelections <= 0:
+                break
+            # torchrun failed because its store's pod is gone: the survivors go on with
+            # the next pod's store (the pod itself stays; see _store).
+            reelections -= 1
+            assert elected is not None
+            _store_say(f"{elected.endpoint} is gone; electing again "
+                       f"({reelections} more allowed)")
+            lost.add(elected.index)
+            elected = _elect(store, frozenset(lost))
+            child, pumps = run(_store_command(command, elected))
         # A checkpoint finished just before exit still counts: one look to note what is on
         # disk (a busy node may not have looked since it was written), then the final one.
         reports.tick()
@@ -128,3 +160,22 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
     return 128 - code if code < 0 else code
 
 
+
+
+def _elect(store: StoreCandidates | None, lost: frozenset[int] = frozenset()
+           ) -> Election | None:
+    if store is None:
+        return None
+    elected = elect(store, lost=lost)
+    _store_say(f"{elected.endpoint} ({'this pod hosts it' if elected.is_host else 'joining'})")
+    return elected
+
+
+def _store_command(command: list[str], elected: Election | None) -> list[str]:
+    return command if elected is None else with_endpoint(command, elected)
+
+
+def _store_lost(store: StoreCandidates | None, elected: Election | None, code: int) -> bool:
+    """torchrun failed and the store it used (another pod's) no longer answers."""
+    return (store is not None and elected is not None and code != 0
+            and not elected.is_host and not serving((elected.host, elected.port)))

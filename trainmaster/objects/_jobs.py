@@ -53,7 +53,8 @@ from trainmaster.spec import ClusterSpec, Job, job_gang
 
 MASTER_PORT = 29500
 ELASTIC_RDZV_PORT = 29400
-"""Where an elastic gang's launchers rendezvous (torchrun's c10d store port)."""
+"""torchrun's c10d store port; also where an elastic `python` gang's launchers
+rendezvous (trainmaster.launch._elastic)."""
 LAUNCHER_DIR = "/opt/trainmaster-launch"
 """Where the init container puts the launcher bundle (an emptyDir shared with the trainer)."""
 _TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
@@ -153,9 +154,21 @@ def _template_env() -> jinja2.Environment:
     )
 
 
+ELASTIC_LAST_CALL_SECONDS = 5
+"""How long an elastic torchrun gang's rendezvous waits for more members once it has its
+minimum (torchrun's default, 30 s, is most of a shrink's time)."""
+
+
 def render_launch_script(job: Job) -> str:
+    conf = f",last_call_timeout={ELASTIC_LAST_CALL_SECONDS}" if job.elastic else ""
     return _template_env().get_template("launch.sh.j2").render(
-        job=job, entry=_entry(job), bundle=f"{LAUNCHER_DIR}/{BUNDLE_NAME}")
+        job=job, entry=_entry(job), bundle=f"{LAUNCHER_DIR}/{BUNDLE_NAME}",
+        nnodes=torchrun_nnodes(job), rdzv_port=ELASTIC_RDZV_PORT, rdzv_conf=conf)
+
+
+def torchrun_nnodes(job: Job) -> str:
+    """torchrun's --nnodes: MIN:MAX for an elastic job, else the fixed size."""
+    return f"{job.elastic.min_nodes}:{job.elastic.max_nodes}" if job.elastic else str(job.nodes)
 
 
 def _owner(owner: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -322,17 +335,35 @@ def _failure_limits(job: Job) -> dict[str, Any]:
             "podReplacementPolicy": "Failed"}
 
 
+def _elastic_env(job: Job, gang: str, pod_dns: str) -> dict[str, str]:
+    """How an elastic gang's pods find each other. torchrun (and megatron, which runs under
+    torchrun): torchrun's own elastic agent, whose
+    c10d store the launcher elects among the pods (trainmaster.launch._store). python:
+    trainmaster's launchers rendezvous among themselves and set RANK and WORLD_SIZE per
+    round (trainmaster.launch._elastic). Other launchers cannot be elastic (validate)."""
+    if job.elastic is None:
+        return {}
+    if job.launcher in ("torchrun", "megatron"):  # megatron runs under torchrun
+        return {"TRAINMASTER_RDZV_CANDIDATES": f"{gang}-{{index}}.{pod_dns}:{ELASTIC_RDZV_PORT}",
+                "TRAINMASTER_RDZV_NODES": str(job.elastic.max_nodes),
+                "TRAINMASTER_RDZV_REELECT": str(job.restart_policy.max_restarts)}
+    return {"TRAINMASTER_ELASTIC": f"{job.elastic.min_nodes}:{job.elastic.max_nodes}",
+            "TRAINMASTER_RDZV_PORT": str(ELASTIC_RDZV_PORT)}
+
+
 def _container_env(
     spec: ClusterSpec, job: Job, attempt: int, resume_from: str | None
 ) -> list[dict[str, Any]]:
     gang = gang_name(job.name, attempt)
+    pod_dns = f"{job.name}.{spec.metadata.namespace}.svc"
     # torchrun and deepspeed start a process per GPU; the python launcher one per pod.
     procs_per_pod = 1 if job.launcher == "python" else job.gpus_per_pod
     env: dict[str, str] = {
         **nccl_env(spec),
-        "MASTER_ADDR": f"{gang}-0.{job.name}.{spec.metadata.namespace}.svc",
+        "MASTER_ADDR": f"{gang}-0.{pod_dns}",
         "MASTER_PORT": str(MASTER_PORT),
-        "NNODES": str(job.nodes),
+        # torchrun's --nnodes: MIN:MAX for an elastic job (WORLD_SIZE is then torchrun's).
+        "NNODES": torchrun_nnodes(job),
         "NPROC_PER_NODE": str(procs_per_pod),
         "WORLD_SIZE": str(job.nodes * procs_per_pod),
         "TRAINMASTER_JOB": job.name,
@@ -346,10 +377,7 @@ def _container_env(
         # job's NetworkPolicy admits only the scraper to it).
         "TRAINMASTER_METRICS_PORT": str(METRICS_PORT),
         "TRAINMASTER_METRICS_ADDRESS": "0.0.0.0",
-        # An elastic gang's launchers rendezvous among themselves (trainmaster.launch
-        # ._elastic) and set RANK and WORLD_SIZE per round; torchrun's --nnodes syntax.
-        **({"TRAINMASTER_ELASTIC": f"{job.elastic.min_nodes}:{job.elastic.max_nodes}",
-            "TRAINMASTER_RDZV_PORT": str(ELASTIC_RDZV_PORT)} if job.elastic else {}),
+        **_elastic_env(job, gang, pod_dns),
     }
     if job.checkpoint is not None:
         env["TRAINMASTER_CHECKPOINT_DIR"] = job.checkpoint.path

@@ -37,23 +37,50 @@ class JobSummary:
     queue: str
     nodes: int
     gpus_per_pod: int
+    min_nodes: int | None = None
+    """An elastic job's `elastic.minNodes` (None: a rigid job of `nodes` pods)."""
+    max_nodes: int | None = None
+    """An elastic job's `elastic.maxNodes`: its gang has this many pods."""
 
     @classmethod
     def of(cls, job: Job) -> JobSummary:
-        return cls(job.name, job.queue, job.nodes, job.gpus_per_pod)
+        if job.elastic is None:
+            return cls(job.name, job.queue, job.nodes, job.gpus_per_pod)
+        return cls(job.name, job.queue, job.nodes, job.gpus_per_pod,
+                   job.elastic.min_nodes, job.elastic.max_nodes)
+
+    @property
+    def min_gpus(self) -> int:
+        """The fewest GPUs the job runs on (an elastic job's minimum size)."""
+        return (self.min_nodes or self.nodes) * self.gpus_per_pod
 
     @property
     def gpus(self) -> int:
-        return self.nodes * self.gpus_per_pod
+        """The most GPUs the job holds: an elastic job grows to `maxNodes` pods."""
+        return (self.max_nodes or self.nodes) * self.gpus_per_pod
+
+    @property
+    def gpu_range(self) -> str:
+        """`16` for a rigid job, `8..32` for an elastic one (its min..max GPUs)."""
+        return str(self.gpus) if self.min_gpus == self.gpus else f"{self.min_gpus}..{self.gpus}"
+
+    @property
+    def pods(self) -> str:
+        """The job's pods: `2`, or `1..4` for an elastic job."""
+        return str(self.nodes) if self.max_nodes is None else f"{self.min_nodes}..{self.max_nodes}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "queue": self.queue,
             "nodes": self.nodes,
             "gpusPerPod": self.gpus_per_pod,
             "gpus": self.gpus,
+            "minGpus": self.min_gpus,
         }
+        if self.max_nodes is not None:
+            out["elastic"] = {"minNodes": self.min_nodes, "maxNodes": self.max_nodes}
+        return out
 
 
 @dataclass(frozen=True)
@@ -208,8 +235,8 @@ def _objects(spec: ClusterSpec) -> list[dict[str, Any]]:
 def _queues(base: ClusterSpec | None, head: ClusterSpec | None) -> tuple[QueueDemand, ...]:
     def demand(spec: ClusterSpec | None) -> dict[str, int]:
         out: dict[str, int] = {}
-        for job in spec.jobs if spec else []:
-            out[job.queue] = out.get(job.queue, 0) + job.nodes * job.gpus_per_pod
+        for job in spec.jobs if spec else []:  # an elastic job at its most (maxNodes)
+            out[job.queue] = out.get(job.queue, 0) + JobSummary.of(job).gpus
         return out
 
     def quotas(spec: ClusterSpec | None) -> dict[str, int | None]:

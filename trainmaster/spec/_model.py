@@ -694,7 +694,7 @@ class Job(_Model):
     """Overrides `scheduler.topologyPolicy`."""
     elastic: Elastic | None = None
     """Run at any size from `minNodes` to `maxNodes` (docs/scheduler.md, "Elastic jobs");
-    `nodes` must lie in the range. Unset: exactly `nodes`."""
+    `nodes` must lie in the range. Not with launcher `deepspeed`. Unset: exactly `nodes`."""
     queue: Name = "default"
     """Queue from `scheduler.queues`. Unset: `default`, which the spec must then declare;
     without a `default` queue, a job that names none is refused."""

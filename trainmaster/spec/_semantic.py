@@ -412,10 +412,25 @@ def _jobs(spec: ClusterSpec) -> Iterator[SpecIssue]:
         yield from check_job(spec, job, f"jobs[{i}]", capacity)
 
 
+ELASTIC_REFUSED = {
+    "deepspeed": "the deepspeed launcher starts a fixed --num_nodes and never re-rendezvouses "
+                 "at another size",
+}
+"""Launchers an elastic job may not use, and why (docs/operator.md, "Elastic jobs and the
+launchers")."""
+
+
 def _elastic_range(job: Job, path: str) -> Iterator[SpecIssue]:
     """minNodes <= maxNodes, and `nodes` within the range (the schema checks each bound
     alone; these relate the fields)."""
     if job.elastic is None:
+        return
+    if job.launcher in ELASTIC_REFUSED:
+        yield SpecIssue(f"{path}.elastic",
+                        f"launcher {job.launcher!r} cannot run elastic: "
+                        f"{ELASTIC_REFUSED[job.launcher]}; remove elastic, or run the same "
+                        "script with launcher torchrun (torchrun's elastic agent; DeepSpeed "
+                        "initializes from its environment)")
         return
     low, high = job.elastic.min_nodes, job.elastic.max_nodes
     if low > high:

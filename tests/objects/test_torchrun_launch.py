@@ -1,0 +1,71 @@
+"""What a torchrun job's pods run: the real torchrun with --nnodes=MIN:MAX (elastic) or N,
+a worker per GPU (NPROC_PER_NODE, which a CPU-only job overrides), --max-restarts from the
+restart policy, the c10d rendezvous with an explicit store host, and for an elastic job the
+candidates the launcher elects the store from (trainmaster.launch._store) instead of
+trainmaster's own rendezvous."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import stack_doc
+from trainmaster.objects import build_gang, render_launch_script
+from trainmaster.spec import ClusterSpec, validate_data
+
+ELASTIC = {"name": "llm-elastic", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+           "launcher": "torchrun", "nodes": 3, "command": ["python", "pretrain.py"],
+           "checkpoint": {"volume": "checkpoints", "path": "/checkpoints/llm"},
+           "restartPolicy": {"maxRestarts": 4}, "elastic": {"minNodes": 2, "maxNodes": 4}}
+
+
+def _spec(job: dict[str, Any]) -> ClusterSpec:
+    doc = stack_doc("dev")
+    doc["jobs"].append(job)
+    return validate_data(doc, "dev.yaml")
+
+
+def _env(spec: ClusterSpec, name: str) -> dict[str, str]:
+    job = next(o for o in build_gang(spec, spec.job(name), attempt=2) if o["kind"] == "Job")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+def test_an_elastic_torchrun_job_runs_torchrun_over_its_range() -> None:
+    spec = _spec(ELASTIC)
+    script = render_launch_script(spec.job("llm-elastic"))
+    assert 'exec "${WRAP[@]}" torchrun' in script
+    assert '--nnodes=2:4 --nproc-per-node="${NPROC_PER_NODE}"' in script
+    assert "--max-restarts=4" in script
+    assert '--rdzv-backend=c10d --rdzv-id="${TRAINMASTER_GANG_UID:-llm-elastic}"' in script
+    assert '--rdzv-endpoint="${MASTER_ADDR}:${TRAINMASTER_RDZV_PORT:-29400}"' in script
+    assert '--rdzv-conf="is_host=${IS_HOST},last_call_timeout=5"' in script
+    assert "--node-rank" not in script  # inert under c10d: the rendezvous assigns ranks
+    env = _env(spec, "llm-elastic")
+    assert env["NNODES"] == "2:4" and env["NPROC_PER_NODE"] == "8"
+    assert env["TRAINMASTER_RDZV_CANDIDATES"] == \
+        "llm-elastic-r2-{index}.llm-elastic.trainmaster.svc:29400"
+    assert env["TRAINMASTER_RDZV_NODES"] == "4" and env["TRAINMASTER_RDZV_REELECT"] == "4"
+    # torchrun's agent does the rendezvous and restarts, not trainmaster's.
+    assert "TRAINMASTER_ELASTIC" not in env
+
+
+def test_a_rigid_torchrun_job_runs_a_fixed_size_on_pod_0s_store() -> None:
+    spec = _spec({**ELASTIC, "elastic": None, "nodes": 2})
+    script = render_launch_script(spec.job("llm-elastic"))
+    assert '--nnodes=2 --nproc-per-node="${NPROC_PER_NODE}"' in script
+    assert '--rdzv-conf="is_host=${IS_HOST}"' in script
+    env = _env(spec, "llm-elastic")
+    assert env["NNODES"] == "2"
+    assert "TRAINMASTER_RDZV_CANDIDATES" not in env and "TRAINMASTER_ELASTIC" not in env
+
+
+def test_a_cpu_only_job_sets_its_workers_per_pod() -> None:
+    spec = _spec({**ELASTIC, "env": {"NPROC_PER_NODE": "1"}})
+    assert _env(spec, "llm-elastic")["NPROC_PER_NODE"] == "1"
+
+
+def test_an_elastic_python_job_keeps_trainmasters_rendezvous() -> None:
+    spec = _spec({**ELASTIC, "launcher": "python"})
+    env = _env(spec, "llm-elastic")
+    assert env["TRAINMASTER_ELASTIC"] == "2:4"
+    assert "TRAINMASTER_RDZV_CANDIDATES" not in env
