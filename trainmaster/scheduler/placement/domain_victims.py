@@ -39,8 +39,9 @@ from ..framework.resources import fit_count
 from ..plugins.preemption import Victim
 from ..state import ClusterState
 
-SEARCH_BUDGET = 20_000
-"""Branch-and-bound steps per decision (all domains together): about 30 ms of Python."""
+SEARCH_BUDGET = 5_000
+"""Branch-and-bound steps per decision (all domains together): at most some tens of
+milliseconds of Python; `trainmaster bench preemption` reports how often it ran out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,8 @@ def applies(gang: Gang, snapshot: ClusterState) -> bool:
 
 def _items(snapshot: ClusterState, nodes: Collection[int],
            candidates: Sequence[Victim]) -> list[_Item]:
+    """``candidates`` (those with a member in this domain) as items, elastic parts of one
+    gang together."""
     index = snapshot.node_index_map
     by_gang: dict[str, list[Victim]] = {}
     for victim in candidates:
@@ -123,24 +126,27 @@ class _Domain:
         self.need = need
         self.free = {i: dict(free[i]) for i in nodes}
         self.items = _items(snapshot, set(nodes), candidates)
+        # Pods that fit per node now: a count re-asks only the nodes victims free.
+        self.fit = {i: fit_count(request, self.free[i]) for i in nodes}
+        self.base = sum(self.fit.values())
 
     def count(self, chosen: Mapping[int, int]) -> int:
         """Pods of the gang that fit with option ``chosen[item]`` of each chosen item."""
-        total = 0
         extra: dict[int, dict[str, int]] = {}
         for k, opt in chosen.items():
             for i, res in self.items[k].frees[opt].items():
-                slot = extra.setdefault(i, {})
+                slot = extra.get(i)
+                if slot is None:
+                    extra[i] = dict(res)
+                    continue
                 for r, q in res.items():
                     slot[r] = slot.get(r, 0) + q
-        for i in self.nodes:
-            base = self.free[i]
-            add = extra.get(i)
-            if add:
-                base = dict(base)
-                for r, q in add.items():
-                    base[r] = base.get(r, 0) + q
-            total += fit_count(self.request, base)
+        total = self.base
+        for i, add in extra.items():
+            free = dict(self.free[i])
+            for r, q in add.items():
+                free[r] = free.get(r, 0) + q
+            total += fit_count(self.request, free) - self.fit[i]
         return total
 
     def victims(self, chosen: Mapping[int, int]) -> tuple[Victim, ...]:
@@ -257,13 +263,29 @@ def choose_domain(
     mask = snapshot.eligibility(first, filters).mask
     schedulable = snapshot.columns.schedulable
     blocked_idx = set(snapshot.indices(blocked))
+    rank = snapshot.rank(gang.topology.level)
+    # Each candidate goes to the domains it has a member in: O(candidates), not
+    # O(domains x candidates).
+    index = snapshot.node_index_map
+    where: dict[str, list[Victim]] = {}
+    for victim in candidates:
+        touched = set()
+        for _, node in victim.pods:
+            i = index.get(node)
+            if i is None:
+                continue
+            for up in snapshot.ancestors(i):
+                if up.rank == rank:
+                    touched.add(up.name)
+        for name in touched:
+            where.setdefault(name, []).append(victim)
     domains = []
-    for live in snapshot.live_domains(snapshot.rank(gang.topology.level)):
+    for live in snapshot.live_domains(rank):
         nodes = [i for i in live.nodes
                  if mask[i] and schedulable[i] and i not in blocked_idx]
-        if nodes:
+        if nodes and live.name in where:
             domains.append(_Domain(snapshot, live.name, nodes, request,
-                                   len(gang.members), candidates))
+                                   len(gang.members), where[live.name]))
     search = _Search(budget, admits)
     bounds: list[tuple[float, str, _Domain]] = []
     for dom in domains:

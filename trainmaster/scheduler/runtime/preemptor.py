@@ -216,7 +216,7 @@ class Preemptor:
             return None  # nobody below it (the common case: one priority): no pod scan
         if not self.may_preempt(gang, sched.nominated.get(gang.key, frozenset())):
             return None
-        candidates = self.candidates(gang)
+        candidates = sched.guard.allowed(self.candidates(gang), gang.priority, sched.now())
         if not candidates:
             return None
         found = nominate_victims(self.cache.snapshot, gang, candidates, sched.nominated,
@@ -224,6 +224,7 @@ class Preemptor:
                                  admits=quota_admits(ledger, queue, need))
         if found is None:
             return None
+        sched.preempted(gang)
         uids = {pod.uid for v in found.victims for pod, _ in v.pods}
         self.evicting[gang.key] = uids
         self.cache.mark_terminating(uids)
