@@ -40,7 +40,7 @@ def simulate_cmd(
         "--spec the spec's scheduler.queues.")] = None,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Workload CSV: id,submit_s,duration_s,pods,gpus_per_pod"
-        "[,queue,priority,topology,min_pods].")] = None,
+        "[,queue,priority,topology,min_pods,checkpoint_s].")] = None,
     synthetic: Annotated[bool, typer.Option(
         "--synthetic", help="Generate the workload (see docs/simulate.md).")] = False,
     jobs: Annotated[int, typer.Option(min=1, help="Synthetic jobs.")] = 1000,
@@ -68,6 +68,10 @@ def simulate_cmd(
         "their pods to all.")] = 0.0,
     rescale_seconds: Annotated[float, typer.Option(
         help="Progress lost at each size change of an elastic job.")] = 30.0,
+    preemption_search: Annotated[str, typer.Option(
+        help="Victim choice: domain (the scheduler's: least lost work over the domains of "
+        "a required level), greedy (the order before it), or compare (each policy twice, "
+        "<policy>/domain and <policy>/greedy).")] = "domain",
     report: Annotated[Path | None, typer.Option(
         "--report", help="Write PNG plots and index.html here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
@@ -112,6 +116,9 @@ def simulate_cmd(
         if elastic_share and not synthetic:
             raise ValueError("--elastic-share goes with --synthetic; a trace says which "
                              "jobs are elastic in its min_pods column")
+        if preemption_search not in ("domain", "greedy", "compare"):
+            raise ValueError("--preemption-search must be one of domain, greedy, compare, "
+                             f"got {preemption_search!r}")
         if elastic not in ELASTIC_MODES:
             raise ValueError(f"--elastic must be one of {', '.join(ELASTIC_MODES)}, "
                              f"got {elastic!r}")
@@ -145,7 +152,8 @@ def simulate_cmd(
     result = simulate(cluster, workload, names, faults, queues=queues,
                       progress=lambda line: _err.print(line, highlight=False),
                       elastic=None if elastic == "off" else model,
-                      compare_elastic=elastic == "compare")
+                      compare_elastic=elastic == "compare",
+                      preemption_search=preemption_search)
     if report is not None:
         from trainmaster.simulate import write_report
 
@@ -173,6 +181,8 @@ def simulate_cmd(
         _out.print(_queue_table(result.to_json()["results"]))
     if any("elastic" in r for r in result.to_json()["results"]):
         _out.print(_elastic_table(result.to_json()["results"]))
+    if any("preemption" in r for r in result.to_json()["results"]):
+        _out.print(_preemption_table(result.to_json()["results"]))
 
 
 def _elastic_table(results: list[dict[str, Any]]) -> Any:
@@ -223,3 +233,20 @@ def convert_cmd(
     done = convert_trace(source_format, source, target)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(done.skipped.items())) or "none"
     _err.print(f"wrote {done.written} jobs to {target}; skipped: {skipped}", highlight=False)
+
+
+def _preemption_table(results: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="preemption")
+    for head in ("policy", "preemptions", "GPU-hours lost",
+                 "highest-priority required\njobs", "their wait mean (s)"):
+        table.add_column(head, justify="right")
+    for r in results:
+        p = r.get("preemption")
+        if p is None:
+            continue
+        table.add_row(r["policy"], str(r["preemptions"]), f"{p['lost_gpu_hours']:.2f}",
+                      str(p["required_high_priority_jobs"]),
+                      _fmt(p["required_high_priority_wait_mean_s"]))
+    return table

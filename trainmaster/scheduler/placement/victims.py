@@ -26,7 +26,7 @@ from ..framework.interface import FilterPlugin, ScorePlugin
 from ..framework.model import Gang
 from ..framework.results import Placement
 from ..plugins.preemption import Preemption, Victim, victim_cost
-from ..state import ClusterState
+from ..state import ClusterState, PodState
 from .domain_victims import applies, choose_domain, domain_nodes
 from .place import Placer, place_gang
 
@@ -149,14 +149,19 @@ def _free_domain(
     outside = {n.name for n in snapshot.nodes if n.name not in inside}
     # The victims out of the state for one placement call, then back exactly as they
     # were (bound, same nodes): a copy of a 1,000-node state costs more than the search.
+    # A victim pod in any other state (not expected) gets the copy instead.
+    bound = all(snapshot.pod_state(pod.uid) is PodState.BOUND
+                for victim in choice.victims for pod, _ in victim.pods)
+    state = snapshot if bound else snapshot.copy()
     for victim in choice.victims:
-        _evict(snapshot, victim)
+        _evict(state, victim)
     try:
-        placement = place_gang(snapshot, gang, filters=filters, scorer=scorer,
+        placement = place_gang(state, gang, filters=filters, scorer=scorer,
                                blocked=set(blocked) | outside)
     finally:
-        for victim in choice.victims:
-            _restore(snapshot, victim)
+        if bound:
+            for victim in choice.victims:
+                _restore(snapshot, victim)
     if not isinstance(placement, Placement):
         return None
     return Preemption(gang.key, tuple(sorted(choice.victims, key=victim_cost)), placement,
