@@ -239,8 +239,9 @@ def _preemption_table(results: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title="preemption")
-    for head in ("policy", "preemptions", "GPU-hours lost",
-                 "highest-priority required\njobs", "their wait mean (s)"):
+    table.add_column("policy", no_wrap=True)
+    for head in ("preemptions", "GPU-hours\nlost", "top-priority\nrequired jobs",
+                 "their wait\nmean (s)"):
         table.add_column(head, justify="right")
     for r in results:
         p = r.get("preemption")
