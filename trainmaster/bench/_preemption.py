@@ -42,6 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainmaster.scheduler import (
+    DEFAULT_FILTERS,
+    DEFAULT_RESCALE_SECONDS,
+    DEFAULT_SCORER,
     GPU,
     ClusterState,
     Gang,
@@ -49,14 +52,10 @@ from trainmaster.scheduler import (
     PodRequest,
     TopologyConstraint,
     TopologyMode,
-    place_gang,
-)
-from trainmaster.scheduler.placement.victims import select_victims
-from trainmaster.scheduler.plugins import DEFAULT_FILTERS, DEFAULT_SCORER
-from trainmaster.scheduler.plugins.preemption import (
-    DEFAULT_RESCALE_SECONDS,
     Victim,
     elastic_parts,
+    place_gang,
+    select_victims,
 )
 
 NODE_GPUS = 8
