@@ -4,6 +4,7 @@ preemptors shielded from ping-pong."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from trainmaster.scheduler import ClusterState
@@ -181,3 +182,67 @@ def test_ping_pong_between_two_domains_does_not_happen() -> None:
     found = select_victims(snap, b, candidates, filters=DEFAULT_FILTERS,
                            scorer=DEFAULT_SCORER)
     assert found is not None and [v.gang for v in found.victims] == ["default/a"]
+
+
+def test_the_runtime_frees_the_cheapest_leaf_and_says_so() -> None:
+    """The runtime's preemptor (on the in-memory API; the live test
+    ``test_queues_live.py::test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds``
+    checks the same Events on the real control plane): leaf-0 holds a gang of the lowest
+    priority that checkpointed an hour ago, leaf-1 two gangs of a higher priority that
+    checkpointed a minute ago. A required-leaf gang of priority 100 frees leaf-1, evicts
+    only its two gangs, and the Events and its pods' PodScheduled say where and what it
+    costs."""
+    import asyncio
+    from datetime import datetime
+
+    from tests.scheduler.apifake import Cluster, fake_runtime, group_obj, node_obj, pod_obj
+    from trainmaster.api import UTC, format_seconds
+    from trainmaster.scheduler import SchedulerConfig
+
+    now = time.time()
+
+    def group(name: str, size: int, checkpoint: float | None) -> dict[str, object]:
+        obj = group_obj(name, size, domain="leaf", mode="required")
+        if checkpoint is not None:
+            obj["metadata"]["annotations"]["trainmaster.io/last-checkpoint-time"] = (
+                format_seconds(datetime.fromtimestamp(checkpoint, UTC)))
+        return obj
+
+    def running(name: str, node: str, priority: int) -> dict[str, object]:
+        return pod_obj(name, group=name.rsplit("-", 1)[0], gpus=8, node=node,
+                       phase="Running", extra_spec={"priority": priority})
+
+    nodes = [node_obj(f"n{leaf}{i}", leaf=f"leaf-{leaf}") for leaf in (0, 1) for i in (0, 1)]
+    pods = [running("old-0", "n00", 0), running("old-1", "n01", 0),
+            running("a-0", "n10", 5), running("b-0", "n11", 5),
+            *(pod_obj(f"big-{i}", group="big", gpus=8, extra_spec={"priority": 100})
+              for i in range(2))]
+    groups = [group("old", 2, now - 3600), group("a", 1, now - 60), group("b", 1, now - 60),
+              group("big", 2, None)]
+    cluster = Cluster(nodes, pods, groups)
+    api, rt = fake_runtime(cluster, SchedulerConfig(report_interval=0.0))
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.writer.drain(1)
+        await rt.shutdown()
+
+    asyncio.run(run())
+    deleted = sorted(p.rsplit("/", 1)[1] for m, p, _ in api.calls if m == "DELETE")
+    assert deleted == ["a-0", "b-0"]  # leaf-1's two gangs, nothing of leaf-0
+    events = [b for _, b in api.posts("/events")]
+    preempted = {e["involvedObject"]["name"]: e["message"] for e in events
+                 if e["reason"] == "Preempted"}
+    assert set(preempted) == {"a", "b"}
+    assert all("to free leaf spine-0/leaf-1" in m for m in preempted.values())
+    [preempting] = [e for e in events if e["reason"] == "Preempting"]
+    assert preempting["involvedObject"]["name"] == "big"
+    assert preempting["message"].startswith("preempting 2 gangs (ns/")
+    assert "to free leaf spine-0/leaf-1: " in preempting["message"]
+    lost = float(preempting["message"].split(": ")[1].split(" GPU-seconds")[0])
+    assert 2 * 8 * 60 <= lost <= 2 * 8 * 120  # a minute (and the test's time) each
+    why = [b["status"]["conditions"][0]["message"] for m, p, b in api.calls
+           if m == "PATCH" and p.endswith("/big-0/status") and "conditions" in b["status"]
+           and b["status"]["conditions"][0]["type"] == "PodScheduled"]
+    assert why and why[-1].startswith("preempting 2 gangs (")
