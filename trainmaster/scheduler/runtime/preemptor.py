@@ -317,7 +317,8 @@ class Preemptor:
             await self.api.patch(pod_path(pod.namespace, pod.name, "status"),
                                  {"status": {"nominatedNodeName": node}})
         except ApiError as err:
-            if err.status != 404:
+            # 404: gone; 422: already bound (the bind overtook this write): moot either way
+            if err.status not in (404, 422):
                 log.warning("nominating %s for %s failed: %s", node, pod.key, err)
 
 
