@@ -161,9 +161,11 @@ def test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds(
             _gang(scratch, "mid-b", 1, priority_class=pc["mid"])
         wait_for(lambda: mids <= set(scratch.bound()), "mid gangs bound")
         before = {p.metadata.name: p.metadata.uid for p in scratch.pods()}
-        # low checkpoints now (as the operator records it): it would lose the least work
+        # low checkpoints now (as the operator records it), a whole second after the mid
+        # gangs started (the annotation has whole seconds): it would lose the least work
         # of the three, besides having the lowest priority (a leaf is freed for the
         # least lost work, docs/scheduler.md "Freeing a domain")
+        time.sleep(2)
         scratch.custom.patch_namespaced_custom_object(
             *PODGROUPS[:2], scratch.namespace, PODGROUPS[2], "low",
             {"metadata": {"annotations": {"trainmaster.io/last-checkpoint-time":
