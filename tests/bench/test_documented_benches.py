@@ -210,3 +210,46 @@ def test_the_bench_tree_admits_its_gang_only_after_weighing_every_waiting_queue(
     assert ledger.nodes[BENCH_QUEUE].parent is not None
     depth = sum(1 for _ in ledger.nodes[BENCH_QUEUE].path()) - 1
     assert depth == 3
+
+
+def test_bench_preemption_smallest(capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench preemption` (docs/benchmarks.md) on a few cases: the exhaustive optimum,
+    trainmaster's choice, the greedy order of before and the naive baseline; trainmaster
+    at the optimum with no unused eviction, the naive baseline evicting pods it does not
+    need; bad counts are usage errors."""
+    from trainmaster.cli import main
+
+    assert main(["bench", "preemption", "--cases", "12", "--seed", "7",
+                 "--scale-decisions", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["cases"], result["seed"]) == (12, 7) and result["solvable"] >= 1
+    ours = result["methods"]["trainmaster"]
+    assert ours["ratio_max"] == 1.0 and ours["unused_evicted_pods"] == 0
+    assert ours["missed"] == 0 and ours["decision_cpu_ms_max"] > 0
+    assert result["methods"]["naive"]["unused_evicted_pods"] > 0
+    assert result["methods"]["today"]["ratio_median"] >= 1.0
+    assert result["scale"]["nodes"] == 1024 and result["scale"]["found"] == 1
+    assert main(["bench", "preemption", "--cases", "3", "--seed", "7",
+                 "--scale-decisions", "1"]) == 0
+    assert "lost work / exact optimum" in capsys.readouterr().out
+    assert main(["bench", "preemption", "--cases", "0"]) == 2
+    assert "--cases must be at least 1" in capsys.readouterr().err
+
+
+def test_the_preemption_bench_optimum_is_exhaustive() -> None:
+    """The bench's own exact search against a hand-made case: two leaves, the cheapest
+    way is a shrink plus one small gang, not the one cheap big gang."""
+    from trainmaster.bench._preemption import Case, Running, naive_answer, optimum, unused_pods
+
+    case = Case(2, 2, [
+        Running("big", 0, 1, ((0, 8), (1, 8)), 1000.0),
+        Running("el", 1, 0, ((0, 8), (1, 8)), 5000.0, min_pods=1),
+    ], 1, 8)
+    best = optimum(case)
+    # shrinking el (rescale 30 s x 16 GPUs = 480) beats stopping big (1000)
+    assert best is not None and best.lost == 480.0 and best.leaf == 1
+    assert best.evicted == (("el", (1,)),)
+    assert unused_pods(case, best.evicted) == 0
+    assert unused_pods(case, (("el", (0, 1)),)) == 1  # a shrink would have done
+    naive = naive_answer(case)  # lowest priority first: stops el whole
+    assert naive is not None and naive.lost == 5480.0

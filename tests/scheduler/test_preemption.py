@@ -32,20 +32,34 @@ def _select(snap: ClusterState, gang_size: int, victims: list[Victim],
     return select_victims(snap, gang, victims, filters=DEFAULT_FILTERS, scorer=DEFAULT_SCORER)
 
 
-def test_evicts_whole_gangs_of_one_leaf_preferring_lowest_priority_and_least_work() -> None:
-    # 1 spine x 2 leaves x 2 nodes, full: leaf-0 holds low (prio 1), leaf-1 holds two gangs
-    # of prio 0 with much work since their checkpoints, and one cheap one.
+def test_a_required_leaf_is_freed_at_the_least_lost_work_whatever_the_priorities() -> None:
+    # 1 spine x 2 leaves x 2 nodes, full: leaf-0 holds low (prio 1, 10 GPU-s lost),
+    # leaf-1 two prio-0 gangs, one with much work since its checkpoint. Priority only
+    # says who may be a victim (all three here); lost work says which and where.
     snap = ClusterState(fabric_nodes(1, 2, 2), LEVELS)
     low = _running(snap, "low", ["s0-l0-n0", "s0-l0-n1"], priority=1, work=10.0)
     busy = _running(snap, "busy", ["s0-l1-n0"], priority=0, work=1e6)
     cheap = _running(snap, "cheap", ["s0-l1-n1"], priority=0, work=5.0)
     found = _select(snap, 2, [low, busy, cheap])
     assert found is not None
-    # Lowest priority first: leaf-1's two priority-0 gangs, never part of a gang.
-    assert {v.gang for v in found.victims} == {"default/busy", "default/cheap"}
-    assert found.nodes == {"s0-l1-n0", "s0-l1-n1"}
+    assert [v.gang for v in found.victims] == ["default/low"]
+    assert found.domain == "spine-0/leaf-0" and found.nodes == {"s0-l0-n0", "s0-l0-n1"}
+    assert found.work_lost == 10.0 and found.exact
     # the live snapshot is untouched
     assert snap.pod_state(busy.pods[0][0].uid) is not None
+
+
+def test_a_gang_without_a_required_level_keeps_the_priority_order() -> None:
+    # The same cluster, a preferred gang: lowest priority first, as before.
+    snap = ClusterState(fabric_nodes(1, 2, 2), LEVELS)
+    low = _running(snap, "low", ["s0-l0-n0", "s0-l0-n1"], priority=1, work=10.0)
+    busy = _running(snap, "busy", ["s0-l1-n0"], priority=0, work=1e6)
+    cheap = _running(snap, "cheap", ["s0-l1-n1"], priority=0, work=5.0)
+    gang = make_gang("big", 2, gpus=8, level="leaf", mode="preferred", priority=100)
+    found = select_victims(snap, gang, [low, busy, cheap], filters=DEFAULT_FILTERS,
+                           scorer=DEFAULT_SCORER)
+    assert found is not None
+    assert {v.gang for v in found.victims} == {"default/busy", "default/cheap"}
 
 
 def test_nothing_is_evicted_when_no_set_makes_the_gang_fit() -> None:
@@ -67,11 +81,26 @@ def test_the_smaller_set_is_kept_when_one_gang_alone_frees_the_domain() -> None:
     assert set_cost(found.victims) == (0, 2.0, 16)
 
 
+def test_victims_spanning_the_domain_are_evicted_whole_and_priced_whole() -> None:
+    # wide spans both leaves (cheap per node, but all of it is lost); leaf-1's own
+    # gang costs less than wide's whole: leaf-1 is freed, wide is not touched.
+    snap = ClusterState(fabric_nodes(1, 2, 2), LEVELS)
+    wide = _running(snap, "wide", ["s0-l0-n0", "s0-l1-n0"], work=8.0)
+    own0 = _running(snap, "own0", ["s0-l0-n1"], work=1.0)
+    own1 = _running(snap, "own1", ["s0-l1-n1"], work=3.0)
+    found = _select(snap, 1, [wide, own0, own1])
+    assert found is not None and [v.gang for v in found.victims] == ["default/own0"]
+    found = _select(snap, 2, [wide, own0, own1])
+    assert found is not None
+    assert {v.gang for v in found.victims} == {"default/wide", "default/own0"}
+    assert found.domain == "spine-0/leaf-0" and found.work_lost == 9.0
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 50)),
                 min_size=1, max_size=8),
        st.integers(1, 4))
-def test_chosen_set_fits_is_minimal_and_has_the_least_possible_top_priority(
+def test_chosen_set_fits_is_minimal_and_loses_the_least_work_of_any_set(
     spec: list[tuple[int, int, int]], size: int
 ) -> None:
     """Gangs of one node each on a 1x2x4 fabric; each spec entry is (node, priority,
@@ -106,9 +135,15 @@ def test_chosen_set_fits_is_minimal_and_has_the_least_possible_top_priority(
     assert fits_without(chosen)
     for v in chosen:  # minimal: keeping any one of them breaks the fit
         assert not fits_without([c for c in chosen if c is not v])
-    top = max(v.priority for v in chosen)
-    # no set made only of lower-priority gangs would have done
-    assert not fits_without([v for v in victims if v.priority < top])
+    # exhaustive: no set that makes the gang fit loses less work
+    lost = sum(v.work_lost for v in chosen)
+    for mask in range(1, 1 << len(victims)):
+        subset = [v for k, v in enumerate(victims) if mask >> k & 1]
+        if sum(v.work_lost for v in subset) < lost:
+            assert not fits_without(subset)
+    # and every victim sits in the one leaf the gang is placed in
+    leaf = {n.rsplit("-", 1)[0] for n in found.nodes}
+    assert {node.rsplit("-", 1)[0] for v in chosen for _, node in v.pods} == leaf
 
 
 def test_evictable_and_work_lost() -> None:

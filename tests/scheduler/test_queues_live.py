@@ -19,11 +19,13 @@ from kubernetes import client
 
 from tests.conftest import LocalCluster
 from tests.scheduler.live import (
+    PODGROUPS,
     SchedulerProcess,
     Scratch,
     processes,
     wait_for,
 )
+from trainmaster.scheduler.runtime.events import now_rfc3339
 
 pytestmark = pytest.mark.integration
 
@@ -159,6 +161,15 @@ def test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds(
             _gang(scratch, "mid-b", 1, priority_class=pc["mid"])
         wait_for(lambda: mids <= set(scratch.bound()), "mid gangs bound")
         before = {p.metadata.name: p.metadata.uid for p in scratch.pods()}
+        # low checkpoints now (as the operator records it), a whole second after the mid
+        # gangs started (the annotation has whole seconds): it would lose the least work
+        # of the three, besides having the lowest priority (a leaf is freed for the
+        # least lost work, docs/scheduler.md "Freeing a domain")
+        time.sleep(2)
+        scratch.custom.patch_namespaced_custom_object(
+            *PODGROUPS[:2], scratch.namespace, PODGROUPS[2], "low",
+            {"metadata": {"annotations": {"trainmaster.io/last-checkpoint-time":
+                                          now_rfc3339()}}})
 
         # Three nodes in one leaf exist nowhere: no preemption can make this fit.
         hopeless = _gang(scratch, "hopeless", 3, priority_class=pc["high"])
@@ -181,6 +192,13 @@ def test_high_priority_gang_preempts_whole_lower_priority_gangs_and_binds(
         assert all(remaining[n] == before[n] for n in mids)
         events = _events_of(scratch, "Preempted", ["low"])
         assert all(f"{scratch.namespace}/high" in e.message for e in events)
+        leaf = low_leaf.pop()
+        assert all(f"to free leaf tm-{scratch.tag}-spine/{leaf}" in e.message
+                   for e in events), [e.message for e in events]
+        [preempting] = _events_of(scratch, "Preempting", ["high"])
+        assert preempting.message.startswith(
+            f"preempting 1 gangs ({scratch.namespace}/low) to free leaf "
+            f"tm-{scratch.tag}-spine/{leaf}: ")
         assert _metrics(procs[0], {
             'trainmaster_scheduler_preemptions_total{queue="default"}': 1})
 

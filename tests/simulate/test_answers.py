@@ -368,7 +368,7 @@ def test_help_at_80_columns_keeps_the_trace_columns() -> None:
     proc = run("simulate", "--help", env={"COLUMNS": "80", "TERM": "dumb"})
     assert proc.returncode == 0
     text = " ".join(line.strip("│ ") for line in proc.stdout.splitlines())
-    for column in ("submit_s,", "duration_s,", "gpus_per_pod", "min_pods."):
+    for column in ("submit_s,", "duration_s,", "gpus_per_pod", "min_pods,", "checkpoint_s."):
         assert column in text, column
 
 

@@ -104,8 +104,12 @@ def test_spec_queues_from_the_example(capsys: pytest.CaptureFixture[str]) -> Non
                str(EXAMPLE / "jobs.csv"), "--policy", "trainmaster", "--json"])
     assert rc == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
-    assert list(result) == [*KEYS, "queues"]
+    assert list(result) == [*KEYS, "queues", "preemption"]
     assert result["preemptions"] == 2 and result["jobs_finished"] == 5
+    # (140 + 80) s x 16 GPUs; prod-train is the one highest-priority required job
+    assert result["preemption"] == {"lost_gpu_hours": round(3520 / 3600, 3),
+                                    "required_high_priority_jobs": 1,
+                                    "required_high_priority_wait_mean_s": 0.0}
     assert [(q["queue"], q["nominal_quota"], q["jobs"], q["preempted"])
             for q in result["queues"]] == [("research", 32, 3, 2), ("prod", 32, 2, 0)]
 

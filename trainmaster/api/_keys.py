@@ -64,6 +64,10 @@ TOPOLOGY_MODE_ANNOTATION: Final = "trainmaster.io/topology-mode"
 CHECKPOINT_ANNOTATION: Final = "trainmaster.io/last-checkpoint-time"
 """On a gang's PodGroup: when the job last wrote a checkpoint (RFC 3339); preemption's
 work lost."""
+RESTART_ANNOTATION: Final = "trainmaster.io/restart-seconds"
+"""On a gang's PodGroup: how long the job takes to come back after an eviction (pull,
+start, load its checkpoint), in seconds; preemption prices it as every GPU idle that long
+on top of the work since the last checkpoint. Absent: 0."""
 DATASETS_ANNOTATION: Final = "trainmaster.io/datasets"
 """On a gang's pods: the datasets they read, comma separated (dataset locality)."""
 DATASET_LABEL: Final = "trainmaster.io/dataset"

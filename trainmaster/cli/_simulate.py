@@ -35,7 +35,7 @@ def simulate_cmd(
         "--spec the spec's scheduler.queues.")] = None,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Workload CSV with the columns id, submit_s, duration_s, pods, "
-        "gpus_per_pod and optionally queue, priority, topology, min_pods.")] = None,
+        "gpus_per_pod and optionally queue, priority, topology, min_pods, checkpoint_s.")] = None,
     synthetic: Annotated[bool, typer.Option(
         "--synthetic", help="Generate the workload (see docs/simulate.md).")] = False,
     jobs: Annotated[int, typer.Option(min=1, help="Synthetic jobs.")] = 1000,
@@ -79,6 +79,10 @@ def simulate_cmd(
     jobs_out: Annotated[Path | None, typer.Option(
         "--jobs-out", help="Write one CSV row per job (and policy): queue, submit, start, "
         "end, wait, preemptions, lost GPU-seconds, pods, GPUs, nodes.")] = None,
+    preemption_search: Annotated[str, typer.Option(
+        help="Victim choice: domain (the scheduler's: least lost work over the domains of "
+        "a required level), greedy (the order before it), or compare (each policy twice, "
+        "<policy>/domain and <policy>/greedy).")] = "domain",
     report: Annotated[Path | None, typer.Option(
         "--report", help="Write PNG plots and index.html here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
@@ -131,6 +135,9 @@ def simulate_cmd(
         if elastic_share and not synthetic:
             raise ValueError("--elastic-share goes with --synthetic; a trace says which "
                              "jobs are elastic in its min_pods column")
+        if preemption_search not in ("domain", "greedy", "compare"):
+            raise ValueError("--preemption-search must be one of domain, greedy, compare, "
+                             f"got {preemption_search!r}")
         if elastic not in ELASTIC_MODES:
             raise ValueError(f"--elastic must be one of {', '.join(ELASTIC_MODES)}, "
                              f"got {elastic!r}")
@@ -172,7 +179,8 @@ def simulate_cmd(
         return simulate(cluster, workload, names, faults, queues=queues,
                         progress=lambda line: _err.print(line, highlight=False),
                         elastic=None if elastic == "off" else model,
-                        compare_elastic=elastic == "compare")
+                        compare_elastic=elastic == "compare",
+                        preemption_search=preemption_search)
 
     result = run(queues, faults)
     changed = None
@@ -248,7 +256,14 @@ def _compared(base: dict[str, Any], key: str, value: object, label: str,
 
 
 def _print_tables(out: Any, document: dict[str, Any], title: str) -> None:
-    from trainmaster.simulate._columns import DISRUPTIONS, ELASTIC, FAIRNESS, POLICY, QUEUES
+    from trainmaster.simulate._columns import (
+        DISRUPTIONS,
+        ELASTIC,
+        FAIRNESS,
+        POLICY,
+        PREEMPTION,
+        QUEUES,
+    )
 
     sides = [("", document["results"], False)]
     compared = document.get("compare")
@@ -258,7 +273,7 @@ def _print_tables(out: Any, document: dict[str, Any], title: str) -> None:
                  (f" ({label})", compared["results"], False),
                  (f" (difference: {label} minus base)", compared["difference"], True)]
     for suffix, results, signed in sides:
-        for part in (POLICY, DISRUPTIONS, QUEUES, FAIRNESS, ELASTIC):
+        for part in (POLICY, DISRUPTIONS, QUEUES, FAIRNESS, ELASTIC, PREEMPTION):
             table = _table(part, results, signed, suffix,
                            title if part is POLICY and not suffix.startswith(" (d") else "",
                            captions=results is document["results"])
@@ -303,3 +318,5 @@ def convert_cmd(
     done = convert_trace(source_format, source, target)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(done.skipped.items())) or "none"
     _err.print(f"wrote {done.written} jobs to {target}; skipped: {skipped}", highlight=False)
+
+

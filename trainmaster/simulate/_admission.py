@@ -90,6 +90,9 @@ class Preemptor:
         self.placer = placer
         self.rescale_seconds = DEFAULT_RESCALE_SECONDS
         """What a shrink costs an elastic victim (the simulation's ``ElasticModel``)."""
+        self.domain_search = True
+        """False: the greedy victim order used before domain-freeing preemption (the
+        simulator's ``--preemption greedy``, for comparison)."""
 
     def may_preempt(self, queue: str) -> bool:
         """The scheduler's switch and the queue's (the spec renders ``Never`` as the
@@ -123,10 +126,15 @@ class Preemptor:
                        max(run.started, run.checkpoint)) for run in runs])
         min_pods = {run.key: run.min_pods for run in runs if run.min_pods}
         # Shrinking an elastic gang is the cheap option, as in the runtime.
-        candidates = with_shrinks(candidates, min_pods, self.rescale_seconds)
+        candidates = sched.guard.allowed(
+            with_shrinks(candidates, min_pods, self.rescale_seconds), gang.priority, now)
         admits = quota_admits(self.ledger, queue, need)
         if free_gpus + sum(v.gpus for v in candidates) < gang_gpus(gang):
             return None  # even evicting all of them would not free enough GPUs
-        return nominate_victims(sched.snapshot, gang, candidates, sched.nominated,
-                                filters=sched.profile.filters, scorer=sched.profile.scorer,
-                                placer=self.placer, admits=admits)
+        found = nominate_victims(sched.snapshot, gang, candidates, sched.nominated,
+                                 filters=sched.profile.filters, scorer=sched.profile.scorer,
+                                 placer=self.placer, admits=admits,
+                                 domain_search=self.domain_search)
+        if found is not None:
+            sched.preempted(gang)
+        return found

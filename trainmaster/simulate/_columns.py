@@ -83,6 +83,13 @@ ELASTIC: Part = ("elastic jobs (min_pods) and the others", "", (
     ("rescales", "rescales", "int"),
 ))
 
+PREEMPTION: Part = ("preemption: the gangs required at a switch level", "", (
+    ("policy", "policy", "text"),
+    ("lost_gpu_hours", "GPU-h lost\nto preemption", "gpuh"),
+    ("required_high_priority_jobs", "top-priority\nrequired jobs", "int"),
+    ("required_high_priority_wait_mean_s", "their wait\nmean (s)", "s"),
+))
+
 
 def cell(value: Any, kind: str, signed: bool = False) -> str:
     """One figure as shown; ``signed``: a difference (with its sign)."""
@@ -107,7 +114,8 @@ def cell(value: Any, kind: str, signed: bool = False) -> str:
 def rows(part: Part, results: Sequence[Mapping[str, Any]], signed: bool = False
          ) -> list[list[str]]:
     """The part's rows: one per result, per queue for the queue parts (fairness: only
-    queues that have the figures), the elastic figures of results that have them."""
+    queues that have the figures), the elastic and preemption figures of results that have
+    them."""
     columns = part[2]
     out = []
     for r in results:
@@ -115,8 +123,9 @@ def rows(part: Part, results: Sequence[Mapping[str, Any]], signed: bool = False
         if part is QUEUES or part is FAIRNESS:
             entries = [{"policy": r["policy"], **q} for q in r.get("queues", [])
                        if part is QUEUES or "entitlement" in q]
-        elif part is ELASTIC:
-            entries = [{"policy": r["policy"], **r["elastic"]}] if "elastic" in r else []
+        elif part is ELASTIC or part is PREEMPTION:
+            key = "elastic" if part is ELASTIC else "preemption"
+            entries = [{"policy": r["policy"], **r[key]}] if key in r else []
         else:
             entries = [r]
         for entry in entries:

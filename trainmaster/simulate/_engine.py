@@ -36,7 +36,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from trainmaster.scheduler import (
+    CLUSTER_LEVEL,
     GPU,
+    NODE_LEVEL,
     ClusterState,
     Code,
     Cycle,
@@ -171,6 +173,7 @@ class Simulation:
         check: bool = False,
         progress: Progress | None = None,
         elastic: ElasticModel | None = None,
+        domain_search: bool = True,
     ) -> None:
         self.cluster = cluster
         self.elastic = elastic
@@ -205,6 +208,7 @@ class Simulation:
             self.preemptor = Preemptor(queues, self.ledger, placer)
             if elastic is not None:
                 self.preemptor.rescale_seconds = elastic.rescale_seconds
+            self.preemptor.domain_search = domain_search
         self.cycle = Cycle(self.sched, self, self if self.preemptor is not None else None,
                            instant_evictions=True, on_pass=self.guard.new_cycle)
         self.pending: dict[str, Gang] = {}
@@ -374,11 +378,12 @@ class Simulation:
             # its progress at the sizes it ran, less the work since the last checkpoint
             self._progress(run)
             done = run.begun_with - run.remaining
-            lost = min(done, (ran - self.faults.saved_work(ran)) * self._speed(run))
+            lost = min(done, (ran - self.faults.saved_work(ran, run.job.checkpoint_s))
+                       * self._speed(run))
             lost_gpu_s = lost * run.job.gpus
             run.remaining += lost
         else:
-            saved = min(self.faults.saved_work(ran), run.remaining)
+            saved = min(self.faults.saved_work(ran, run.job.checkpoint_s), run.remaining)
             lost_gpu_s = (ran - saved) * run.job.gpus
             run.remaining -= saved
         self.lost_gpu_seconds += lost_gpu_s
@@ -519,7 +524,8 @@ class Simulation:
     def _running(self) -> Iterator[RunningGang]:
         for index in sorted(self.running):
             run = self.runs[index]
-            checkpoint = run.started + self.faults.saved_work(self.now - run.started)
+            checkpoint = run.started + self.faults.saved_work(self.now - run.started,
+                                                              run.job.checkpoint_s)
             yield RunningGang(run.key, self.priority_of[index], self.queue_of[index],
                               run.bindings, run.started, checkpoint,
                               (run.job.min_pods or 0) if self._elastic_job(run.job) else 0)
@@ -715,7 +721,19 @@ class Simulation:
             elastic_jobs=([r.job.elastic for r in runs] if any(r.job.elastic for r in runs)
                           else None),
             rescales=self.rescales,
+            required_high_waits=(self._required_high_waits()
+                                 if self.preemptor is not None else None),
         )
+
+    def _required_high_waits(self) -> list[float]:
+        """Waits of the jobs of the highest priority whose topology is required at a
+        switch level: the gangs domain-freeing preemption is for."""
+        top = max(self.priority_of, default=0)
+        return [r.first_start - r.job.submit_s
+                for r, p in zip(self.runs, self.priority_of, strict=True)
+                if p == top and r.job.topology is not None
+                and r.job.topology.mode is TopologyMode.REQUIRED
+                and r.job.topology.level not in (NODE_LEVEL, CLUSTER_LEVEL)]
 
     def _queue_figures(self, span: float, waiting: float) -> list[QueueFigures]:
         names = [q.name for q in self.queues.queues]

@@ -34,9 +34,11 @@ class FaultModel:
     def enabled(self) -> bool:
         return bool(self.node_mtbf_hours)
 
-    def saved_work(self, ran_seconds: float) -> float:
-        """Work kept at a failure after ``ran_seconds`` of running: the last checkpoint."""
-        step = self.checkpoint_minutes * 60
+    def saved_work(self, ran_seconds: float, interval_s: float | None = None) -> float:
+        """Work kept at a failure after ``ran_seconds`` of running: the last checkpoint
+        (every ``interval_s`` seconds when the job has its own, a trace's
+        ``checkpoint_s``; else every ``checkpoint_minutes``)."""
+        step = self.checkpoint_minutes * 60 if interval_s is None else interval_s
         if step <= 0:
             return 0.0
         return (ran_seconds // step) * step

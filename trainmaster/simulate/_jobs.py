@@ -33,6 +33,10 @@ class Job:
     min_pods: int | None = None
     """An elastic job's fewest pods (``pods`` is then its most, and ``duration_s`` its
     work at ``pods``); None: rigid."""
+    checkpoint_s: float | None = None
+    """How often it writes a checkpoint, in seconds of run time (0: never); None: the
+    run's ``--checkpoint-minutes``. What a failure or a preemption loses, and the price
+    of evicting it."""
 
     @property
     def gpus(self) -> int:

@@ -164,6 +164,9 @@ class PolicyResult:
     """Per job, whether the trace makes it elastic; None when none is."""
     rescales: int = 0
     job_rows: list[JobRow] = field(default_factory=list)
+    required_high_waits: list[float] | None = None
+    """Waits of the highest-priority jobs required at a switch level (with preemption
+    on): what domain-freeing preemption is for."""
 
     @property
     def gpu_allocation_waiting(self) -> float | None:
@@ -218,6 +221,16 @@ class PolicyResult:
             **({"queues": [q.to_json() for q in self.queues]} if self.queues is not None
                else {}),
             **({"elastic": self._elastic_json()} if self.elastic_jobs is not None else {}),
+            **({"preemption": self._preemption_json(self.required_high_waits)}
+               if self.required_high_waits is not None else {}),
+        }
+
+    def _preemption_json(self, waits: list[float]) -> dict[str, Any]:
+        return {
+            "lost_gpu_hours": round(self.lost_gpu_seconds / 3600, 3),
+            "required_high_priority_jobs": len(waits),
+            "required_high_priority_wait_mean_s": (round(sum(waits) / len(waits), 3)
+                                                   if waits else None),
         }
 
     def _elastic_json(self) -> dict[str, Any]:

@@ -35,6 +35,9 @@ class SimulationResult:
         }
 
 
+PREEMPTION_SEARCHES = ("domain", "greedy", "compare")
+
+
 def simulate(
     cluster: SimCluster,
     jobs: Sequence[Job],
@@ -46,9 +49,16 @@ def simulate(
     progress: Progress | None = None,
     elastic: ElasticModel | None = ElasticModel(),
     compare_elastic: bool = False,
+    preemption_search: str = "domain",
 ) -> SimulationResult:
     """``elastic``: how elastic jobs run (None: every job rigid); ``compare_elastic``:
-    each policy twice, ``<policy>/elastic`` and ``<policy>/rigid``."""
+    each policy twice, ``<policy>/elastic`` and ``<policy>/rigid``. ``preemption_search``:
+    ``domain`` (the scheduler's), ``greedy`` (the victim order before domain-freeing
+    preemption) or ``compare`` (each policy twice, ``<policy>/domain`` and
+    ``<policy>/greedy``)."""
+    if preemption_search not in PREEMPTION_SEARCHES:
+        raise ValueError(f"preemption search must be one of "
+                         f"{', '.join(PREEMPTION_SEARCHES)}, got {preemption_search!r}")
     started = time.perf_counter()
     results = []
     runs: list[tuple[str, str, ElasticModel | None]] = [(name, name, elastic)
@@ -57,12 +67,16 @@ def simulate(
         model = elastic or ElasticModel()
         runs = [(f"{name}/{label}", name, how) for name in policies
                 for label, how in (("elastic", model), ("rigid", None))]
-    for label, name, how in runs:
-        sim = Simulation(cluster, jobs, label, POLICIES[name], faults, queues=queues,
-                         check=check, progress=progress, elastic=how)
+    searches = ([("/domain", True), ("/greedy", False)] if preemption_search == "compare"
+                else [("", preemption_search == "domain")])
+    for (label, name, how), (suffix, domain) in [(r, s) for r in runs for s in searches]:
+        sim = Simulation(cluster, jobs, label + suffix, POLICIES[name], faults,
+                         queues=queues, check=check, progress=progress, elastic=how,
+                         domain_search=domain)
         result = sim.run()
         if progress is not None:
-            progress(f"{label}: {result.jobs_finished} jobs in {result.wall_seconds:.1f} s")
+            progress(f"{label}{suffix}: {result.jobs_finished} jobs in "
+                     f"{result.wall_seconds:.1f} s")
         results.append(result)
     return SimulationResult(len(cluster.nodes), cluster.gpus, len(jobs),
                             time.perf_counter() - started, tuple(results))

@@ -1,7 +1,10 @@
 """Read a workload trace: CSV with ``id,submit_s,duration_s,pods,gpus_per_pod`` and,
-optionally, ``queue,priority,topology,min_pods`` (in that order; a prefix of them is fine).
+optionally, ``queue,priority,topology,min_pods,checkpoint_s`` (in that order; a prefix of
+them is fine).
 
 ``min_pods`` makes a job elastic: it runs on ``min_pods`` to ``pods`` pods (empty: rigid).
+``checkpoint_s`` is the job's own checkpoint interval in seconds of run time (0: never;
+empty: the run's ``--checkpoint-minutes``).
 
 ``topology`` is ``<mode>:<level>``, e.g. ``required:leaf`` or ``preferred:spine``; empty
 means the scheduler's default for the gang's size. Every error names the line and the
@@ -20,7 +23,7 @@ from trainmaster.scheduler import TopologyConstraint, TopologyMode
 from ._jobs import Job, WorkloadError
 
 REQUIRED_COLUMNS = ("id", "submit_s", "duration_s", "pods", "gpus_per_pod")
-OPTIONAL_COLUMNS = ("queue", "priority", "topology", "min_pods")
+OPTIONAL_COLUMNS = ("queue", "priority", "topology", "min_pods", "checkpoint_s")
 
 
 class TraceError(WorkloadError):
@@ -101,11 +104,15 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Job]:
                      if text else None)
             if least is not None and least > pods:
                 raise ValueError(f"min_pods must be <= pods ({pods}), got {least}")
+            column = "checkpoint_s"
+            text = cells.get(column) or ""
+            every = (_number(text, column, integer=False, minimum=0, strict=False)
+                     if text else None)
         except ValueError as err:
             raise TraceError(f"{source}:{line}: column {column!r}: {err}") from None
         seen[cells["id"]] = line
         jobs.append(Job(cells["id"], submit, duration, pods, gpus, queue, priority, topology,
-                        line, least))
+                        line, least, every))
     if not jobs:
         raise TraceError(f"{source}: no jobs after the header")
     jobs.sort(key=lambda j: j.submit_s)

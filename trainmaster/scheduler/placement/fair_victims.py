@@ -27,6 +27,8 @@ class Candidate:
     queue: str
     since: float
     """The later of its start and its last checkpoint."""
+    restart_seconds: float = 0.0
+    """How long it takes to come back after an eviction (priced, every GPU idle)."""
 
 
 def gang_requests(victim: Victim) -> dict[str, int]:
@@ -54,7 +56,7 @@ def priced_candidates(ledger: QueueLedger, queue: str, need: Mapping[str, int],
     for victim, candidate in zip(marked, running, strict=True):
         if victim.gang in fair:
             victim = dataclasses.replace(victim, borrowed=True, share=fair[victim.gang])
-        found = priced(victim, priority, now, candidate.since)
+        found = priced(victim, priority, now, candidate.since, candidate.restart_seconds)
         if found is not None:
             out.append(found)
     return out

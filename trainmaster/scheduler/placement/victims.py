@@ -26,7 +26,8 @@ from ..framework.interface import FilterPlugin, ScorePlugin
 from ..framework.model import Gang
 from ..framework.results import Placement
 from ..plugins.preemption import Preemption, Victim, victim_cost
-from ..state import ClusterState
+from ..state import ClusterState, PodState
+from .domain_victims import applies, choose_domain, domain_nodes
 from .place import Placer, place_gang
 
 
@@ -70,15 +71,28 @@ def select_victims(
     blocked: Collection[str] = (),
     placer: Placer = place_gang,
     admits: Callable[[Sequence[Victim]], bool] | None = None,
+    domain_search: bool = True,
 ) -> Preemption | None:
     """The cheapest minimal set of whole gangs whose eviction lets ``gang`` fit, with
     the placement it would get; None when evicting every candidate would not do, or
     when the gang fits without evicting anything. ``placer`` is the placement the cycle
     uses (the simulator passes its baseline policies); ``admits``: whether the gang's
-    quota lets it in with those victims gone (fair sharing frees quota, not only nodes)."""
+    quota lets it in with those victims gone (fair sharing frees quota, not only nodes).
+    A gang of identical pods required at a switch level gets the domain-freeing search
+    (``domain_victims``: least lost work) unless ``domain_search`` is off (the greedy
+    order alone, as before it: benchmarks and the simulator compare the two)."""
     ordered = _shrinks_first(sorted(candidates, key=victim_cost))
     if not ordered:
         return None
+    if domain_search and placer is place_gang and applies(gang, snapshot):
+        if isinstance(place_gang(snapshot, gang, filters=filters, scorer=scorer,
+                                 blocked=blocked), Placement) and (
+                admits is None or admits(())):
+            return None  # it fits as things are: nothing to preempt
+        found = _free_domain(snapshot, gang, ordered, filters=filters, scorer=scorer,
+                             blocked=blocked, admits=admits)
+        if found is not None:
+            return found
     sim = snapshot.copy()
 
     def fits() -> Placement | None:
@@ -113,6 +127,47 @@ def select_victims(
     return Preemption(gang.key, tuple(sorted(chosen, key=victim_cost)), placement)
 
 
+def _free_domain(
+    snapshot: ClusterState,
+    gang: Gang,
+    candidates: Sequence[Victim],
+    *,
+    filters: Sequence[FilterPlugin],
+    scorer: ScorePlugin,
+    blocked: Collection[str],
+    admits: Callable[[Sequence[Victim]], bool] | None,
+) -> Preemption | None:
+    """The domain-freeing choice (``domain_victims``), checked with the real placer on
+    that domain's nodes alone; None when there is none or the placer disagrees (the
+    caller then falls back to the greedy search)."""
+    choice = choose_domain(snapshot, gang, candidates, filters=filters, blocked=blocked,
+                           admits=admits)
+    if choice is None:
+        return None
+    level = gang.topology.level
+    inside = domain_nodes(snapshot, level, choice.domain)
+    outside = {n.name for n in snapshot.nodes if n.name not in inside}
+    # The victims out of the state for one placement call, then back exactly as they
+    # were (bound, same nodes): a copy of a 1,000-node state costs more than the search.
+    # A victim pod in any other state (not expected) gets the copy instead.
+    bound = all(snapshot.pod_state(pod.uid) is PodState.BOUND
+                for victim in choice.victims for pod, _ in victim.pods)
+    state = snapshot if bound else snapshot.copy()
+    for victim in choice.victims:
+        _evict(state, victim)
+    try:
+        placement = place_gang(state, gang, filters=filters, scorer=scorer,
+                               blocked=set(blocked) | outside)
+    finally:
+        if bound:
+            for victim in choice.victims:
+                _restore(snapshot, victim)
+    if not isinstance(placement, Placement):
+        return None
+    return Preemption(gang.key, tuple(sorted(choice.victims, key=victim_cost)), placement,
+                      exact=choice.exact)
+
+
 def nominate_victims(
     snapshot: ClusterState,
     gang: Gang,
@@ -123,13 +178,15 @@ def nominate_victims(
     scorer: ScorePlugin,
     placer: Placer = place_gang,
     admits: Callable[[Sequence[Victim]], bool] | None = None,
+    domain_search: bool = True,
 ) -> Preemption | None:
     """``select_victims`` with the nodes nominated to other preemptors blocked (freed
     nodes are for their preemptor only); the nodes found are then nominated to ``gang``
     in ``nominated`` (the cycle's ``GangScheduler.nominated``)."""
     others: set[str] = set().union(*(n for k, n in nominated.items() if k != gang.key))
     found = select_victims(snapshot, gang, candidates, filters=filters, scorer=scorer,
-                           blocked=others, placer=placer, admits=admits)
+                           blocked=others, placer=placer, admits=admits,
+                           domain_search=domain_search)
     if found is not None:
         nominated[gang.key] = found.nodes
     return found

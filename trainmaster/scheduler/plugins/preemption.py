@@ -35,7 +35,8 @@ class Victim:
     pods: tuple[tuple[PodRequest, str], ...]
     """Its bound members and their nodes."""
     work_lost: float = 0.0
-    """GPU-seconds since its last checkpoint (since its start without one)."""
+    """GPU-seconds since its last checkpoint (since its start without one), plus its
+    restart cost (every GPU idle while it comes back)."""
     borrowed: bool = False
     """Its queue uses GPUs lent by the preemptor's cohort (or fair sharing lets the
     preemptor take them back): evictable whatever its priority."""
@@ -66,13 +67,16 @@ def evictable(victim: Victim, preemptor_priority: int) -> bool:
     return victim.borrowed or victim.priority < preemptor_priority
 
 
-def priced(victim: Victim, preemptor_priority: int, now: float, since: float) -> Victim | None:
+def priced(victim: Victim, preemptor_priority: int, now: float, since: float,
+           restart_seconds: float = 0.0) -> Victim | None:
     """``victim`` with the work it would lose if evicted at ``now`` (``since``: the later
-    of its start and its last checkpoint); None when ``preemptor_priority`` may not evict
-    it. The runtime and the simulator build their candidates with this."""
+    of its start and its last checkpoint; ``restart_seconds``: how long it takes to come
+    back, every GPU idle); None when ``preemptor_priority`` may not evict it. The runtime
+    and the simulator build their candidates with this."""
     if not evictable(victim, preemptor_priority):
         return None
-    return dataclasses.replace(victim, work_lost=work_lost(now, since, victim.gpus))
+    lost = work_lost(now, since, victim.gpus) + max(0.0, restart_seconds) * victim.gpus
+    return dataclasses.replace(victim, work_lost=lost)
 
 
 DEFAULT_RESCALE_SECONDS = 30.0
@@ -133,6 +137,18 @@ class Preemption:
     victims: tuple[Victim, ...]
     placement: Placement
     """Where the gang goes once the victims are gone."""
+    exact: bool = True
+    """False when the domain search ran out of steps (its best set found by then)."""
+
+    @property
+    def domain(self) -> str:
+        """The domain the gang is placed in once the victims are gone."""
+        return self.placement.domain
+
+    @property
+    def work_lost(self) -> float:
+        """Total lost work of the victims (GPU-seconds)."""
+        return sum(v.work_lost for v in self.victims)
 
     @property
     def nodes(self) -> frozenset[str]:

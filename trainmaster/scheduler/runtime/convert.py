@@ -24,6 +24,7 @@ from .._keys import (
     POD_GROUP_LABEL,
     PREEMPT_LOWER,
     QUEUE_LABEL,
+    RESTART_ANNOTATION,
     TOPOLOGY_DOMAIN_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
     topology_label,
@@ -259,6 +260,9 @@ class PodGroupInfo:
     """The PodGroup's ``kueue.x-k8s.io/queue-name`` label."""
     last_checkpoint: float = 0.0
     """``trainmaster.io/last-checkpoint-time``: 0 when its job never reported one."""
+    restart_seconds: float = 0.0
+    """``trainmaster.io/restart-seconds``: how long its job takes to come back after an
+    eviction (0 when absent or unreadable); part of its price as a victim."""
     max_members: int | None = None
     """``trainmaster.io/max-members`` of an elastic gang (above ``min_member``); None:
     rigid, or an unreadable value (then the gang is rigid at minMember)."""
@@ -294,7 +298,16 @@ def pod_group_info(obj: JSON) -> PodGroupInfo:
         queue=(meta.get("labels") or {}).get(QUEUE_LABEL) or None,
         last_checkpoint=_epoch(annotations.get(CHECKPOINT_ANNOTATION)),
         max_members=_max_members(annotations.get(MAX_MEMBERS_ANNOTATION)),
+        restart_seconds=_seconds(annotations.get(RESTART_ANNOTATION)),
     )
+
+
+def _seconds(text: str | None) -> float:
+    try:
+        value = float(text) if text else 0.0
+    except ValueError:
+        return 0.0
+    return value if value > 0 and value != float("inf") else 0.0
 
 
 def _max_members(text: str | None) -> int | None:

@@ -38,6 +38,7 @@ from ..framework.status import Code, Status
 from ..placement.elastic import sizes as elastic_sizes
 from ..placement.place import Placer, place_gang
 from ..placement.reservation import ReservationTarget, reservation_target
+from ..placement.stability import PING_PONG_WINDOW_SECONDS, PreemptionGuard
 from ..plugins import DEFAULT_PLUGINS, REGISTRY
 from ..state import BlockCache, BlockedNodes, ClusterState, OvercommitError
 from .ports import Clock
@@ -61,6 +62,12 @@ class CycleResult:
     reservations: tuple[Reservation, ...]
 
 
+NOMINATION_TIMEOUT_SECONDS = 300.0
+"""How long nodes freed by preemption stay the preemptor's when it does not bind: long
+enough for victims' grace periods (30 s by default) and a slow bind, short enough that a
+preemptor gone wrong does not hold a domain idle for long."""
+
+
 class GangScheduler:
     """Runs scheduling cycles over a ``GangQueue`` against a ``ClusterState``."""
 
@@ -75,11 +82,20 @@ class GangScheduler:
         placer: Placer = place_gang,
         admission: Admission | None = None,
         weights: Mapping[str, int] | None = None,
+        nomination_timeout: float = NOMINATION_TIMEOUT_SECONDS,
+        ping_pong_window: float = PING_PONG_WINDOW_SECONDS,
     ) -> None:
         self.snapshot = snapshot
         self.admission = admission
         self.nominated: dict[str, frozenset[str]] = {}
         """gang -> nodes freed for it by preemption: no other gang may use them."""
+        self.nomination_timeout = nomination_timeout
+        """Seconds (by ``clock``) a nomination holds when its gang does not bind."""
+        self._nominated_at: dict[str, float] = {}
+        self.expired_nominations: set[str] = set()
+        """Gangs whose nomination timed out: not restored from ``nominatedNodeName``."""
+        self.guard = PreemptionGuard(ping_pong_window)
+        """Preemptors shielded from gangs of their priority (no ping-pong)."""
         self._place = placer
         self.queue = GangQueue()
         self.gangs = GangManager(snapshot.placed_members)
@@ -108,6 +124,31 @@ class GangScheduler:
         self._reservations.pop(key, None)
         self._usable_at.pop(key, None)
         self.nominated.pop(key, None)
+        self._nominated_at.pop(key, None)
+        self.expired_nominations.discard(key)
+
+    def now(self) -> float:
+        return self._clock()
+
+    def preempted(self, gang: Gang) -> None:
+        """``gang`` just preempted (its nodes are in ``nominated``): its nomination
+        starts now, and it is shielded from gangs of its priority (``guard``)."""
+        now = self._clock()
+        self._nominated_at[gang.key] = now
+        self.expired_nominations.discard(gang.key)
+        self.guard.preempted(gang.key, gang.priority, now)
+
+    def _expire_nominations(self, now: float) -> None:
+        """Drop nominations older than ``nomination_timeout``: freed capacity is the
+        preemptor's until it binds or this passes (then anyone's)."""
+        for key in list(self.nominated):
+            since = self._nominated_at.setdefault(key, now)
+            if now - since > self.nomination_timeout:
+                del self.nominated[key]
+                del self._nominated_at[key]
+                self.expired_nominations.add(key)
+        for key in [k for k in self._nominated_at if k not in self.nominated]:
+            del self._nominated_at[key]
 
     def waiting_since(self, key: str) -> float | None:
         return self._unschedulable_since.get(key)
@@ -118,6 +159,8 @@ class GangScheduler:
         failed: list[Unschedulable] = []
         blocked = BlockedNodes(self.snapshot, cache=self._block_cache)
         held: list[Reservation] = []
+        if self.nominated:
+            self._expire_nominations(now)
         nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
         ordered = self.queue.ordered()
         if isinstance(self.admission, OrderedAdmission):

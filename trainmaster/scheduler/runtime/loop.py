@@ -342,7 +342,8 @@ class SchedulerRuntime:
         record.waiting = None
         record.queued = gang
         sched.submit(gang)
-        if key not in sched.nominated:  # nominated by preemption, maybe by a previous leader
+        if key not in sched.nominated and key not in sched.expired_nominations:
+            # nominated by preemption, maybe by a previous leader
             nodes = nominations(self.cache, gang)
             if nodes:
                 sched.nominated[key] = nodes

@@ -32,6 +32,7 @@ from trainmaster.kubeclient import ApiError, Kube, pod_path
 from .._keys import (
     DISRUPTION_TARGET,
     EVENT_PREEMPTED,
+    EVENT_PREEMPTING,
     PODGROUP_API_VERSION,
     PODGROUP_KIND,
     PREEMPTION_BY_SCHEDULER,
@@ -194,11 +195,12 @@ class Preemptor:
             victim_queue = charged[0] if charged else ledger.default
             group = cache.groups.get(key)
             checkpoint = group.last_checkpoint if group is not None else 0.0
+            restart = group.restart_seconds if group is not None else 0.0
             if group is not None and group.elastic:
                 minimum[key] = group.min_member
             started = min(cache.started.get(p.uid, now) for p, _ in pods)
             running.append(Candidate(Victim(key, priority, tuple(pods)), victim_queue,
-                                     max(started, checkpoint)))
+                                     max(started, checkpoint), restart))
         return with_shrinks(priced_candidates(ledger, self.admission.queue_of_gang(gang),
                                               gang_amounts(gang), gang.priority, now,
                                               running), minimum)
@@ -214,7 +216,7 @@ class Preemptor:
             return None  # nobody below it (the common case: one priority): no pod scan
         if not self.may_preempt(gang, sched.nominated.get(gang.key, frozenset())):
             return None
-        candidates = self.candidates(gang)
+        candidates = sched.guard.allowed(self.candidates(gang), gang.priority, sched.now())
         if not candidates:
             return None
         found = nominate_victims(self.cache.snapshot, gang, candidates, sched.nominated,
@@ -222,27 +224,31 @@ class Preemptor:
                                  admits=quota_admits(ledger, queue, need))
         if found is None:
             return None
+        sched.preempted(gang)
         uids = {pod.uid for v in found.victims for pod, _ in v.pods}
         self.evicting[gang.key] = uids
         self.cache.mark_terminating(uids)
         self.preemptions += 1
         queue = self.admission.queue_of_gang(gang)
         self.metrics.preemptions.labels(queue).inc(len(found.victims))
-        log.info("gang %s preempts %s on %s", gang.key,
-                 ", ".join(v.gang for v in found.victims), sorted(found.nodes))
-        self.evict(found.victims, gang)
+        log.info("gang %s preempts %s in %s %s (%.0f GPU-seconds lost) on %s", gang.key,
+                 ", ".join(v.gang for v in found.victims), found.placement.level,
+                 found.domain, found.work_lost, sorted(found.nodes))
+        self._announce_preemptor(found, gang)
+        self.evict(found.victims, gang, found)
         for binding in found.placement.bindings:
             self.writer.submit(functools.partial(self._nominate, binding.pod, binding.node))
         return found
 
     # --- API writes -------------------------------------------------------------------
 
-    def evict(self, victims: Sequence[Victim], preemptor: Gang) -> None:
+    def evict(self, victims: Sequence[Victim], preemptor: Gang,
+              found: Preemption | None = None) -> None:
         """The runtime's evict port: a ``Preempted`` Event per victim gang, then each
         pod marked ``DisruptionTarget`` and deleted gracefully, off the cycle."""
         queue = self.admission.queue_of_gang(preemptor)
         for victim in victims:
-            self._announce(victim, preemptor, queue)
+            self._announce(victim, preemptor, queue, found)
             for pod, _ in victim.pods:
                 self.writer.submit(functools.partial(self._evict, pod, preemptor))
 
@@ -251,25 +257,33 @@ class Preemptor:
         found = self.try_preempt(sched, gang)
         if found is None:
             return Status(Code.UNSCHEDULABLE, (), "Preemption")
-        return Status(Code.SUCCESS, (
-            f"preempting {len(found.victims)} gangs "
-            f"({', '.join(v.gang for v in found.victims)})",), "Preemption")
+        return Status(Code.SUCCESS, (preempting_message(found),), "Preemption")
 
-    def _announce(self, victim: Victim, gang: Gang, queue: str) -> None:
-        group = self.cache.groups.get(victim.gang)
-        pod = victim.pods[0][0]
-        ref = (ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
-                         PODGROUP_API_VERSION) if group is not None
-               else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
+    def _ref(self, key: str, pod: PodRequest) -> ObjectRef:
+        group = self.cache.groups.get(key)
+        return (ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
+                          PODGROUP_API_VERSION) if group is not None
+                else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
+
+    def _announce_preemptor(self, found: Preemption, gang: Gang) -> None:
+        self.recorder.event(self._ref(gang.key, gang.members[0]), "Normal", EVENT_PREEMPTING,
+                            preempting_message(found))
+
+    def _announce(self, victim: Victim, gang: Gang, queue: str,
+                  found: Preemption | None = None) -> None:
+        ref = self._ref(victim.gang, victim.pods[0][0])
         why = (f"fair sharing, its side's share {victim.share:.3g}" if victim.share
                else "reclaiming its queue's quota" if victim.borrowed else "higher priority")
         cost = (f"shrunk by {len(victim.pods)} members (elastic): {victim.gpus} GPUs freed, "
                 f"{victim.work_lost:.0f} GPU-seconds of rescale" if victim.shrink else
                 f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
                 "checkpoint")
+        where = (f" to free {found.placement.level} {found.domain} "
+                 f"({found.work_lost:.0f} GPU-seconds lost in all)" if found else "")
         self.recorder.event(
             ref, "Warning", EVENT_PREEMPTED,
-            f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why}): {cost}",
+            f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why})"
+            f"{where}: {cost}",
         )
 
     async def _evict(self, pod: PodRequest, gang: Gang) -> None:
@@ -303,8 +317,18 @@ class Preemptor:
             await self.api.patch(pod_path(pod.namespace, pod.name, "status"),
                                  {"status": {"nominatedNodeName": node}})
         except ApiError as err:
-            if err.status != 404:
+            # 404: gone; 422: already bound (the bind overtook this write): moot either way
+            if err.status not in (404, 422):
                 log.warning("nominating %s for %s failed: %s", node, pod.key, err)
+
+
+def preempting_message(found: Preemption) -> str:
+    """What the preemptor's Event and its "why pending" say: the domain freed, the
+    victims and the work they lose."""
+    names = ", ".join(v.gang for v in found.victims)
+    return (f"preempting {len(found.victims)} gangs ({names}) to free "
+            f"{found.placement.level} {found.domain}: {found.work_lost:.0f} GPU-seconds "
+            "of work lost")
 
 
 def nominations(cache: ClusterCache, gang: Gang) -> frozenset[str]:
