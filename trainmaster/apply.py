@@ -24,14 +24,17 @@ from trainmaster.kubeclient import (
     object_path,
 )
 from trainmaster.objects import (
+    PROBE_REFUSAL,
     REQUIRED_THIRD_PARTY_CRDS,
     THIRD_PARTY_CRD_NAMES,
     all_objects,
     covers_immutable,
     display_key,
     foreign_manager,
+    guarded_by,
     immutable_fields,
     object_key,
+    probe_pod,
     third_party_crds,
 )
 from trainmaster.polling import WaitTimeout, wait_until_async
@@ -289,7 +292,37 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
         await _apply_one(kube, obj)
         applied.append(object_key(obj))
         report(f"{'replaced' if fields else 'applied'} {obj['kind']}/{obj['metadata']['name']}")
+    if not dry_run:
+        await _wait_guardrails(kube, objs, report)
     return applied
+
+
+async def _wait_guardrails(kube: Kube, objs: list[dict[str, Any]],
+                           report: Callable[[str], None], timeout: float = 60) -> None:
+    """Until each applied guardrail refuses apply's dry-run probe pod: the API server
+    compiles admission policies asynchronously (about a second, longer under load), and
+    apply is done when they are in force. Policies applied earlier in the same apply
+    (the scheduler's not-served policy) are seen in order, so they are in force too."""
+    for namespace in guarded_by(objs):
+        path = f"{namespace_path(namespace)}/pods"
+
+        async def refused(path: str = path) -> bool:
+            try:
+                await kube.request("POST", path, params={"dryRun": "All"}, body=probe_pod())
+            except ApiError as exc:
+                return exc.status in (403, 422) and PROBE_REFUSAL in f"{exc.reason} {exc.body}"
+            return False
+
+        try:
+            await wait_until_async(refused, f"the guardrails of {namespace} in force",
+                                   timeout, 0.2)
+        except WaitTimeout:
+            raise ApplyError(
+                f"the admission policy guarding namespace {namespace} was applied but is "
+                f"not in force after {timeout:.0f}s: check the API server's "
+                "ValidatingAdmissionPolicy support (admissionregistration.k8s.io/v1) and "
+                "that the namespace exists") from None
+        report(f"guardrails in force in namespace {namespace}")
 
 
 def apply_objects(

@@ -19,6 +19,12 @@ from trainmaster.objects._crds import (
     third_party_crds,
     trainingjob_crd,
 )
+from trainmaster.objects._guards import (
+    PROBE_REFUSAL,
+    build_guards,
+    guarded_by,
+    probe_pod,
+)
 from trainmaster.objects._immutable import (
     IMMUTABLE_FIELDS,
     Replacement,
@@ -123,6 +129,7 @@ __all__ = [
     "PODGROUP_GROUP",
     "PODGROUP_PLURAL",
     "PODGROUP_VERSION",
+    "PROBE_REFUSAL",
     "PSA_PREFIX",
     "REQUIRED_THIRD_PARTY_CRDS",
     "SCHEDULER_NAMESPACE_RULES",
@@ -147,6 +154,7 @@ __all__ = [
     "build_crds",
     "build_gang",
     "build_gang_job",
+    "build_guards",
     "build_job_identity",
     "build_job_network_policy",
     "build_launch_config",
@@ -172,6 +180,7 @@ __all__ = [
     "gang_name",
     "grants",
     "grants_markdown",
+    "guarded_by",
     "immutable_fields",
     "namespaces_markdown",
     "nccl_env",
@@ -180,6 +189,7 @@ __all__ = [
     "pod_network_annotation",
     "podgroup_crd",
     "priority_class_name",
+    "probe_pod",
     "psa_labels",
     "rail_names",
     "rdma_resources",

@@ -301,6 +301,12 @@ class Queue(_Model):
     preemption: bool = True
     """With `scheduler.preemption`, this queue's jobs may preempt lower-priority gangs;
     false switches it off for this queue."""
+    priority_classes: list[Name] = Field(default_factory=list, max_length=64)
+    """PriorityClasses the queue's GPU pods, Jobs and TrainingJobs may name besides its
+    own (`<cluster>-<queue>` and the `<cluster>-<queue>-p<priority>` classes its spec jobs
+    render); empty: its own only. The admission guardrails refuse any other class in the
+    namespaces whose GPU work the scheduler places (docs/security.md). `system-*` classes
+    are the platform's and cannot be listed."""
 
     @property
     def quota(self) -> int | None:
