@@ -20,8 +20,8 @@ def _spec(**scheduler: Any) -> ClusterSpec:
 
 def _teams() -> ClusterSpec:
     return _spec(namespaces=["team-a", "team-b"],
-                 queues=[{"name": "default"}, {"name": "alpha", "priorityClasses": ["batch"]},
-                         {"name": "beta"}],
+                 queues=[{"name": "default"}, {"name": "research"},
+                         {"name": "alpha", "priorityClasses": ["batch"]}, {"name": "beta"}],
                  localQueues=[{"name": "lq-a", "namespace": "team-a", "clusterQueue": "alpha"},
                               {"name": "lq-b", "namespace": "team-b", "clusterQueue": "beta"}])
 
@@ -58,7 +58,7 @@ def test_each_namespace_names_its_own_queues_and_their_classes() -> None:
     spec = _teams()
     assert namespace_queues(spec, "team-a") == {"lq-a": "alpha"}
     assert namespace_queues(spec, "trainmaster") == {
-        "default": "default", "alpha": "alpha", "beta": "beta"}
+        "default": "default", "research": "research", "alpha": "alpha", "beta": "beta"}
     classes = allowed_classes(spec)
     assert classes["alpha"] == ["batch", "dev-alpha"]  # its own, and its priorityClasses
     assert classes["beta"] == ["dev-beta"]  # the default: its own only
