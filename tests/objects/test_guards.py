@@ -27,7 +27,7 @@ def _teams() -> ClusterSpec:
 
 
 def _variable(policy: dict[str, Any], name: str) -> str:
-    return next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == name)
+    return str(next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == name))
 
 
 def test_every_served_namespace_is_guarded_and_trainingjobs_too() -> None:
