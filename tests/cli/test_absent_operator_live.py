@@ -44,8 +44,8 @@ def _without_prometheus_crds(kube: Any) -> Any:
             saved.append(crd)
             kube.delete(crd_path(name))
     try:
-        for name in THIRD_PARTY_CRD_NAMES:
-            wait_for(lambda name=name: _absent(kube, crd_path(name)), f"CRD {name} gone", 60)
+        wait_for(lambda: all(_absent(kube, crd_path(n)) for n in THIRD_PARTY_CRD_NAMES),
+                 "the Prometheus operator's CRDs gone", 60)
         yield
     finally:
         for crd in saved:
