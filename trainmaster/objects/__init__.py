@@ -20,6 +20,7 @@ from trainmaster.objects._crds import (
     trainingjob_crd,
 )
 from trainmaster.objects._guards import (
+    GUARD_COMPONENT,
     PROBE_REFUSAL,
     build_guards,
     guarded_by,
@@ -118,6 +119,7 @@ from trainmaster.objects._ui import (
 
 __all__ = [
     "COMPONENTS",
+    "GUARD_COMPONENT",
     "IMMUTABLE_FIELDS",
     "LEASE_RULES",
     "NETWORKS_ANNOTATION",
