@@ -104,7 +104,8 @@ def _exempt(spec: ClusterSpec) -> str:
     no other request depends on that field."""
     probe = (f"has(object.metadata.labels) && {_cel(ADMISSION_PROBE_LABEL)} in "
              "object.metadata.labels && request.dryRun == true")
-    return (f"!(({_cel(ADMINS)} in request.userInfo.groups || "
+    return (f"!(((has(request.userInfo.groups) && {_cel(ADMINS)} in request.userInfo.groups)"
+            " || "
             f"request.userInfo.username in {_cel(platform_accounts(spec))}) && !({probe}))")
 
 
