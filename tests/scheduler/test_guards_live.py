@@ -142,7 +142,7 @@ def test_a_team_cannot_leave_its_queue_and_the_platform_runs_as_before(
         body = _refusal(alice.create_namespaced_pod, team_a,
                         _pod(scratch, "top", "lq-a", klass=top))
         assert f"spec.priorityClassName: {top} is not allowed in queue lq-a" in body
-        assert f"use one of {mine} (or none)" in body
+        assert f"use one of {mine}, {mine}-p150 (or none)" in body
         body = _refusal(alice.create_namespaced_pod, team_a,
                         _pod(scratch, "bypass", "lq-a", scheduler="default-scheduler"))
         assert f"spec.schedulerName: GPU work in namespace {team_a} must use schedulerName " \

@@ -1,11 +1,12 @@
 """Fair-share usage history survives a SIGKILLed leader, on the real local control plane.
 
-Two queues borrow everything from their cohort's 16 GPUs, with a usage half-life. Queue a
-runs a 16-GPU gang for a while, then it ends: a's decayed usage is high, b's is nil.
-The leader is killed (SIGKILL) and, before the standby takes the lease, a gang of a and
-then a gang of b arrive, each wanting the whole cohort. The old leader would admit b's
-first (a ran a lot recently); a leader without the history would see a tie and admit
-a's, the older. The new leader admits b's.
+Three queues borrow everything from their cohort's 16 GPUs, with a usage half-life. Queue
+a runs a 16-GPU gang for a while, then it ends: a's decayed usage is high, b's is nil.
+Queue c's gang then holds the cohort while a gang of a, then one of b, wait. A standby
+starts only then (it has not watched a's gang run), the leader is killed (SIGKILL), the
+standby leads, and c's gang ends. The old leader would give the cohort to b's gang (a ran
+a lot recently); a leader without the history sees a tie and gives it to a's, the older
+(run with the load disabled, this test fails there). The new leader gives it to b's.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def _config(tmp_path: Path) -> str:
     path.write_text(yaml.safe_dump({
         "preemption": False,
         "queues": [{"name": "a", "nominalQuota": 0, "cohort": "lab"},
-                   {"name": "b", "nominalQuota": 0, "cohort": "lab"}],
+                   {"name": "b", "nominalQuota": 0, "cohort": "lab"},
+                   {"name": "c", "nominalQuota": 0, "cohort": "lab"}],
         "cohorts": [{"name": "lab", "resources": [{"name": "nvidia.com/gpu",
                                                    "nominalQuota": 16}]}],
         "fairSharing": {"enable": True},
@@ -48,6 +50,15 @@ def _gang(scratch: Scratch, name: str, queue: str) -> set[str]:
         pods.append(body)
     scratch.create_pods(pods)
     return {p["metadata"]["name"] for p in pods}
+
+
+def _end(scratch: Scratch, gang: str, pods: set[str]) -> None:
+    """The gang's pods deleted, and gone."""
+    scratch.core.delete_collection_namespaced_pod(
+        scratch.namespace, label_selector=f"scheduling.x-k8s.io/pod-group={gang}",
+        grace_period_seconds=0)
+    wait_for(lambda: not any(p.metadata.name in pods for p in scratch.pods()),
+             f"{gang}'s pods gone", 120)
 
 
 def test_a_sigkilled_leaders_successor_keeps_the_fair_share_order(
@@ -72,10 +83,6 @@ def test_a_sigkilled_leaders_successor_keeps_the_fair_share_order(
                                  "--config", config)
         procs.append(first)
         wait_for(lambda: holder() == "r1", "r1 to lead", 120)
-        second = SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "r2",
-                                  "--config", config)
-        procs.append(second)
-        wait_for(lambda: second.metrics().get(gauge) == 0, "the standby up", 120)
 
         # Queue a runs the whole cohort for a while, then its gang ends.
         ran = _gang(scratch, "a0", "a")
@@ -91,21 +98,25 @@ def test_a_sigkilled_leaders_successor_keeps_the_fair_share_order(
             return float(((doc.get("queues") or {}).get("a") or {}).get("nvidia.com/gpu", 0))
 
         wait_for(lambda: saved_a() > 0.05, "queue a's usage history written", 120)
-        scratch.core.delete_collection_namespaced_pod(
-            scratch.namespace, label_selector="scheduling.x-k8s.io/pod-group=a0",
-            grace_period_seconds=0)
-        wait_for(lambda: not any(p.metadata.name in ran for p in scratch.pods()),
-                 "a0's pods gone", 120)
-        wait_for(lambda: first.metrics().get(
-            'trainmaster_scheduler_queue_gpus_in_use{queue="a"}') == 0, "a released", 120)
-
-        # The leader dies; both gangs arrive before its successor leads.
-        first.kill(signal.SIGKILL)
+        _end(scratch, "a0", ran)
+        # Queue c holds the cohort now; a's gang, then b's, wait for it.
+        held = _gang(scratch, "c0", "c")
+        wait_for(lambda: held <= set(scratch.bound()), "c0 bound", 180)
         older = _gang(scratch, "a1", "a")
         newer = _gang(scratch, "b1", "b")
-        assert holder() == "r1"  # the lease has not expired yet: nobody has seen them
+
+        # The standby starts now: it never saw a's gang run (a standby that watched it
+        # would have averaged it itself), so only the saved history can tell it.
+        second = SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "r2",
+                                  "--config", config)
+        procs.append(second)
+        wait_for(lambda: second.metrics().get(gauge) == 0, "the standby up", 120)
+        first.kill(signal.SIGKILL)
         wait_for(lambda: holder() == "r2", "the standby to take the lease", 90)
+        wait_for(lambda: second.metrics().get(gauge) == 1, "the new leader scheduling", 60)
+        # c's gang ends: the cohort's 16 GPUs go to one of the two waiting gangs.
+        _end(scratch, "c0", held)
         wait_for(lambda: newer <= set(scratch.bound()), "b's gang bound first", 180)
         assert not older & set(scratch.bound())  # a's waits: the cohort is full
         log = (tmp_path / "scheduler-r2.log").read_text()
-        assert "usage history of a, b loaded" in log
+        assert "usage history of a, b, c loaded" in log
