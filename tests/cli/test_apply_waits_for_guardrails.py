@@ -1,7 +1,8 @@
 """`apply` ends when the guardrail policies are in force: it sends each guarded namespace
 a dry-run probe pod until the API server refuses it with the guardrail's message, and
 says which namespace is not guarded in time. The API server here is a stand-in that
-refuses after a few probes; the real one is tests/scheduler/test_guards_live.py's."""
+refuses after a few probes; tests/cli/test_apply_guardrails_live.py runs apply against
+the real one."""
 
 from __future__ import annotations
 
