@@ -1,4 +1,6 @@
 """Queue quotas: what each queue holds of every resource, and whether a gang may start.
+Over 500 lines: one ledger whose charges, usage over time (and its history across
+leaders), borrowing and fair-share questions all read the same quota tree.
 
 Names follow Kueue: a queue (ClusterQueue) has per resource (``nvidia.com/gpu``, ``cpu``,
 ``memory``, ``rdma/...``) a ``nominal`` quota, a ``borrowing_limit`` and a
