@@ -6,7 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components._component import ObjectsComponent
-from trainmaster.objects import build_all
+from trainmaster.objects import build_all, object_key
 from trainmaster.spec import ClusterSpec
 
 __all__ = ["TrainingCluster", "TrainingClusterArgs"]
@@ -35,6 +35,7 @@ class TrainingClusterArgs:
         spec: ClusterSpec,
         kubeconfig: str | None = None,
         keep_crds: frozenset[str] = frozenset(),
+        skip_objects: frozenset[str] = frozenset(),
     ) -> None:
         self.spec = spec
         """The validated cluster spec (trainmaster.spec.load_spec)."""
@@ -43,6 +44,9 @@ class TrainingClusterArgs:
         self.keep_crds = keep_crds
         """Third-party CRDs the cluster already has from another manager: not registered,
         so Pulumi never overwrites (nor, on destroy, deletes) them."""
+        self.skip_objects = skip_objects
+        """Objects (`object_key`) of an operator the cluster lacks (`thirdPartyCrds:
+        Skip`): not registered."""
 
 
 class TrainingCluster(pulumi.ComponentResource):
@@ -68,6 +72,8 @@ class TrainingCluster(pulumi.ComponentResource):
         objects["crds"] = [
             crd for crd in objects["crds"] if crd["metadata"]["name"] not in args.keep_crds
         ]
+        objects = {part: [o for o in objs if object_key(o) not in args.skip_objects]
+                   for part, objs in objects.items()}
         self.parts = {}
         # CRDs and the namespace first: every other object needs one of them to exist.
         foundation: list[pulumi.Resource] = []

@@ -34,30 +34,45 @@ def program(project_dir: Path) -> None:
         raise pulumi.RunError(str(exc)) from None
 
     kubeconfig = config.get("kubeconfig")
-    keep = _foreign_crds(spec, kubeconfig)
+    keep, skip = _foreign_crds(spec, kubeconfig)
     cluster = TrainingCluster(
         spec.metadata.name,
-        TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig, keep_crds=frozenset(keep)),
+        TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig, keep_crds=frozenset(keep),
+                            skip_objects=frozenset(skip)),
     )
     pulumi.export("namespace", cluster.namespace)
     pulumi.export("schedulerName", cluster.scheduler_name)
     pulumi.export("jobs", cluster.job_names)
 
 
-def _foreign_crds(spec: ClusterSpec, kubeconfig: str | None) -> dict[str, str]:
-    """Third-party CRDs that another manager installed, to leave alone (name -> owner).
-    Stop early, naming each operator the cluster lacks: Multus always (it has no stand-in),
-    the Prometheus operator with `thirdPartyCrds: Never`."""
-    from trainmaster.apply import foreign_crds, missing_operators_message, missing_operators_of
+def _foreign_crds(spec: ClusterSpec, kubeconfig: str | None
+                  ) -> tuple[dict[str, str], set[str]]:
+    """Third-party CRDs that another manager installed, to leave alone (name -> owner),
+    and the objects to leave out (`object_key`s): with `thirdPartyCrds: Skip`, those of an
+    operator the cluster lacks, said in the log. Stop early, naming each operator the
+    cluster lacks: Multus always (it has no stand-in), the Prometheus operator with
+    `thirdPartyCrds: Never`."""
+    from trainmaster.apply import (
+        foreign_crds,
+        missing_operators_message,
+        missing_operators_of,
+        skipped_objects_of,
+    )
     from trainmaster.objects import all_objects
 
     path = Path(kubeconfig) if kubeconfig and Path(kubeconfig).is_file() else None
+    skip_absent = spec.third_party_crds == "Skip"
+    skipped: set[str] = set()
     try:
-        missing = missing_operators_of(path, all_objects(spec))
+        missing = missing_operators_of(path, all_objects(spec), skip_absent)
         if missing:
             raise pulumi.RunError(missing_operators_message(missing))
-        if spec.third_party_crds == "Never":
-            return {}
+        if skip_absent:
+            lines, skipped = skipped_objects_of(path, all_objects(spec))
+            for line in lines:
+                pulumi.log.warn(line)
+        if spec.third_party_crds != "IfAbsent":
+            return {}, skipped
         owners = foreign_crds(path)
     except pulumi.RunError:
         raise
@@ -67,4 +82,4 @@ def _foreign_crds(spec: ClusterSpec, kubeconfig: str | None) -> dict[str, str]:
         ) from None
     for name, owner in owners.items():
         pulumi.log.info(f"kept CustomResourceDefinition/{name}: it belongs to {owner}")
-    return owners
+    return owners, skipped

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from policies._core import Rule
+from policies._guards import gpu_work_guarded
 from policies._jobs import (
     capacity_fits,
     job_checkpoint,
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     image_pinned,
     gpu_requests_equal_limits,
     privileged_system_daemonsets,
+    gpu_work_guarded,
     rbac_no_wildcards,
     rbac_no_default_serviceaccount,
     rbac_namespaced_rights_in_roles,

@@ -24,14 +24,17 @@ from trainmaster.kubeclient import (
     object_path,
 )
 from trainmaster.objects import (
+    PROBE_REFUSAL,
     REQUIRED_THIRD_PARTY_CRDS,
     THIRD_PARTY_CRD_NAMES,
     all_objects,
     covers_immutable,
     display_key,
     foreign_manager,
+    guarded_by,
     immutable_fields,
     object_key,
+    probe_pod,
     third_party_crds,
 )
 from trainmaster.polling import WaitTimeout, wait_until_async
@@ -118,13 +121,12 @@ def _third_party_crd_of(obj: dict[str, Any]) -> str | None:
 _REQUIRED_CRD_OWNERS = dict(REQUIRED_THIRD_PARTY_CRDS.values())
 
 
-async def missing_operators(kube: Kube, objs: list[dict[str, Any]]) -> list[str]:
-    """Third-party kinds among `objs` whose CRD the cluster lacks and `objs` do not bring
-    (Multus's always; the Prometheus operator's with thirdPartyCrds: Never): one line each,
-    naming what to install."""
+async def _absent_crds(kube: Kube, objs: list[dict[str, Any]]) -> list[str]:
+    """Third-party CRDs that kinds among `objs` need, which the cluster lacks and `objs`
+    do not bring."""
     bringing = {o["metadata"]["name"] for o in objs if o["kind"] == "CustomResourceDefinition"}
     needed = {name for o in objs if (name := _third_party_crd_of(o)) and name not in bringing}
-    missing = []
+    absent = []
     for name in sorted(needed):
         try:
             await kube.get(crd_path(name))
@@ -132,11 +134,42 @@ async def missing_operators(kube: Kube, objs: list[dict[str, Any]]) -> list[str]
             if not exc.not_found:
                 raise ApplyError(f"reading CRD {name} failed: {exc.status} {exc.reason}"
                                  ) from None
-            group = name.split(".", 1)[1]
-            missing.append(f"CRD {name} is missing: install {_OPERATOR_OF.get(group, group)}"
-                           + ("" if name in _REQUIRED_CRD_OWNERS else
-                              " (or set thirdPartyCrds: IfAbsent in the spec)"))
+            absent.append(name)
+    return absent
+
+
+async def missing_operators(kube: Kube, objs: list[dict[str, Any]],
+                            skip_absent: bool = False) -> list[str]:
+    """Third-party kinds among `objs` whose CRD the cluster lacks and `objs` do not bring,
+    one line each, naming what to install: Multus's always (a stored attachment that no
+    Multus acts on attaches nothing); the Prometheus operator's unless `skip_absent`
+    (`thirdPartyCrds: Skip`, where those objects are left out instead, `skipped_objects`)."""
+    missing = []
+    for name in await _absent_crds(kube, objs):
+        if skip_absent and name not in _REQUIRED_CRD_OWNERS:
+            continue
+        group = name.split(".", 1)[1]
+        missing.append(f"CRD {name} is missing: install {_OPERATOR_OF.get(group, group)}"
+                       + ("" if name in _REQUIRED_CRD_OWNERS else
+                          " (or set thirdPartyCrds: Skip to leave its objects out, or "
+                          "IfAbsent for inert stand-in CRDs)"))
     return missing
+
+
+async def skipped_objects(kube: Kube, objs: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
+    """With `thirdPartyCrds: Skip`: the lines that say which operator is absent, and the
+    keys (`object_key`) of the objects of its kinds, which are left out."""
+    absent = [n for n in await _absent_crds(kube, objs) if n not in _REQUIRED_CRD_OWNERS]
+    lines: list[str] = []
+    keys: set[str] = set()
+    for name in absent:
+        group = name.split(".", 1)[1]
+        mine = [o for o in objs if _third_party_crd_of(o) == name]
+        keys.update(object_key(o) for o in mine)
+        lines.append(f"skipped {len(mine)} object(s) of CRD {name}: the cluster lacks it; "
+                     f"install {_OPERATOR_OF.get(group, group)} and apply again "
+                     f"({', '.join(display_key(o) for o in mine)})")
+    return lines, keys
 
 
 def missing_operators_message(missing: list[str]) -> str:
@@ -216,13 +249,19 @@ async def _replace(kube: Kube, obj: dict[str, Any], timeout: float = 120) -> Non
 
 
 async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
-                     report: Callable[[str], None], dry_run: bool = False) -> list[str]:
+                     report: Callable[[str], None], dry_run: bool = False,
+                     skip_absent: bool = True) -> list[str]:
     # One request first: a server that does not answer is the client's ApiError (status
     # 0), which the CLI reports naming the server, not an ApplyError about some object.
     await kube.get("/version")
-    missing = await missing_operators(kube, objs)
+    missing = await missing_operators(kube, objs, skip_absent)
     if missing:  # before anything is applied: never half a stack
         raise ApplyError(missing_operators_message(missing))
+    if skip_absent:  # objects of an absent operator's kinds: said, and left out
+        lines, skipped = await skipped_objects(kube, objs)
+        for line in lines:
+            report(line)
+        objs = [o for o in objs if object_key(o) not in skipped]
     # Also before anything is applied: which objects an immutable field forces to be
     # replaced (or which the API server refuses outright).
     replace = await immutable_conflicts(kube, objs)
@@ -289,7 +328,37 @@ async def _apply_all(kube: Kube, objs: list[dict[str, Any]],
         await _apply_one(kube, obj)
         applied.append(object_key(obj))
         report(f"{'replaced' if fields else 'applied'} {obj['kind']}/{obj['metadata']['name']}")
+    if not dry_run:
+        await _wait_guardrails(kube, objs, report)
     return applied
+
+
+async def _wait_guardrails(kube: Kube, objs: list[dict[str, Any]],
+                           report: Callable[[str], None], timeout: float = 60) -> None:
+    """Until each applied guardrail refuses apply's dry-run probe pod: the API server
+    compiles admission policies asynchronously (about a second, longer under load), and
+    apply is done when they are in force. Policies applied earlier in the same apply
+    (the scheduler's not-served policy) are seen in order, so they are in force too."""
+    for namespace in guarded_by(objs):
+        path = f"{namespace_path(namespace)}/pods"
+
+        async def refused(path: str = path) -> bool:
+            try:
+                await kube.request("POST", path, params={"dryRun": "All"}, body=probe_pod())
+            except ApiError as exc:
+                return exc.status in (403, 422) and PROBE_REFUSAL in f"{exc.reason} {exc.body}"
+            return False
+
+        try:
+            await wait_until_async(refused, f"the guardrails of {namespace} in force",
+                                   timeout, 0.2)
+        except WaitTimeout:
+            raise ApplyError(
+                f"the admission policy guarding namespace {namespace} was applied but is "
+                f"not in force after {timeout:.0f}s: check the API server's "
+                "ValidatingAdmissionPolicy support (admissionregistration.k8s.io/v1) and "
+                "that the namespace exists") from None
+        report(f"guardrails in force in namespace {namespace}")
 
 
 def apply_objects(
@@ -297,12 +366,15 @@ def apply_objects(
     objs: list[dict[str, Any]],
     report: Callable[[str], None] = lambda _: None,
     dry_run: bool = False,
+    skip_absent: bool = True,
 ) -> list[str]:
     """Apply each object (server-side, the trainmaster field manager); return their keys.
     ``dry_run``: the server checks each object and stores nothing (kubectl's
-    ``--dry-run=server``); objects of kinds whose CRD is new are reported, not checked."""
+    ``--dry-run=server``); objects of kinds whose CRD is new are reported, not checked.
+    ``skip_absent``: objects of an optional operator the cluster lacks (the Prometheus
+    operator's kinds) are reported and left out; otherwise nothing is applied."""
     with SyncKube.connect(kubeconfig) as kube:
-        return kube.run(_apply_all(kube.kube, objs, report, dry_run))
+        return kube.run(_apply_all(kube.kube, objs, report, dry_run, skip_absent))
 
 
 def foreign_crds(kubeconfig: Path | None) -> dict[str, str]:
@@ -321,14 +393,23 @@ def foreign_crds(kubeconfig: Path | None) -> dict[str, str]:
         return kube.run(scan(kube.kube))
 
 
-def missing_operators_of(kubeconfig: Path | None, objs: list[dict[str, Any]]) -> list[str]:
+def missing_operators_of(kubeconfig: Path | None, objs: list[dict[str, Any]],
+                         skip_absent: bool = False) -> list[str]:
     """`missing_operators`, for callers without an event loop (the Pulumi program)."""
     with SyncKube.connect(kubeconfig) as kube:
-        return kube.run(missing_operators(kube.kube, objs))
+        return kube.run(missing_operators(kube.kube, objs, skip_absent))
+
+
+def skipped_objects_of(kubeconfig: Path | None, objs: list[dict[str, Any]]
+                       ) -> tuple[list[str], set[str]]:
+    """`skipped_objects`, for callers without an event loop (the Pulumi program)."""
+    with SyncKube.connect(kubeconfig) as kube:
+        return kube.run(skipped_objects(kube.kube, objs))
 
 
 def apply_spec(
     kubeconfig: Path | None, spec: ClusterSpec, report: Callable[[str], None] = lambda _: None,
     dry_run: bool = False,
 ) -> list[str]:
-    return apply_objects(kubeconfig, all_objects(spec), report, dry_run)
+    return apply_objects(kubeconfig, all_objects(spec), report, dry_run,
+                         skip_absent=spec.third_party_crds == "Skip")

@@ -33,6 +33,7 @@ def test_the_real_crds_replace_the_stand_ins_and_accept_what_trainmaster_renders
     build(["prometheus-operator"])  # the CRDs come from its module (cached once built)
     doc = yaml.safe_load((STACKS / "dev" / "cluster.yaml").read_text())
     doc["metadata"]["name"] = "moncrd"
+    doc["thirdPartyCrds"] = "IfAbsent"  # the stand-ins first: asked for explicitly
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     spec = load_spec(path)

@@ -25,19 +25,23 @@ class Recorder(pulumi.runtime.Mocks):
 
 
 def _register(
-    stack: str, kubeconfig: str | None = None, keep_crds: frozenset[str] = frozenset()
+    stack: str, kubeconfig: str | None = None, keep_crds: frozenset[str] = frozenset(),
+    third_party: str | None = None, skip_objects: frozenset[str] = frozenset(),
 ) -> Recorder:
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, preview=False)
     from components import TrainingCluster, TrainingClusterArgs
 
     spec = load_spec(STACKS / stack / "cluster.yaml")
+    if third_party is not None:
+        spec = spec.model_copy(update={"third_party_crds": third_party})
 
     @pulumi.runtime.test
     def build() -> pulumi.Output[Any]:
         cluster = TrainingCluster(
             spec.metadata.name,
-            TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig, keep_crds=keep_crds),
+            TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig, keep_crds=keep_crds,
+                                skip_objects=skip_objects),
         )
         return pulumi.Output.all(cluster.namespace, cluster.job_names)
 
@@ -77,30 +81,42 @@ def test_components_and_parts_are_registered(dev: Recorder) -> None:
     )
 
 
-def test_crds_present(dev: Recorder) -> None:
-    crds = {
+def _crd_names(rec: Recorder) -> set[str]:
+    return {
         r.inputs["metadata"]["name"]
-        for r in _of(dev, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+        for r in _of(rec, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
     }
-    assert {
-        "trainingjobs.trainmaster.io",
-        "podgroups.scheduling.x-k8s.io",
-        "prometheusrules.monitoring.coreos.com",
-    } <= crds
+
+
+def test_crds_present_and_no_stand_in_by_default(dev: Recorder) -> None:
+    crds = _crd_names(dev)
+    assert {"trainingjobs.trainmaster.io", "podgroups.scheduling.x-k8s.io"} <= crds
+    # No inert stand-in for the Prometheus operator's CRDs unless the spec asks.
+    assert not any(name.endswith(".monitoring.coreos.com") for name in crds)
     # No stand-in for Multus's CRD: the cluster must have Multus (docs/real-cluster.md).
     assert "network-attachment-definitions.k8s.cni.cncf.io" not in crds
 
 
-def test_crds_of_other_managers_are_not_registered() -> None:
+def test_stand_ins_only_when_asked_and_never_over_another_managers() -> None:
+    assert "prometheusrules.monitoring.coreos.com" in _crd_names(
+        _register("dev", third_party="IfAbsent"))
     keep = frozenset({"servicemonitors.monitoring.coreos.com",
                       "prometheusrules.monitoring.coreos.com"})
-    rec = _register("dev", keep_crds=keep)
-    crds = {
-        r.inputs["metadata"]["name"]
-        for r in _of(rec, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
-    }
+    crds = _crd_names(_register("dev", keep_crds=keep, third_party="IfAbsent"))
     assert not crds & keep
     assert {"trainingjobs.trainmaster.io", "podmonitors.monitoring.coreos.com"} <= crds
+
+
+def test_objects_of_an_absent_operator_are_not_registered() -> None:
+    from trainmaster.objects import all_objects, object_key
+
+    spec = load_spec(STACKS / "dev" / "cluster.yaml")
+    monitors = frozenset(object_key(o) for o in all_objects(spec)
+                         if o["apiVersion"].startswith("monitoring.coreos.com/"))
+    assert monitors
+    rec = _register("dev", skip_objects=monitors)
+    assert not [r for r in rec.resources if r.typ.startswith("kubernetes:monitoring.coreos.com")]
+    assert _of(rec, "kubernetes:apps/v1:DaemonSet")  # the rest of monitoring is there
 
 
 def test_one_attachment_per_rail_and_storage(dev: Recorder) -> None:

@@ -1,5 +1,6 @@
-"""Third-party CRD stubs: marked as stubs, dropped with `thirdPartyCrds: Never`, and never
-applied over a CRD that another manager installed (`foreign_manager`)."""
+"""Third-party CRD stubs: rendered only with `thirdPartyCrds: IfAbsent` (never by default),
+marked as stubs, and never applied over a CRD that another manager installed
+(`foreign_manager`)."""
 
 from __future__ import annotations
 
@@ -25,15 +26,18 @@ def _crd_names(third_party: str | None) -> set[str]:
     return {c["metadata"]["name"] for c in build_all(validate_data(doc, "test"))["crds"]}
 
 
-def test_stubs_by_default_and_none_with_never() -> None:
-    assert _crd_names(None) >= THIRD_PARTY_CRD_NAMES
+def test_stubs_only_when_asked() -> None:
+    assert not THIRD_PARTY_CRD_NAMES & _crd_names(None)  # the default: Skip
+    assert not THIRD_PARTY_CRD_NAMES & _crd_names("Skip")
     assert not THIRD_PARTY_CRD_NAMES & _crd_names("Never")
-    assert "trainingjobs.trainmaster.io" in _crd_names("Never")
+    assert _crd_names("IfAbsent") >= THIRD_PARTY_CRD_NAMES
+    for setting in (None, "Never", "IfAbsent"):
+        assert "trainingjobs.trainmaster.io" in _crd_names(setting)
 
 
 def test_multus_crd_has_no_stand_in_whatever_the_spec_says() -> None:
     """A stored NAD that no Multus acts on attaches nothing: the cluster must have Multus."""
-    assert NETWORK_ATTACHMENT_CRD not in _crd_names(None) | _crd_names("Never")
+    assert NETWORK_ATTACHMENT_CRD not in _crd_names("IfAbsent") | _crd_names("Never")
     assert NETWORK_ATTACHMENT_CRD not in THIRD_PARTY_CRD_NAMES
     assert REQUIRED_THIRD_PARTY_CRDS[("k8s.cni.cncf.io", "NetworkAttachmentDefinition")] == (
         NETWORK_ATTACHMENT_CRD, "Multus")

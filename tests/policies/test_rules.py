@@ -184,6 +184,20 @@ def _privileged(kind: str, name: str) -> Callable[[Objects], str]:
     return change
 
 
+def _unguard(kind: str) -> Callable[[Objects], str]:
+    """Drop the training namespace's guardrail policy, or its binding, or let it fail open."""
+
+    def change(objects: Objects) -> str:
+        name = "dev-gpu-guard-trainmaster"
+        if kind == "open":
+            find(objects, "ValidatingAdmissionPolicy", name)["spec"]["failurePolicy"] = "Ignore"
+        else:
+            objects.remove(find(objects, kind, name))
+        return f"{TRAINER}.resources"
+
+    return change
+
+
 def _relabel_exporter(objects: Objects) -> str:
     exporter = find(objects, "DaemonSet", "dev-gpu-exporter")
     exporter["metadata"]["labels"]["app.kubernetes.io/component"] = "cache"
@@ -313,6 +327,11 @@ VIOLATIONS: dict[str, dict[str, Case]] = {
         "trainer": _objects_case(_privileged("Job", "gpt-small-r0")),
         "operator": _objects_case(_privileged("Deployment", "dev-operator")),
         "other-daemonset": _objects_case(_relabel_exporter),
+    },
+    "gpu-work-guarded": {
+        "no-policy": _objects_case(_unguard("ValidatingAdmissionPolicy")),
+        "no-binding": _objects_case(_unguard("ValidatingAdmissionPolicyBinding")),
+        "fails-open": _objects_case(_unguard("open")),
     },
     "rbac-no-wildcards": {
         "verb": _objects_case(rbac.wildcard("verbs")),
@@ -531,6 +550,7 @@ def test_defense_in_depth_is_declared_for_exactly_these_rules() -> None:
         "networks-disjoint": "spec validation",
         "training-pod-gang": "the object builders",
         "gpu-requests-equal-limits": "the object builders",
+        "gpu-work-guarded": "the object builders",
         "rbac-no-wildcards": "the object builders",
         "rbac-no-default-serviceaccount": "the object builders",
         "rbac-namespaced-rights-in-roles": "the object builders",

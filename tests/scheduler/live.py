@@ -306,6 +306,13 @@ def applied(scratch: Scratch, objs: list[dict[str, Any]],
                         namespace=obj["metadata"].get("namespace"))
 
 
+def is_guardrail(obj: dict[str, Any]) -> bool:
+    """A tenancy guardrail policy or binding (tests that create GPU work outside its
+    rules as a non-administrator leave them out)."""
+    labels = obj["metadata"].get("labels") or {}
+    return bool(labels.get("app.kubernetes.io/component") == "guardrails")
+
+
 def token_kubeconfig(admin: Path, scratch: Scratch, account: str, ns: str, out: Path) -> Path:
     """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
     token = scratch.core.create_namespaced_service_account_token(

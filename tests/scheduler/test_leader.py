@@ -201,6 +201,8 @@ class _SlowStart:
 
     async def catch_up(self) -> None: ...
 
+    async def restore_history(self) -> None: ...
+
     async def run(self, stop: asyncio.Event) -> None:
         self.ran = True
         await stop.wait()

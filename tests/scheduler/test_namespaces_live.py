@@ -24,6 +24,7 @@ from tests.scheduler.live import (
     Scratch,
     add_ready_nodes,
     applied,
+    is_guardrail,
     namespaces,
     processes,
     scratch_spec,
@@ -84,11 +85,20 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
         add_ready_nodes(scratch, [(f"n{i}", "leaf-a") for i in range(4)])
         # The scheduler's identity and rights as rendered, with its config: what
         # `trainmaster status` reads quotas, cohorts and weights from (deleted after too).
-        rendered = [o for o in build_scheduler(spec) if o["kind"] in RBAC_KINDS or _config(o)]
+        rendered = [o for o in build_scheduler(spec)
+                    if (o["kind"] in RBAC_KINDS and not is_guardrail(o)) or _config(o)]
         with applied(scratch, rendered, delete=_config), processes() as procs:
             kubeconfig = start_as_its_account(procs, local_cluster.kubeconfig, scratch, spec,
                                               system, tmp_path)
             told = _gang(scratch, far, "far", 2)
+            # The not-served policy narrows what RBAC grants (pods/status patch
+            # everywhere), and the API server puts a new policy in force asynchronously.
+            # Wait until a dry run of the write refused below is refused (a dry run
+            # changes nothing), so that refusal is the policy's, not a race.
+            as_scheduler = client.CoreV1Api(_sa_client(kubeconfig))
+            ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+            wait_for(lambda: _refused_by_policy(as_scheduler, told[0], far, ready),
+                     "the not-served admission policy in force", 60)
             bound_b = _gang(scratch, served, "team", 2)
             ledgered = _gang(scratch, scratch.namespace, "train", 2, queue=queue)
 
@@ -122,8 +132,6 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
                 p.spec.node_name for p in scratch.core.list_namespaced_pod(far).items)
 
             # The same identity may not write anything else of a pod status there.
-            as_scheduler = client.CoreV1Api(_sa_client(kubeconfig))
-            ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
             with pytest.raises(client.ApiException) as refused:
                 as_scheduler.patch_namespaced_pod_status(told[0], far, ready)
             assert refused.value.status in (403, 422)
@@ -153,6 +161,15 @@ def test_unserved_namespace_is_told_served_one_is_bound_and_status_reads_the_led
                 queue, f"{queue}-b"]
             gpu = next(r for r in mine["resources"] if r["name"] == "nvidia.com/gpu")
             assert (gpu["used"], gpu["nominal"], gpu["borrowed"], gpu["lent"]) == (16, 16, 0, 0)
+
+
+def _refused_by_policy(api: client.CoreV1Api, pod: str, namespace: str,
+                       patch: dict[str, Any]) -> bool:
+    try:
+        api.patch_namespaced_pod_status(pod, namespace, patch, dry_run="All")
+    except client.ApiException as err:
+        return err.status in (403, 422) and "PodScheduled" in str(err.body)
+    return False
 
 
 def _sa_client(kubeconfig: Path) -> client.ApiClient:

@@ -98,6 +98,7 @@ from trainmaster.api._group import (
     SpecApiVersion,
 )
 from trainmaster.api._keys import (
+    ADMISSION_PROBE_LABEL,
     APP_COMPONENT_LABEL,
     APP_INSTANCE_LABEL,
     APP_MANAGED_BY_LABEL,
@@ -154,6 +155,7 @@ from trainmaster.api._time import (
 )
 
 __all__ = [
+    "ADMISSION_PROBE_LABEL",
     "API_VERSION",
     "APP_COMPONENT_LABEL",
     "APP_INSTANCE_LABEL",

@@ -50,6 +50,9 @@ POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 """On a gang's pods: their PodGroup (scheduler-plugins' coscheduling label)."""
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 """The queue of a gang's PodGroup and pods (Kueue's LocalQueue label)."""
+ADMISSION_PROBE_LABEL: Final = "trainmaster.io/admission-probe"
+"""On the dry-run pod `trainmaster apply` sends to learn that the guardrail admission
+policies are in force: an administrator's dry run carrying it is judged like a team's."""
 QUEUE_LEDGER_COMPONENT: Final = "queue-ledger"
 """app.kubernetes.io/component of the ConfigMap where trainmaster-scheduler publishes the
 GPUs it has admitted per queue (its ledger), under the data key QUEUE_LEDGER_KEY."""

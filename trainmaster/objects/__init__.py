@@ -19,6 +19,13 @@ from trainmaster.objects._crds import (
     third_party_crds,
     trainingjob_crd,
 )
+from trainmaster.objects._guards import (
+    GUARD_COMPONENT,
+    PROBE_REFUSAL,
+    build_guards,
+    guarded_by,
+    probe_pod,
+)
 from trainmaster.objects._immutable import (
     IMMUTABLE_FIELDS,
     Replacement,
@@ -113,6 +120,7 @@ from trainmaster.objects._ui import (
 
 __all__ = [
     "COMPONENTS",
+    "GUARD_COMPONENT",
     "IMMUTABLE_FIELDS",
     "LEASE_RULES",
     "NETWORKS_ANNOTATION",
@@ -124,6 +132,7 @@ __all__ = [
     "PODGROUP_GROUP",
     "PODGROUP_PLURAL",
     "PODGROUP_VERSION",
+    "PROBE_REFUSAL",
     "PSA_PREFIX",
     "REQUIRED_THIRD_PARTY_CRDS",
     "SCHEDULER_NAMESPACE_RULES",
@@ -148,6 +157,7 @@ __all__ = [
     "build_crds",
     "build_gang",
     "build_gang_job",
+    "build_guards",
     "build_job_identity",
     "build_job_network_policy",
     "build_launch_config",
@@ -174,6 +184,7 @@ __all__ = [
     "gang_summary",
     "grants",
     "grants_markdown",
+    "guarded_by",
     "immutable_fields",
     "job_objects",
     "jobs_yaml",
@@ -184,6 +195,7 @@ __all__ = [
     "pod_network_annotation",
     "podgroup_crd",
     "priority_class_name",
+    "probe_pod",
     "psa_labels",
     "rail_names",
     "rdma_resources",

@@ -1,11 +1,11 @@
 """CustomResourceDefinitions trainmaster installs or needs.
 
 TrainingJob is ours. PodGroup follows scheduler-plugins (scheduling.x-k8s.io/v1alpha1).
-The monitoring kinds follow the Prometheus operator (monitoring.coreos.com/v1): stand-ins
-installed only where absent, with schemas that keep unknown fields, so a cluster that already
-runs the operator keeps its own definitions: `trainmaster apply` and the Pulumi program skip a
-stub whose CRD exists and is not one of our stubs (see `foreign_manager`), and the spec's
-`thirdPartyCrds: Never` drops the stubs altogether.
+The monitoring kinds follow the Prometheus operator (monitoring.coreos.com/v1). By default
+(`thirdPartyCrds: Skip`) no stand-in is installed: where the operator is absent the appliers
+say so and leave its objects out. Only `thirdPartyCrds: IfAbsent` installs stand-ins (inert:
+nothing reads them), each only where absent, with schemas that keep unknown fields; the
+appliers never touch a CRD that another manager installed (see `foreign_manager`).
 
 NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) has no stand-in: a cluster must have it from
 Multus (the local cluster's `cluster up` installs the Network Plumbing Working Group's CRD),
@@ -243,11 +243,12 @@ def all_crds() -> list[dict[str, Any]]:
     return [trainingjob_crd(), localqueue_crd(), podgroup_crd(), *third_party_crds()]
 
 
-def build_crds(third_party: str = "IfAbsent") -> list[dict[str, Any]]:
-    """The CRDs a spec installs: ours, plus the third-party stubs unless `Never`. Where a
-    stub's CRD already exists, the appliers leave it alone (`foreign_manager`)."""
+def build_crds(third_party: str = "Skip") -> list[dict[str, Any]]:
+    """The CRDs a spec installs: ours, plus the third-party stubs only when the spec asks
+    for them (`IfAbsent`). Where a stub's CRD already exists, the appliers leave it alone
+    (`foreign_manager`)."""
     own = [trainingjob_crd(), localqueue_crd(), podgroup_crd()]
-    return all_crds() if third_party != "Never" else own
+    return all_crds() if third_party == "IfAbsent" else own
 
 
 def foreign_manager(existing: dict[str, Any]) -> str | None:

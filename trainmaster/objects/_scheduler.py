@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from trainmaster.api import app_labels, queue_ledger_name
+from trainmaster.objects._guards import build_guards
 from trainmaster.objects._jobs import priority_class_name
 from trainmaster.objects._local_queues import (
     LOCALQUEUE_READ,
@@ -292,6 +293,7 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
             role_name=f"{spec.metadata.name}-{name}",
         ),
         *not_served_policy(spec, labels),
+        *build_guards(spec),
         role(f"{name}-leader-election", ns, labels, LEASE_RULES),
         role_binding(f"{name}-leader-election", ns, labels, name, ns),
         role(f"{name}-queue-ledger", ns, labels, ledger_rules(spec)),

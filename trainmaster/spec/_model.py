@@ -301,6 +301,12 @@ class Queue(_Model):
     preemption: bool = True
     """With `scheduler.preemption`, this queue's jobs may preempt lower-priority gangs;
     false switches it off for this queue."""
+    priority_classes: list[Name] = Field(default_factory=list, max_length=64)
+    """PriorityClasses the queue's GPU pods, Jobs and TrainingJobs may name besides its
+    own (`<cluster>-<queue>` and the `<cluster>-<queue>-p<priority>` classes its spec jobs
+    render); empty: its own only. The admission guardrails refuse any other class in the
+    namespaces whose GPU work the scheduler places (docs/security.md). `system-*` classes
+    are the platform's and cannot be listed."""
 
     @property
     def quota(self) -> int | None:
@@ -746,12 +752,13 @@ class ClusterSpec(_Model):
     """Where the scheduler, the operator and the UI run (node selector, tolerations)."""
     ui: UiSpec = UiSpec()
     """The web view in the cluster (off by default; `trainmaster ui` runs it locally)."""
-    third_party_crds: Literal["IfAbsent", "Never"] = "IfAbsent"
-    """Stub CRDs for the Prometheus operator (ServiceMonitor, PodMonitor, PrometheusRule):
-    `IfAbsent` installs each only where the cluster lacks it, and never touches one that
-    another manager installed; `Never` leaves them to the operator (which must then be
-    installed first). Multus's NetworkAttachmentDefinition has no stub either way: install
-    Multus first."""
+    third_party_crds: Literal["Skip", "IfAbsent", "Never"] = "Skip"
+    """What apply and `pulumi up` do where the cluster lacks the Prometheus operator's CRDs
+    (ServiceMonitor, PodMonitor, PrometheusRule): `Skip` says so and leaves those objects
+    out; `Never` refuses, applying nothing; `IfAbsent` installs inert stand-in CRDs (each
+    only where the cluster lacks it, never over one another manager installed) so the
+    objects are stored, though nothing reads them. Multus's NetworkAttachmentDefinition
+    has no stand-in whatever this says: install Multus first."""
     jobs: list[Job] = []
     """Training jobs."""
 

@@ -318,6 +318,13 @@ def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues",
         if gpu_here and (queue.nominal_quota is not None or queue.gpu_quota is not None):
             yield SpecIssue(f"{path}.resources", "nvidia.com/gpu is set twice: drop it here "
                             "or drop nominalQuota")
+        for k, klass in enumerate(queue.priority_classes):
+            if klass.startswith("system-"):
+                yield SpecIssue(f"{path}.priorityClasses[{k}]",
+                                f"{klass!r} is a system class, the platform's own: list a "
+                                "class of your cluster, or drop it")
+        for klass in sorted(_dupes(list(queue.priority_classes))):
+            yield SpecIssue(f"{path}.priorityClasses", f"{klass!r} is listed more than once")
         if queue.cohort is not None and queue.quota is None and not queue.resources:
             yield SpecIssue(f"{path}.cohort", "a queue in a cohort needs a nominalQuota "
                             "(an unlimited queue has nothing to lend)")

@@ -1,4 +1,6 @@
 """Queue quotas: what each queue holds of every resource, and whether a gang may start.
+Over 500 lines: one ledger whose charges, usage over time (and its history across
+leaders), borrowing and fair-share questions all read the same quota tree.
 
 Names follow Kueue: a queue (ClusterQueue) has per resource (``nvidia.com/gpu``, ``cpu``,
 ``memory``, ``rdma/...``) a ``nominal`` quota, a ``borrowing_limit`` and a
@@ -190,6 +192,27 @@ class QueueLedger:
                                   half_life) for r in node.resources()}
         self._average[queue] = (now, average)
         return average
+
+    def history(self) -> dict[str, dict[str, float]]:
+        """Every quota queue's decayed average usage now (what a next leader needs to
+        order queues as this one does); empty without a half-life."""
+        if not self.fair.usage_half_life:
+            return {}
+        return {name: self._advance(name, node) for name, node in sorted(self.nodes.items())}
+
+    def restore(self, saved: Mapping[str, Mapping[str, float]], age: float) -> list[str]:
+        """Take a previous leader's averages, saved ``age`` seconds ago: from then on they
+        decay toward the usage this ledger sees now. Queues no longer configured are
+        ignored; returns the queues restored."""
+        if not self.fair.usage_half_life:
+            return []
+        then = self._clock() - max(0.0, age)
+        restored = []
+        for name, average in saved.items():
+            if name in self.nodes:
+                self._average[name] = (then, {r: float(v) for r, v in average.items()})
+                restored.append(name)
+        return restored
 
     def average_usage(self, queue: str) -> dict[str, float]:
         """The queue's usage averaged with the half-life's decay (its usage now without

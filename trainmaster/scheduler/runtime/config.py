@@ -92,6 +92,9 @@ class SchedulerConfig:
     """Tries per pod on transient errors (timeouts, 429, 5xx) before the gang is undone."""
     report_interval: float = 5.0
     """Least seconds between two PodScheduled/Event updates for the same gang."""
+    usage_history_interval: float = 30.0
+    """Seconds between two writes of the queues' decayed usage (with a usage half-life),
+    which the next leader loads (``history.py``)."""
     preemption: bool = True
     """Gangs whose pods' ``preemptionPolicy`` is ``PreemptLowerPriority`` (the default, as
     in kube-scheduler) may evict whole lower-priority gangs; False: never preempt."""
@@ -143,7 +146,7 @@ class SchedulerConfig:
             "bindConcurrency", "clientQps", "clientBurst", "leaderElection", "topologyPolicy",
             "metricsAddress", "metricsPort", "backoffInitialSeconds", "backoffMaxSeconds",
             "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue", "nodeSelector",
-            "namespaces", "localQueueNamespaces",
+            "namespaces", "localQueueNamespaces", "usageHistoryIntervalSeconds",
             "cohorts", "fairSharing", "admissionFairSharing",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
@@ -164,6 +167,7 @@ class SchedulerConfig:
             "backoffMaxSeconds": ("backoff_max", float),
             "bindAttempts": ("bind_attempts", int),
             "reportIntervalSeconds": ("report_interval", float),
+            "usageHistoryIntervalSeconds": ("usage_history_interval", float),
             "defaultQueue": ("default_queue", str),
         }
         for key, (attr, kind) in simple.items():

@@ -42,6 +42,7 @@ from .cycle import Cycle
 from .events import ApiWriter, EventRecorder, ObjectRef, default_identity
 from .gang_scheduler import CycleResult, GangScheduler
 from .gangs import LONE_PREFIX, Waiting, assemble, lone_gang
+from .history import UsageHistory
 from .ledger import LedgerPublisher
 from .local_queues import local_queue_reflector
 from .metrics import SchedulerMetrics
@@ -93,6 +94,9 @@ class SchedulerRuntime:
         self.admission = QuotaAdmission(self.cache)
         self.ledger = LedgerPublisher(api, self.writer, config.scheduler_name,
                                       config.leader_election.lease_namespace)
+        self.history = UsageHistory(api, self.cache.ledger, config.scheduler_name,
+                                    config.leader_election.lease_namespace,
+                                    config.usage_history_interval)
         self.preemptor = Preemptor(api, self.cache, config, self.recorder, self.writer,
                                    self.metrics, self.admission)
         self.reflectors = [
@@ -170,10 +174,16 @@ class SchedulerRuntime:
             log.warning("could not list the bound pods (%s); scheduling on the watch's view",
                         err)
 
+    async def restore_history(self) -> None:
+        """A new leader takes the queues' usage history its predecessor saved
+        (``history.py``), before its first cycle."""
+        await self.history.load()
+
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Schedule until ``stop`` is set (or the task is cancelled). ``start`` first."""
         stop = stop or asyncio.Event()
         stopper = asyncio.create_task(stop.wait())
+        saver = asyncio.create_task(self.history.run(), name="usage-history")
         try:
             while not stop.is_set():
                 await self._wait(stopper)
@@ -182,6 +192,7 @@ class SchedulerRuntime:
                 await self.step()
         finally:
             stopper.cancel()
+            saver.cancel()
 
     async def _wait(self, stopper: asyncio.Task[bool]) -> None:
         changed = self.cache.changed

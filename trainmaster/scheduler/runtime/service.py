@@ -164,6 +164,7 @@ async def _run(config: SchedulerConfig, options: ServiceOptions, metrics: Schedu
         heap.freeze()  # what the standby gathered while it waited: out of the collector
         if elector is not None:  # the old leader's last binds may still be on the way
             await runtime.catch_up()
+        await runtime.restore_history()  # fair-share order as the last leader had it
         log.info("%s: scheduling pods with schedulerName %s", identity, config.scheduler_name)
         running = asyncio.ensure_future(runtime.run(stop))
         await asyncio.wait({running, leading}, return_when=asyncio.FIRST_COMPLETED)
