@@ -59,9 +59,12 @@ class Reconciler:
         book: NodeBook,
         clock: Callable[[], datetime] = utcnow,
         warmups: WarmupFailures | None = None,
+        readers: Callable[[Key, Job | None], None] | None = None,
     ) -> None:
         self.kube = kube
         self.warmups = warmups or WarmupFailures()
+        # Told of each job that reads datasets (None once it ended): the warm-ups follow.
+        self.readers = readers
         self.specs = specs
         self.book = book
         self.clock = clock
@@ -91,6 +94,8 @@ class Reconciler:
             return None
         gang = await self.gang.observe(key.namespace, job, state.attempt)
         decision = decide(job, state, gang, self.book.health(), now)
+        if self.readers is not None and job.datasets:
+            self.readers(key, None if decision.action is Action.DONE else job)
         if decision.action not in (Action.OBSERVE, Action.DONE, Action.WAIT):
             log.info("%s/%s: %s %s", *key, decision.action.value,
                      decision.fault.describe() if decision.fault else "")
