@@ -110,6 +110,10 @@ class Warmer:
         self.every = every
         self._wake = asyncio.Event()
         self._seen: dict[str, str] = {}
+        # Jobs that hold a warm-up's name but are not listed as the operator's (someone
+        # else made them): they count as that warm-up while they exist, so a pass never
+        # fights them.
+        self._taken: set[str] = set()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -174,6 +178,15 @@ class Warmer:
         # A Job being deleted counts as finished: it is replaced once it is gone.
         existing = {str(j["metadata"]["name"]): not _finished(j)
                     and not j["metadata"].get("deletionTimestamp") for j in listed}
+        for name in sorted(self._taken - set(existing)):
+            try:
+                other = await self.kube.get(job_path(ns, name))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                self._taken.discard(name)
+                continue
+            existing[name] = not _finished(other)
         names = {(node_name(n), d.name): warmup_job_name(cluster, d.name, node_name(n))
                  for n in nodes for d in cache.datasets}
         simulated = {node_name(n) for n in nodes
@@ -235,8 +248,10 @@ class Warmer:
         try:
             await self.kube.post(job_path(spec.metadata.namespace), body)
         except ApiError as exc:
-            if exc.status == 409:
-                return  # created by the pass before (an operator restart in between)
+            if exc.status == 409:  # a Job of that name that is not listed as ours
+                self._taken.add(str(body["metadata"]["name"]))
+                await self._patch_node(warm.node, state_patch(warm.dataset, before))
+                return
             message = f"the warm-up of dataset {warm.dataset} could not be created: {exc}"
             log.warning("node %s: %s", warm.node, message)
             await self._patch_node(warm.node, state_patch(warm.dataset, NodeCache(
