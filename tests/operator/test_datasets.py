@@ -205,3 +205,17 @@ def test_the_failure_book_keeps_the_last_failure_until_a_warmup_succeeds() -> No
     assert book.for_job("other", job) is None
     assert book.observe("ns", _pod()) is False  # a warm-up of wiki succeeded
     assert book.for_job("ns", job) is None
+
+
+def test_a_warmup_placed_after_all_clears_its_failure() -> None:
+    book = WarmupFailures()
+    pending = _pod(phase="Pending", node=None)
+    pending["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": "no cpu"}]
+    assert book.observe("ns", pending) is True
+    assert book.placed("ns", pending) is None  # still not placed
+    running = _pod(phase="Running")
+    running["status"]["containerStatuses"] = [_container(state={"running": {}})]
+    placed = book.placed("ns", running)
+    assert placed is not None and placed.unplaced
+    assert book.for_job("ns", _job(["wiki"])) is None

@@ -31,6 +31,7 @@ from trainmaster.api import (
     CACHE_EVICTED,
     CACHE_FAILED,
     CACHE_READY,
+    CACHE_WARMING,
     DATASET_LABEL,
     dataset_label,
 )
@@ -219,9 +220,24 @@ class WarmupFailures:
         self._last[key] = failure
         return failure
 
+    def placed(self, namespace: str, pod: dict[str, Any]) -> WarmupFailure | None:
+        """The pod that could not be placed now is (bound, not failing): forget its
+        failure and return it, so its node's state goes back to warming."""
+        dataset = _warmup_dataset(pod)
+        old = self._last.get((namespace, dataset or ""))
+        name = str((pod.get("metadata") or {}).get("name", ""))
+        if old is None or not old.unplaced or old.pod != name or \
+                not (pod.get("spec") or {}).get("nodeName") or warmup_failure(pod) is not None:
+            return None
+        del self._last[(namespace, old.dataset)]
+        return old
+
     def for_job(self, namespace: str, job: Job) -> WarmupFailure | None:
-        return next((f for d in job.datasets
-                     if (f := self._last.get((namespace, d))) is not None), None)
+        return next(iter(self.all_for_job(namespace, job)), None)
+
+    def all_for_job(self, namespace: str, job: Job) -> list[WarmupFailure]:
+        """The last failure of each of the job's datasets that has one."""
+        return [f for d in job.datasets if (f := self._last.get((namespace, d))) is not None]
 
 
 def ready_patches(done: Warmed, node: dict[str, Any], now: str
@@ -259,6 +275,13 @@ async def record_failed(kube: Kube, failure: WarmupFailure, now: str) -> None:
     if failure.node:
         await kube.patch(node_path(failure.node), state_patch(
             failure.dataset, NodeCache(CACHE_FAILED, reason=failure.message[:1000], time=now)))
+
+
+async def record_placed(kube: Kube, failure: WarmupFailure, now: str) -> None:
+    """A warm-up that could not be placed now runs: the node's state is warming again."""
+    if failure.node:
+        await kube.patch(node_path(failure.node), state_patch(
+            failure.dataset, NodeCache(CACHE_WARMING, reason="placed", time=now)))
 
 
 def holds(spec: ClusterSpec, job: Job) -> bool:

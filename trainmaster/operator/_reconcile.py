@@ -217,8 +217,8 @@ class Reconciler:
         (a warm-up labels one node at a time; polling keeps this independent of them).
         A warm-up that failed shows on the job at once (condition and Event, from the
         failed pod's event); a job held past cache.warmupTimeoutMinutes fails."""
-        failure = self.warmups.for_job(state.namespace, job)
-        described = failure.describe() if failure else None
+        failures = self.warmups.all_for_job(state.namespace, job)
+        described = "; ".join(f.describe() for f in failures) or None
         assert spec.cache is not None  # held: the job names datasets of a warm-up cache
         limit = timedelta(minutes=spec.cache.warmup_timeout_minutes)
         waited = now - held_since(state, now)
@@ -233,7 +233,7 @@ class Reconciler:
         if patch:
             state = await self._write(state, patch, guard=False)
         await self.announce.waiting_for_datasets(body, state, reason, now)
-        if failure is not None:
+        for failure in failures:
             await self.announce.warmup_failed(body, failure, now)
         left = (limit - waited).total_seconds()
         return min(HOLD_RECHECK_SECONDS, left + 0.5)

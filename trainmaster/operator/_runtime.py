@@ -15,7 +15,12 @@ from typing import Any
 from trainmaster.api import JOB_LABEL, format_time
 from trainmaster.kubeclient import TRAININGJOB_API_VERSION, ApiError, Kube, node_path
 from trainmaster.operator._announce import fenced, topology_unknown
-from trainmaster.operator._datasets import WarmupFailures, record_failed, record_warmed
+from trainmaster.operator._datasets import (
+    WarmupFailures,
+    record_failed,
+    record_placed,
+    record_warmed,
+)
 from trainmaster.operator._faults import HealthRules, node_health
 from trainmaster.operator._fence import fence
 from trainmaster.operator._metrics import OperatorMetrics
@@ -199,6 +204,8 @@ class Runtime:
             if event_type == "DELETED":
                 self.warmer.poke()  # a warm-up Job's TTL ran out: a failed one is retried
                 return
+            if (placed := self.warmups.placed(namespace, body)) is not None:
+                await record_placed(self.kube, placed, stamp)
             done = await record_warmed(self.kube, body, stamp)
         except ApiError as exc:
             if exc.status != 404:
