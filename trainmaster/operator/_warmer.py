@@ -204,11 +204,16 @@ class Warmer:
         for node, dataset, state in todo.verify:
             marked = NodeCache(state.state, state.reason, state.time, state.boot_id, True)
             await self._patch_node(node, state_patch(dataset, marked))
+        pairs = {job: pair for pair, job in names.items()}
         for job in todo.cancel:
             log.info("warm-up %s is no longer wanted (its node left service or no job "
                      "that reads the dataset may use it): deleting it", job)
             await self.kube.delete(job_path(spec.metadata.namespace, job),
                                    propagation="Background", missing_ok=True)
+            node, dataset = pairs.get(job, ("", ""))
+            if node in by_name and cache_state(by_name[node], dataset).state == CACHE_WARMING:
+                # No warm-up any more: no state, so the node is warmed when it is wanted.
+                await self._patch_node(node, state_patch(dataset, None))
         again = False
         owner = await self._owner(spec) if todo.start else None
         for warm in todo.start:
