@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.conftest import LocalCluster
 from tests.operator.kit import OperatorEnv, job_doc
 from trainmaster.api import dataset_label
+from trainmaster.objects import build_cache
 from trainmaster.spec import validate_data
 
 POOL_KEY = "tmtest.trainmaster.io/pool"
@@ -87,6 +88,13 @@ def cache_world(cluster: LocalCluster, tmp_path: Path, wait: bool = True,
     world = CacheWorld(env, dataset, tag)
     try:
         env.setup()
+        # What the stack renders for the cache: its ConfigMap (owner of the warm-ups) and
+        # the warm-ups' ServiceAccount.
+        for obj in build_cache(env.spec):
+            if obj["kind"] == "ConfigMap":
+                env.core.create_namespaced_config_map(env.namespace, obj)
+            else:
+                env.core.create_namespaced_service_account(env.namespace, obj)
         env.start_operator()
         yield world
     finally:

@@ -18,7 +18,7 @@ from tests.conftest import LocalCluster
 from tests.operator.cache_kit import CacheWorld, cache_world
 from tests.operator.kit import wait_for
 from trainmaster.api import dataset_label
-from trainmaster.objects import build_node_warmup, warmup_job_name
+from trainmaster.objects import build_node_warmup, cache_config_name, warmup_job_name
 from trainmaster.operator._fence import fence_patch, unfence_patch
 from trainmaster.operator._model import utcnow
 
@@ -161,3 +161,18 @@ def test_a_job_that_only_carries_the_labels_changes_no_state(world: CacheWorld) 
     wait_for(succeeded, "the pod to succeed")
     time.sleep(3)  # the operator has seen the Succeeded event by now
     assert world.state(node) == (None, {})
+
+
+def test_deleting_the_cache_config_takes_the_warmups_with_it(world: CacheWorld) -> None:
+    """What `pulumi destroy` relies on: each warm-up Job is owned by the cache's ConfigMap,
+    and the garbage collector deletes it with the ConfigMap."""
+    env = world.env
+    node = world.add_node("a")
+    env.create_job(world.reader(nodes=1))
+    wait_for(lambda: _ready(world, node), f"{world.dataset} ready on {node}")
+    [job] = world.warmup_jobs()
+    config = cache_config_name(env.spec.metadata.name)
+    assert [(o["kind"], o["name"]) for o in job["metadata"]["ownerReferences"]] == [
+        ("ConfigMap", config)]
+    env.core.delete_namespaced_config_map(config, env.namespace)
+    wait_for(lambda: not world.warmup_jobs(), "the warm-up Jobs garbage-collected")
