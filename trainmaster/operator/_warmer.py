@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -50,6 +51,9 @@ from trainmaster.spec import ClusterSpec, Job
 
 log = logging.getLogger(__name__)
 
+CANCEL_GRACE_SECONDS = 60.0
+"""After a start, no running warm-up is cancelled for this long: the jobs that want it are
+known only once the operator has looked at each TrainingJob again."""
 WARMUP_NOT_CREATED = "WarmupNotCreated"
 """Event reason (on the node): the API refused the warm-up Job."""
 WARMUP_UNSCHEDULABLE = "WarmupUnschedulable"
@@ -109,6 +113,7 @@ class Warmer:
         self.demand = demand
         self.every = every
         self._wake = asyncio.Event()
+        self._born = time.monotonic()
         self._seen: dict[str, str] = {}
         # Jobs that hold a warm-up's name but are not listed as the operator's (someone
         # else made them): they count as that warm-up while they exist, so a pass never
@@ -205,7 +210,8 @@ class Warmer:
             marked = NodeCache(state.state, state.reason, state.time, state.boot_id, True)
             await self._patch_node(node, state_patch(dataset, marked))
         pairs = {job: pair for pair, job in names.items()}
-        for job in todo.cancel:
+        settled = time.monotonic() - self._born >= CANCEL_GRACE_SECONDS
+        for job in todo.cancel if settled else ():
             log.info("warm-up %s is no longer wanted (its node left service or no job "
                      "that reads the dataset may use it): deleting it", job)
             await self.kube.delete(job_path(spec.metadata.namespace, job),
