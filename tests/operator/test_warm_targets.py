@@ -103,9 +103,12 @@ def test_a_warming_or_failed_node_without_its_job_is_warmed_again() -> None:
 
 def test_a_node_that_leaves_service_is_checked_when_it_returns() -> None:
     ready = NodeCache("ready", boot_id="b1")
-    fenced = _with_state(_node("gpu-1", taints=[{"key": UNHEALTHY_TAINT, "value": "xid",
-                                                 "effect": "NoSchedule"}],
-                               unschedulable=True), "wiki", ready)
+    # The node controller adds node.kubernetes.io/unschedulable to a cordoned node: the
+    # job does not tolerate it, but the node is still one it could use once back.
+    fenced = _with_state(_node("gpu-1", taints=[
+        {"key": UNHEALTHY_TAINT, "value": "xid", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+        unschedulable=True), "wiki", ready)
     p = _plan(_spec(), [_job()], [fenced])
     assert p.start == () and [(n, d) for n, d, _ in p.verify] == [("gpu-1", "wiki")]
     back = _with_state(_node("gpu-1"), "wiki", NodeCache("ready", boot_id="b1", verify=True))

@@ -38,6 +38,12 @@ from trainmaster.api import (
 from trainmaster.spec import ClusterSpec, Job
 
 _HARD_EFFECTS = ("NoSchedule", "NoExecute")
+_SERVICE_TAINTS = frozenset({
+    UNHEALTHY_TAINT, "node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable"})
+"""Taints that say a node is out of service (fenced, cordoned, NotReady), which
+`in_service` judges: the placement rules alone ignore them, so a fenced node is still one
+that the job could use once it is back."""
 
 
 @dataclass(frozen=True)
@@ -166,8 +172,8 @@ def _could_place(job: Job, node: Mapping[str, Any]) -> bool:
         return False
     tolerations = job_tolerations(job)
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("key") == UNHEALTHY_TAINT or taint.get("effect") not in _HARD_EFFECTS:
-            continue  # the fence is judged by in_service; soft taints never exclude
+        if taint.get("key") in _SERVICE_TAINTS or taint.get("effect") not in _HARD_EFFECTS:
+            continue  # judged by in_service; soft taints never exclude
         if not tolerates(tolerations, taint):
             return False
     return _gpus(node) >= job.gpus_per_pod

@@ -30,7 +30,14 @@ from trainmaster.api import (
     KWOK_NODE_ANNOTATION,
     format_time,
 )
-from trainmaster.kubeclient import ApiError, Kube, api_path, job_path, node_path
+from trainmaster.kubeclient import (
+    ApiError,
+    Kube,
+    api_path,
+    job_path,
+    node_path,
+    retry_on_conflict,
+)
 from trainmaster.objects import build_node_warmup, cache_config_name, warmup_job_name
 from trainmaster.operator._events import post
 from trainmaster.operator._model import Key, utcnow
@@ -208,7 +215,7 @@ class Warmer:
         stamp = format_time(now)
         for node, dataset, state in todo.verify:
             marked = NodeCache(state.state, state.reason, state.time, state.boot_id, True)
-            await self._patch_node(node, state_patch(dataset, marked))
+            await self._swap_state(node, dataset, state, marked)
         pairs = {job: pair for pair, job in names.items()}
         settled = time.monotonic() - self._born >= CANCEL_GRACE_SECONDS
         for job in todo.cancel if settled else ():
@@ -217,9 +224,10 @@ class Warmer:
             await self.kube.delete(job_path(spec.metadata.namespace, job),
                                    propagation="Background", missing_ok=True)
             node, dataset = pairs.get(job, ("", ""))
-            if node in by_name and cache_state(by_name[node], dataset).state == CACHE_WARMING:
+            state = cache_state(by_name[node], dataset) if node in by_name else NodeCache()
+            if state.state == CACHE_WARMING:
                 # No warm-up any more: no state, so the node is warmed when it is wanted.
-                await self._patch_node(node, state_patch(dataset, None))
+                await self._swap_state(node, dataset, state, None)
         again = False
         owner = await self._owner(spec) if todo.start else None
         for warm in todo.start:
@@ -254,14 +262,17 @@ class Warmer:
         body = build_node_warmup(spec, dataset, warm.node, warm.toleration_list(),
                                  simulated=warm.simulated, owner=owner)
         before = cache_state(node, warm.dataset)
-        await self._patch_node(warm.node, state_patch(warm.dataset, NodeCache(
-            CACHE_WARMING, reason=warm.why, time=stamp, boot_id=before.boot_id)))
+        warming = NodeCache(CACHE_WARMING, reason=warm.why, time=stamp, boot_id=before.boot_id)
+        # Only over the state this pass planned from: a warm-up pod's result that arrived
+        # meanwhile wins, and the next pass decides again.
+        if not await self._swap_state(warm.node, warm.dataset, before, warming):
+            return
         try:
             await self.kube.post(job_path(spec.metadata.namespace), body)
         except ApiError as exc:
             if exc.status == 409:  # a Job of that name that is not listed as ours
                 self._taken.add(str(body["metadata"]["name"]))
-                await self._patch_node(warm.node, state_patch(warm.dataset, before))
+                await self._swap_state(warm.node, warm.dataset, warming, before)
                 return
             message = f"the warm-up of dataset {warm.dataset} could not be created: {exc}"
             log.warning("node %s: %s", warm.node, message)
@@ -271,6 +282,27 @@ class Warmer:
                        utcnow())
             return
         log.info("warming dataset %s on node %s (%s)", warm.dataset, warm.node, warm.why)
+
+    async def _swap_state(self, node: str, dataset: str, expect: NodeCache,
+                          new: NodeCache | None) -> bool:
+        """Write the node's state of the dataset only while it still is `expect` (guarded
+        by the node's resourceVersion, read again on a conflict); True if written."""
+
+        async def attempt() -> bool:
+            body = await self.kube.get(node_path(node))
+            if cache_state(body, dataset) != expect:
+                return False
+            patch = state_patch(dataset, new)
+            patch["metadata"]["resourceVersion"] = body["metadata"]["resourceVersion"]
+            await self.kube.patch(node_path(node), patch)
+            return True
+
+        try:
+            return await retry_on_conflict(attempt)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
 
     async def _patch_node(self, node: str, patch: dict[str, Any]) -> None:
         try:
