@@ -21,6 +21,7 @@ state. `warmup_failure` reads either, so the jobs that wait for the dataset can 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ class Warmed:
     dataset: str
     held: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
+    result: str = ""
+    """The pod's uid and a digest of its message (NodeCache.result)."""
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -115,7 +118,9 @@ def warmed(pod: dict[str, Any]) -> Warmed | None:
     message = _message(pod)
     held = tuple(dict.fromkeys((dataset, *_names(message.get("held")))))
     evicted = tuple(e for e in _names(message.get("evicted")) if e not in held)
-    return Warmed(node, dataset, held, evicted)
+    digest = hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()[:12]
+    uid = str((pod.get("metadata") or {}).get("uid") or "")
+    return Warmed(node, dataset, held, evicted, f"{uid}:{digest}")
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,8 @@ def ready_patches(done: Warmed, node: dict[str, Any], now: str
     """The node's new states after a warm-up succeeded: every held dataset ready (with the
     boot ID it is ready since), every evicted one evicted."""
     booted = boot_id(node)
-    return [*(state_patch(d, NodeCache(CACHE_READY, time=now, boot_id=booted))
+    return [*(state_patch(d, NodeCache(CACHE_READY, time=now, boot_id=booted,
+                                       result=done.result if d == done.dataset else ""))
               for d in done.held),
             *(state_patch(d, NodeCache(CACHE_EVICTED, reason=f"evicted by {done.dataset}",
                                        time=now))
@@ -263,9 +269,11 @@ def merged(patches: list[dict[str, Any]]) -> dict[str, Any]:
 async def record_warmed(kube: Kube, pod: dict[str, Any], now: str) -> tuple[str, str] | None:
     """Set the node states of a finished warm-up pod; return (node, dataset)."""
     done = warmed(pod)
-    if done is None:
+    if done is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
         return None
     node = await kube.get(node_path(done.node))
+    if cache_state(node, done.dataset).result == done.result:
+        return None  # applied before: a later event of the same pod (a relist, its deletion)
     await kube.patch(node_path(done.node), merged(ready_patches(done, node, now)))
     return done.node, done.dataset
 

@@ -57,6 +57,9 @@ class NodeCache:
     verify: bool = False
     """The node left service (fenced, cordoned, NotReady) while it held or warmed the
     dataset: when it returns, a warm-up checks the cache."""
+    result: str = ""
+    """Which warm-up pod's result this is (its uid and a digest of its message): a pod's
+    result is applied once, never again over what happened since."""
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state}
@@ -68,6 +71,8 @@ class NodeCache:
             out["bootID"] = self.boot_id
         if self.verify:
             out["verify"] = True
+        if self.result:
+            out["result"] = self.result
         return out
 
 
@@ -95,7 +100,8 @@ def cache_state(node: Mapping[str, Any], dataset: str) -> NodeCache:
     if not isinstance(record, dict):
         record = {}
     return NodeCache(state, str(record.get("reason") or ""), str(record.get("time") or ""),
-                     str(record.get("bootID") or ""), bool(record.get("verify")))
+                     str(record.get("bootID") or ""), bool(record.get("verify")),
+                     str(record.get("result") or ""))
 
 
 def cache_states(node: Mapping[str, Any]) -> dict[str, NodeCache]:

@@ -214,7 +214,8 @@ class Warmer:
         by_name = {node_name(n): n for n in nodes}
         stamp = format_time(now)
         for node, dataset, state in todo.verify:
-            marked = NodeCache(state.state, state.reason, state.time, state.boot_id, True)
+            marked = NodeCache(state.state, state.reason, state.time, state.boot_id, True,
+                               state.result)
             await self._swap_state(node, dataset, state, marked)
         pairs = {job: pair for pair, job in names.items()}
         settled = time.monotonic() - self._born >= CANCEL_GRACE_SECONDS
