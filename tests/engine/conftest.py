@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.kit import Cluster, Engine, WarmupFinisher, copy_project
+from tests.engine.kit import Cluster, Engine, copy_project
 from trainmaster.engine import DEFAULT_PASSPHRASE
 from trainmaster.spec import ClusterSpec, load_spec
 
@@ -61,13 +61,12 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     # engine is told which one, as a user exports it.
     engine = Engine(project_dir, {**env, "KUBECONFIG": str(kubeconfig)})
     try:
-        with WarmupFinisher(kubeconfig, "trainmaster"):
-            yield Project(
-                engine,
-                Cluster(kubeconfig, tmp / "discovery.json"),
-                kubeconfig,
-                load_spec(spec_path),
-            )
+        yield Project(
+            engine,
+            Cluster(kubeconfig, tmp / "discovery.json"),
+            kubeconfig,
+            load_spec(spec_path),
+        )
     finally:
         try:
             _remove_stacks(engine)

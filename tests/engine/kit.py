@@ -1,19 +1,17 @@
 """Helpers of the engine tests: a project copy, the `trainmaster pulumi` subprocess, reading
-objects back from the cluster, and the simulated end of dataset warm-ups."""
+objects back from the cluster."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, dynamic
-from kubernetes.client.exceptions import ApiException
+from kubernetes import dynamic
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from tests.helpers import ROOT
@@ -99,42 +97,3 @@ class Cluster:
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
     return wait_until(check, what, timeout, 0.5)
-
-
-class WarmupFinisher:
-    """Marks dataset warm-up pods as finished, the way kwok lets a test finish a pod.
-
-    kwok runs every pod but cannot know when a warm-up has copied its dataset, and the
-    operator starts a job that waits for its datasets only once their warm-up completed
-    (`up` itself does not wait: the warm-up Jobs carry `pulumi.com/skipAwait`). The
-    label `trainmaster.io/simulate=complete` is trainmaster's kwok stage that ends a
-    Running pod with exit code 0.
-    """
-
-    SELECTOR = "trainmaster.io/dataset,!trainmaster.io/simulate"
-
-    def __init__(self, kubeconfig: Path, namespace: str) -> None:
-        self._core = client.CoreV1Api(generated_client(kubeconfig))
-        self._namespace = namespace
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="warmup-finisher", daemon=True)
-
-    def __enter__(self) -> WarmupFinisher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        patch = {"metadata": {"labels": {"trainmaster.io/simulate": "complete"}}}
-        while not self._stop.wait(0.5):
-            try:
-                pods = self._core.list_namespaced_pod(
-                    self._namespace, label_selector=self.SELECTOR
-                ).items
-                for pod in pods:
-                    self._core.patch_namespaced_pod(pod.metadata.name, self._namespace, patch)
-            except ApiException:
-                continue  # the namespace does not exist yet, or is being deleted

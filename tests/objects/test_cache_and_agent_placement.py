@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import small_spec_doc
-from trainmaster.objects import build_all
+from trainmaster.objects import build_all, build_node_warmup
 from trainmaster.spec import SpecInvalidError, validate_data
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def _kinds(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -19,22 +21,37 @@ def _kinds(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [o for o in objs if o["kind"] == kind]
 
 
-def _warmup_pod(doc: dict[str, Any]) -> dict[str, Any]:
-    [job] = [j for j in _kinds(doc, "Job") if "-warmup-" in j["metadata"]["name"]]
+def _warmup_pod(doc: dict[str, Any], tolerations: list[dict[str, Any]] | None = None
+                ) -> dict[str, Any]:
+    """The pod of the warm-up the operator creates for node n-1 (what it tolerates comes
+    from the jobs that may use the node: `tolerations`)."""
+    spec = validate_data(doc, "test")
+    assert spec.cache is not None
+    job = build_node_warmup(spec, spec.cache.datasets[0], "n-1",
+                            tolerations if tolerations is not None else [GPU_TOLERATION])
     pod: dict[str, Any] = job["spec"]["template"]["spec"]
     return pod
 
 
-def test_warmups_tolerate_the_gpu_taint_and_run_where_the_cache_says() -> None:
+def test_the_stack_renders_no_warmup() -> None:
+    """The operator creates the warm-ups, node by node (docs/datasets.md)."""
+    assert [j["metadata"]["name"] for j in _kinds(small_spec_doc("c"), "Job")
+            if "-warmup-" in j["metadata"]["name"]] == []
+
+
+def test_a_warmup_is_pinned_to_its_node_and_tolerates_what_the_readers_tolerate() -> None:
     doc = small_spec_doc("c")
-    assert _warmup_pod(doc)["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert "nodeSelector" not in _warmup_pod(doc)
-    doc["cache"]["nodeSelector"] = {"pool": "gpu-a"}
-    doc["cache"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
     pod = _warmup_pod(doc)
-    assert pod["nodeSelector"] == {"pool": "gpu-a"}
-    assert pod["tolerations"][1] == {"key": "dedicated", "operator": "Exists"}
+    assert pod["tolerations"] == [GPU_TOLERATION]
+    assert "nodeSelector" not in pod
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] \
+        == {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n-1"]}]}]}
+    doc["cache"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    real = {"key": "trainmaster.io/real-node", "operator": "Exists", "effect": "NoSchedule"}
+    pod = _warmup_pod(doc, [GPU_TOLERATION, real])
+    assert pod["tolerations"] == [GPU_TOLERATION, real,
+                                  {"key": "dedicated", "operator": "Exists"}]
 
 
 def test_a_dataset_volume_is_mounted_read_only_at_its_file_source() -> None:

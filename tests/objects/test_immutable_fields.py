@@ -27,18 +27,19 @@ def test_every_kind_in_the_table_is_rendered() -> None:
     assert set(IMMUTABLE_FIELDS) - kinds == set()
 
 
-def test_a_warmup_job_template_change_replaces_the_job() -> None:
+def test_a_dataset_change_replaces_nothing() -> None:
+    """The stack renders no warm-up Job (the operator creates them per node): a new source
+    only updates the cache ConfigMap."""
     before = stack_doc("dev")
     after = copy.deepcopy(before)
     after["cache"]["datasets"][0]["source"] = "s3://datasets/tinystories-v2"
-    replaced = {r.key: r.fields for r in replacements(_objects(before), _objects(after))}
-    assert replaced == {"Job/trainmaster/dev-warmup-tinystories": ("spec.template",)}
+    assert list(replacements(_objects(before), _objects(after))) == []
 
 
 def test_api_error_fields_within_an_immutable_field() -> None:
-    job = next(o for o in _objects(stack_doc("dev")) if o["kind"] == "Job")
-    assert immutable_fields(job) == ("spec.selector", "spec.template", "spec.completionMode")
-    assert covers_immutable(job, "spec.template")
-    assert covers_immutable(job, "spec.template.spec.containers[0].image")
-    assert not covers_immutable(job, "spec.templateX")
-    assert not covers_immutable(job, "spec.backoffLimit")
+    binding = next(o for o in _objects(stack_doc("dev")) if o["kind"] == "RoleBinding")
+    assert immutable_fields(binding) == ("roleRef",)
+    assert covers_immutable(binding, "roleRef")
+    assert covers_immutable(binding, "roleRef.name")
+    assert not covers_immutable(binding, "roleRefX")
+    assert not covers_immutable(binding, "subjects")

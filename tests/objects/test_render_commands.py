@@ -18,7 +18,7 @@ import yaml
 
 from tests.helpers import ROOT, STACKS
 from trainmaster.cli import app
-from trainmaster.objects import build_gang
+from trainmaster.objects import build_gang, build_node_warmup
 from trainmaster.spec import load_spec
 
 STACK_FILES = sorted(STACKS.glob("*/cluster.yaml"))
@@ -96,6 +96,8 @@ def test_every_rendered_command_exists(stack: Path, tmp_path: Path) -> None:
     spec = load_spec(stack)
     for job in spec.jobs:  # the gangs are the operator's, built from the same spec
         objs += build_gang(spec, job, attempt=1, resume_from="/ckpt/step-1")
+    if spec.cache is not None:  # so are the warm-ups, one per (node, dataset)
+        objs += [build_node_warmup(spec, d, "node-0", []) for d in spec.cache.datasets]
     found = list(_commands(objs))
     missing = [(where, words) for where, words in found if _resolve(words) is None]
     assert missing == []

@@ -1,7 +1,8 @@
 """The operator holds a job until its datasets are warm on as many nodes as it has pods
 (cache.waitForWarmup), and starts it at once when warm-up is optional; on the real
-control plane. The nodes are labelled here as the operator labels them after a warm-up
-(that path: test_datasets_live.py)."""
+control plane. The nodes' cache states are set here as the operator sets them after a
+warm-up (that path: test_datasets_live.py); `cache.nodeSelector` matches no node, so the
+operator itself warms none of the shared cluster's nodes."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def _env(cluster: LocalCluster, tmp_path: Path, dataset: str, wait: bool) -> Ope
     env = OperatorEnv(cluster.kubeconfig, cluster.spec, tmp_path)
     data = env.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     data["cache"] = {"capacity": "100Gi", "warmup": True, "waitForWarmup": wait,
+                     "nodeSelector": {"tmtest.trainmaster.io/none": dataset},
                      "datasets": [{"name": dataset, "source": f"file:///srv/{dataset}",
                                    "size": "1Gi"}]}
     env.spec = validate_data(data, "optest")
@@ -40,7 +42,7 @@ def cache_env(request: pytest.FixtureRequest, cluster: LocalCluster, tmp_path: P
         env.start_operator()
         yield env, dataset, bool(request.param)
     finally:
-        for node in env.core.list_node(label_selector=f"{label}=true").items:
+        for node in env.core.list_node(label_selector=label).items:
             env.core.patch_node(node.metadata.name, {"metadata": {"labels": {label: None}}})
         env.close()
 
@@ -76,7 +78,9 @@ def test_a_job_waits_for_its_dataset_unless_warmup_is_optional(
     assert env.jobs("reader") == []
 
     first, second = _schedulable(env)[:2]
-    label = {"metadata": {"labels": {dataset_label(dataset): "true"}}}
+    label = {"metadata": {"labels": {dataset_label(dataset): "ready"}}}
+    # A node still warming counts for nothing.
+    env.core.patch_node(second, {"metadata": {"labels": {dataset_label(dataset): "warming"}}})
     env.core.patch_node(first, label)
     wait_for(lambda: env.status("reader").get("pendingReason")
              == f"dataset {dataset} warm on 1 of 2 nodes", "the hold to count one node")

@@ -1,15 +1,17 @@
 """A failed warm-up is loud, and no job waits forever, on the real control plane: the
-warm-up pod runs on a kwok node, and its failure is what the kubelet reports of a
+warm-up pod of a (node, dataset) runs on a kwok node of the test's pool (created here
+before the job that reads the dataset, as the operator would create it, but left to
+run), and its failure is what the kubelet reports of a
 `trainmaster cache warm` that failed (status: Failed, exit code 1, the termination message
 the command writes). Within 10 s the job held for the dataset carries it in its
 DatasetsReady condition and in a WarmupFailed Event; after cache.warmupTimeoutMinutes it
-fails with reason WarmupTimeout."""
+fails with reason WarmupTimeout. The node's state of the dataset is `failed`, with the
+error."""
 
 from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +19,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import LocalCluster
-from tests.operator.kit import OperatorEnv, job_doc, wait_for
+from tests.operator.cache_kit import CacheWorld, cache_world
+from tests.operator.kit import wait_for
 from trainmaster.api import DATASET_LABEL
-from trainmaster.spec import validate_data
+from trainmaster.objects import build_node_warmup
 
 pytestmark = pytest.mark.integration
 
@@ -29,34 +32,23 @@ ERROR = ("--source s3://corpus/wiki: the S3 server at http://10.244.0.1:7070 ref
 
 
 @pytest.fixture()
-def held(cluster: LocalCluster, tmp_path: Path) -> Iterator[tuple[OperatorEnv, str]]:
-    dataset = f"ds-{uuid.uuid4().hex[:6]}"
-    env = OperatorEnv(cluster.kubeconfig, cluster.spec, tmp_path)
-    data = env.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
-    data["cache"] = {"capacity": "100Gi", "warmup": True, "warmupTimeoutMinutes": 1,
-                     "datasets": [{"name": dataset, "source": f"s3://corpus/{dataset}",
-                                   "size": "1Gi"}]}
-    env.spec = validate_data(data, "optest")
-    try:
-        env.setup()
-        env.start_operator()
-        yield env, dataset
-    finally:
-        env.close()
+def world(cluster: LocalCluster, tmp_path: Path) -> Iterator[CacheWorld]:
+    with cache_world(cluster, tmp_path, warmupTimeoutMinutes=1) as made:
+        yield made
 
 
-def _warmup_job(dataset: str) -> dict[str, Any]:
-    """The shape trainmaster renders (owner `<cluster>-warmup-<dataset>`, the dataset
-    label), run on a kwok node."""
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": f"optest-warmup-{dataset}"},
-        "spec": {"backoffLimit": 0, "template": {
-            "metadata": {"labels": {DATASET_LABEL: dataset}},
-            "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
-                     "tolerations": [{"operator": "Exists"}],
-                     "containers": [{"name": "warmup", "image": "trainmaster:test"}]}}},
-    }
+def _warmup_job(world: CacheWorld, node: str) -> dict[str, Any]:
+    """The warm-up of (node, dataset) as the operator creates it, but not simulated (kwok
+    leaves it running until the test says how it ended), with restartPolicy Never, and
+    without the component label by which the operator lists its own (so that it does not
+    cancel it before the job that reads the dataset exists)."""
+    spec = world.env.spec
+    assert spec.cache is not None
+    body = build_node_warmup(spec, spec.cache.datasets[0], node, [{"operator": "Exists"}])
+    body["metadata"]["labels"].pop("app.kubernetes.io/component")
+    body["spec"]["backoffLimit"] = 0
+    body["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    return body
 
 
 def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -64,11 +56,12 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def test_a_failed_warmup_shows_on_the_held_job_then_the_job_times_out(
-        held: tuple[OperatorEnv, str]) -> None:
-    env, dataset = held
-    env.create_job({**job_doc("reader", nodes=2), "datasets": [dataset]})
+        world: CacheWorld) -> None:
+    env, dataset = world.env, world.dataset
+    node = world.add_node("a")
+    env.batch.create_namespaced_job(env.namespace, _warmup_job(world, node))
+    env.create_job(world.reader(nodes=2))
     wait_for(lambda: env.status("reader").get("pendingReason"), "the hold")
-    env.batch.create_namespaced_job(env.namespace, _warmup_job(dataset))
 
     def running_pod() -> Any:
         pods = env.core.list_namespaced_pod(
@@ -99,6 +92,8 @@ def test_a_failed_warmup_shows_on_the_held_job_then_the_job_times_out(
     assert event["type"] == "Warning" and event["message"] == expected
     assert event["involvedObject"]["name"] == "reader"
     assert env.jobs("reader") == []
+    label, record = world.state(node)
+    assert label == "failed" and record["reason"] == ERROR
 
     # cache.warmupTimeoutMinutes: 1, counted from the first hold.
     status = env.wait_phase("reader", "Failed", timeout=120)

@@ -15,7 +15,7 @@ from trainmaster.scheduler.plugins.best_fit import BestFit
 from trainmaster.scheduler.plugins.dataset_locality import DatasetLocality
 from trainmaster.scheduler.runtime.convert import pod_datasets, pod_info
 
-WARM = {"dataset.trainmaster.io/wiki": "true"}
+WARM = {"dataset.trainmaster.io/wiki": "ready"}
 
 
 def _cluster(warm: set[str]) -> ClusterState:
@@ -84,3 +84,13 @@ def test_gang_pods_carry_the_annotation_the_scheduler_reads() -> None:
     pod = {**build_gang_job(spec, spec.job("gpt-small"), 0)["spec"]["template"], "status": {}}
     pod["metadata"] = {**pod["metadata"], "name": "p", "uid": "u"}
     assert pod_info(pod).request.datasets == ("tinystories",)
+
+
+def test_only_a_ready_cache_counts() -> None:
+    """warming, failed and evicted (and the old "true") are cold to the plugin."""
+    from trainmaster.scheduler.plugins.dataset_locality import held
+    nodes = {state: make_node(f"n-{state}", gpus=8, topology=("spine-0", "leaf-0"),
+                              labels={"dataset.trainmaster.io/wiki": state})
+             for state in ("ready", "warming", "failed", "evicted", "true")}
+    assert {s: held(n, ("wiki",)) for s, n in nodes.items()} == {
+        "ready": 1, "warming": 0, "failed": 0, "evicted": 0, "true": 0}

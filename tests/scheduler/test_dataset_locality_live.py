@@ -1,5 +1,6 @@
 """trainmaster-scheduler on the real control plane puts a gang that names a dataset on
-the nodes whose cache holds it, inside its required leaf."""
+the nodes whose cache holds it (state `ready`; warming and failed are cold), inside its
+required leaf."""
 
 from __future__ import annotations
 
@@ -24,9 +25,13 @@ def test_a_gang_goes_to_the_nodes_holding_its_dataset(
     dataset = f"ds-{scratch.tag}"
     names = [scratch.add_node(n) for n in ("a", "b", "c", "d")]
     other_leaf = scratch.add_node("e", leaf="leaf-b")
-    warm = {"metadata": {"labels": {f"dataset.trainmaster.io/{dataset}": "true"}}}
+    key = f"dataset.trainmaster.io/{dataset}"
+    warm = {"metadata": {"labels": {key: "ready"}}}
     for node in (names[2], names[3], other_leaf):
         scratch.core.patch_node(node, warm)
+    # The other states are cold: a warm-up placed, one that failed.
+    scratch.core.patch_node(names[0], {"metadata": {"labels": {key: "warming"}}})
+    scratch.core.patch_node(names[1], {"metadata": {"labels": {key: "failed"}}})
     wait_for(scratch.nodes_ready, "scratch nodes Ready")
     scratch.create_group("readers", 2)
     pods = [scratch.pod(f"readers-{i}", gpus=8, group="readers") for i in range(2)]

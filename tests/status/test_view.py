@@ -360,3 +360,32 @@ def test_the_published_ledger_carries_every_resource_to_status() -> None:
     shown = {n["name"]: n for n in view.fairness["nodes"] if n["kind"] == "queue"}
     assert shown["a"]["share"] == pytest.approx(live.share("a"))
     assert shown["a"]["share"] == pytest.approx(max(4 / 16, 4_000 / 16_000))
+
+
+def test_status_shows_each_datasets_cache_state_per_node() -> None:
+    from rich.console import Console
+
+    from trainmaster.operator._warm_targets import NodeCache, state_patch
+    from trainmaster.status import render_view
+
+    nodes = []
+    for name, state in (("n1", NodeCache("ready", time="t1")),
+                        ("n2", NodeCache("failed", reason="cannot be placed: no cpu")),
+                        ("n3", NodeCache("warming")), ("n10", NodeCache("ready"))):
+        node = _node(name, "spine-0", "leaf-0")
+        patch = state_patch("wiki", state)["metadata"]
+        node["metadata"].setdefault("labels", {}).update(patch["labels"])
+        node["metadata"].setdefault("annotations", {}).update(patch["annotations"])
+        nodes.append(node)
+    view = summarize(nodes, [], [], at(1))
+    [cache] = view.to_json()["caches"]
+    assert cache["dataset"] == "wiki"
+    assert cache["counts"] == {"warming": 1, "ready": 2, "failed": 1, "evicted": 0}
+    assert [(r["node"], r["state"]) for r in cache["nodes"]] == [
+        ("n2", "failed"), ("n3", "warming"), ("n1", "ready"), ("n10", "ready")]
+    assert cache["nodes"][0]["reason"] == "cannot be placed: no cpu"
+    console = Console(record=True, width=200)
+    render_view(view, console)
+    text = console.export_text()
+    assert "Dataset cache" in text
+    assert "n2: failed (cannot be placed: no cpu)" in text and "n3: warming" in text

@@ -277,3 +277,30 @@ def test_a_resumed_checkpoint_reported_again_is_not_the_first_step() -> None:
     assert (r.resume_step, r.resume_time) == (40, T0 + timedelta(seconds=45))
     assert r.first_step == T0 + timedelta(seconds=66)
     assert r.lost_seconds == 21.0 and r.lost_steps is not None and r.lost_steps > 0
+
+
+def test_the_datasets_page_shows_each_nodes_cache_state() -> None:
+    from trainmaster.operator._warm_targets import NodeCache, state_patch
+    from trainmaster.ui._datasets import dataset_infos
+
+    nodes = []
+    for name, state in (("n0", NodeCache("ready")), ("n1", NodeCache(
+            "failed", reason="cannot be placed: 0/9 nodes are available: 1 Insufficient cpu")),
+                        ("n2", NodeCache("evicted", reason="evicted by books"))):
+        made = node(name, "leaf-0")
+        patch = state_patch("wiki", state)["metadata"]
+        made["metadata"].setdefault("labels", {}).update(patch["labels"])
+        made["metadata"].setdefault("annotations", {}).update(patch["annotations"])
+        nodes.append(made)
+    world = World(nodes=nodes)
+    [wiki] = dataset_infos(world)
+    assert wiki.counts == {"warming": 0, "ready": 1, "failed": 1, "evicted": 1}
+    with served(create_app(FixedSource(world))) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/datasets")
+        resp = conn.getresponse()
+        body = resp.read().decode()
+    assert resp.status == 200 and '<th scope="col">' in body
+    assert 'id="dataset-wiki"' in body and "Insufficient cpu" in body
+    assert '<td class="cache-evicted">evicted</td>' in body
+    assert 'href="/datasets"' in body  # in the masthead

@@ -25,7 +25,24 @@ UNHEALTHY_TAINT: Final = "trainmaster.io/unhealthy"
 FENCED_ANNOTATION: Final = "trainmaster.io/fenced"
 """Node annotation, JSON {reason, time, cordoned}: why and when the operator fenced it."""
 DATASET_LABEL_PREFIX: Final = "dataset.trainmaster.io/"
-"""Node label per warm dataset: dataset.trainmaster.io/<dataset> = "true"."""
+"""Node label per dataset the node's cache is warmed for: dataset.trainmaster.io/<dataset> =
+one of CACHE_STATES; the node annotation of the same key holds the details (JSON: state,
+reason, time, pod, bootID, verify)."""
+CACHE_WARMING: Final = "warming"
+"""A warm-up of the dataset is placed on (or bound for) the node."""
+CACHE_READY: Final = "ready"
+"""The node's cache holds the dataset complete: what DatasetLocality and the hold count."""
+CACHE_FAILED: Final = "failed"
+"""The last warm-up failed or could not be placed; the annotation says why."""
+CACHE_EVICTED: Final = "evicted"
+"""A later warm-up of another dataset evicted it (least recently used) to make room."""
+CACHE_STATES: Final = (CACHE_WARMING, CACHE_READY, CACHE_FAILED, CACHE_EVICTED)
+SIMULATE_LABEL: Final = "trainmaster.io/simulate"
+"""On a pod: `complete` makes kwok finish it (trainmaster/data/kwok): how a warm-up
+"runs" on a simulated node, which has no disk to fill."""
+WARM_NODE_LABEL: Final = "trainmaster.io/warm-node"
+"""On a per-node warm-up Job and its pod: the node whose cache it fills (if the node name
+fits a label value; the node affinity is what pins it)."""
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
 """On a kwok node: kwok simulates it."""
@@ -107,7 +124,7 @@ def topology_label(level: str) -> str:
 
 
 def dataset_label(dataset: str) -> str:
-    """The node label that says a node's cache holds `dataset`, warm."""
+    """The node label (and annotation) with the node's cache state of `dataset`."""
     return f"{DATASET_LABEL_PREFIX}{dataset}"
 
 

@@ -7,7 +7,12 @@ render` and the operator all call these builders. No Kubernetes client imports h
 from trainmaster.api import GROUP as TRAININGJOB_GROUP
 from trainmaster.api import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, TRAININGJOB_PLURAL
 from trainmaster.api import VERSION as TRAININGJOB_VERSION
-from trainmaster.objects._cache import build_cache
+from trainmaster.objects._cache import (
+    build_cache,
+    build_node_warmup,
+    cache_config_name,
+    warmup_job_name,
+)
 from trainmaster.objects._crds import (
     NETWORK_ATTACHMENT_CRD,
     REQUIRED_THIRD_PARTY_CRDS,
@@ -166,6 +171,7 @@ __all__ = [
     "build_network_attachments",
     "build_networks",
     "build_node",
+    "build_node_warmup",
     "build_nodes",
     "build_operator",
     "build_pod_group",
@@ -175,6 +181,7 @@ __all__ = [
     "build_training_job",
     "build_training_jobs",
     "build_ui",
+    "cache_config_name",
     "config_fair_sharing",
     "config_queues",
     "covers_immutable",
@@ -214,6 +221,7 @@ __all__ = [
     "trainingjob_crd",
     "ui_command",
     "ui_name",
+    "warmup_job_name",
     "workloads",
     "workloads_markdown",
 ]

@@ -1,18 +1,26 @@
-"""The node-local dataset cache: its config and a warm-up Job per dataset.
+"""The node-local dataset cache: its config, its warm-ups' identity, and the warm-up Job of
+one (node, dataset), which the operator creates as nodes appear and return
+(trainmaster.operator._warmer): the stack itself renders no warm-up.
 
 A warm-up pod only copies files (`trainmaster cache warm`): it gets no API token and no
 rights. It ends with a termination message naming the datasets its node holds and those it
-evicted; the operator, which may patch nodes anyway (fencing), labels the node
-`dataset.trainmaster.io/<name>=true` for each held one and removes the label of each evicted
-one once the warm-up pod has succeeded, so no warm-up can write to any node."""
+evicted; the operator, which may patch nodes anyway (fencing), sets the node's
+`dataset.trainmaster.io/<name>` state from it, so no warm-up can write to any node."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from trainmaster.api import DATASET_LABEL, GPU_RESOURCE, app_labels, parse_bytes
+from trainmaster.api import (
+    DATASET_LABEL,
+    SIMULATE_LABEL,
+    WARM_NODE_LABEL,
+    app_labels,
+    parse_bytes,
+)
 from trainmaster.objects._rbac import service_account
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
 from trainmaster.spec import CacheSpec, ClusterSpec, Dataset
@@ -56,17 +64,10 @@ def _source_volumes(dataset: Dataset) -> list[dict[str, Any]]:
              "persistentVolumeClaim": {"claimName": dataset.volume, "readOnly": True}}]
 
 
-def _placement(cache: CacheSpec) -> dict[str, Any]:
-    """Where warm-ups run: the GPU nodes whose caches jobs read, so they tolerate the GPU
-    taint as the jobs' pods do; `cache.nodeSelector`/`tolerations` narrow or widen it."""
-    tolerations = [
-        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
-        *(t.model_dump(by_alias=True, exclude_none=True) for t in cache.tolerations),
-    ]
-    out: dict[str, Any] = {"tolerations": tolerations}
-    if cache.node_selector:
-        out["nodeSelector"] = dict(cache.node_selector)
-    return out
+def cache_config_name(cluster: str) -> str:
+    """The cache's ConfigMap and ServiceAccount; the owner of every warm-up Job, so that
+    deleting the stack (`pulumi destroy`) takes the warm-ups with it."""
+    return f"{cluster}-dataset-cache"
 
 
 def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -84,8 +85,8 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
             for d in cache.datasets
         },
     }
-    name = f"{cluster}-dataset-cache"
-    objs: list[dict[str, Any]] = [
+    name = cache_config_name(cluster)
+    return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -94,110 +95,117 @@ def build_cache(spec: ClusterSpec) -> list[dict[str, Any]]:
         },
         service_account(name, ns, labels, automount=False),
     ]
-    if not cache.warmup:
-        return objs
-    nodes = len(spec.nodes)
-    for dataset in cache.datasets:
-        job_labels = {
-            **app_labels(dataset.name, "cache-warmup", cluster),
-            DATASET_LABEL: dataset.name,
-        }
-        objs.append(
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {
-                    "name": f"{cluster}-warmup-{dataset.name}",
-                    "namespace": ns,
-                    "labels": job_labels,
-                    # A warm-up copies a whole dataset to every node, for hours on a real
-                    # cluster: `pulumi up` must not wait for it to finish.
-                    "annotations": {"pulumi.com/skipAwait": "true"},
-                },
+
+
+def warmup_job_name(cluster: str, dataset: str, node: str) -> str:
+    """The one warm-up Job of (node, dataset): `<cluster>-warmup-<dataset>-<hash>`, the hash
+    of the node's name so any node name fits the 63 characters a Job's name may have (its
+    pods carry it as a label). Deterministic: at most one warm-up per (node, dataset)."""
+    digest = hashlib.sha256(f"{cluster}/{dataset}/{node}".encode()).hexdigest()[:10]
+    return f"{cluster}-warmup-{dataset}"[: 63 - 11] + f"-{digest}"
+
+
+def _pin(node: str) -> dict[str, Any]:
+    """Required node affinity on the node's name (as the DaemonSet controller pins its
+    pods): the scheduler still checks taints and resources and says why it cannot place
+    the pod (PodScheduled=False), which `nodeName` would skip."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+
+
+def build_node_warmup(
+    spec: ClusterSpec,
+    dataset: Dataset,
+    node: str,
+    tolerations: list[dict[str, Any]],
+    simulated: bool = False,
+    owner: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The warm-up Job that fills `node`'s cache with `dataset`: one pod pinned to the node,
+    tolerating what the jobs that read the dataset there tolerate (`tolerations`, computed
+    by the operator) plus `cache.tolerations`. On a kwok node (`simulated`) kwok finishes
+    the pod: a simulated node has no disk to fill."""
+    cache = spec.cache
+    assert cache is not None
+    ns, cluster = spec.metadata.namespace, spec.metadata.name
+    labels = {
+        **app_labels(dataset.name, "cache-warmup", cluster),
+        DATASET_LABEL: dataset.name,
+        # A node name may be longer than a label value: then the hash in the name suffices.
+        **({WARM_NODE_LABEL: node} if len(node) <= 63 else {}),
+    }
+    pod_labels = {**labels, **({SIMULATE_LABEL: "complete"} if simulated else {})}
+    extra = [t.model_dump(by_alias=True, exclude_none=True) for t in cache.tolerations]
+    meta: dict[str, Any] = {
+        "name": warmup_job_name(cluster, dataset.name, node),
+        "namespace": ns,
+        "labels": labels,
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "backoffLimit": 6,
+            # A finished warm-up is gone after a while: its result is on the node, and a
+            # failed one is then tried again (the operator re-creates it).
+            "ttlSecondsAfterFinished": WARMUP_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": pod_labels},
                 "spec": {
-                    # One pod per node: spread by anti-affinity, each fills its node's cache.
-                    "completions": nodes,
-                    "parallelism": min(nodes, 64),
-                    "backoffLimit": 6,
-                    "completionMode": "Indexed",
-                    "template": {
-                        "metadata": {"labels": job_labels},
-                        "spec": {
-                            "serviceAccountName": name,
-                            "automountServiceAccountToken": False,
-                            "securityContext": {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)},
-                            "restartPolicy": "OnFailure",
-                            "affinity": {
-                                "podAntiAffinity": {
-                                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                                        {
-                                            "labelSelector": {
-                                                "matchLabels": {DATASET_LABEL: dataset.name}
-                                            },
-                                            "topologyKey": "kubernetes.io/hostname",
-                                        }
-                                    ]
-                                }
-                            },
-                            "containers": [
-                                {
-                                    "name": "warmup",
-                                    "image": spec.image.reference,
-                                    "imagePullPolicy": spec.image.pull_policy,
-                                    "command": [
-                                        "trainmaster",
-                                        "cache",
-                                        "warm",
-                                        "--dataset",
-                                        dataset.name,
-                                        "--source",
-                                        dataset.source,
-                                        "--path",
-                                        f"{cache.path}/{dataset.name}",
-                                        "--capacity",
-                                        cache.capacity,
-                                        "--size",
-                                        dataset.size,
-                                    ],
-                                    # What the node holds after the warm-up (and what it
-                                    # evicted), or why it failed: the operator labels the
-                                    # node from it, or shows the failure on waiting jobs.
-                                    # A crash that wrote nothing leaves its last log lines.
-                                    "terminationMessagePath": "/dev/termination-log",
-                                    "terminationMessagePolicy": "FallbackToLogsOnError",
-                                    "env": [
-                                        {
-                                            "name": "NODE_NAME",
-                                            "valueFrom": {
-                                                "fieldRef": {"fieldPath": "spec.nodeName"}
-                                            },
-                                        },
-                                        *_source_env(dataset),
-                                    ],
-                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-                                    # Root, without capabilities: it writes the root-owned
-                                    # cache directory on the host and nothing else.
-                                    "securityContext": {
-                                        **confined_container(),
-                                        "readOnlyRootFilesystem": True,
-                                    },
-                                    "volumeMounts": [
-                                        {"name": "cache", "mountPath": cache.path},
-                                        *_source_mounts(dataset),
-                                    ],
-                                }
-                            ],
-                            "volumes": [
-                                {
-                                    "name": "cache",
-                                    "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"},
-                                },
-                                *_source_volumes(dataset),
-                            ],
-                            **_placement(cache),
-                        },
-                    },
+                    "serviceAccountName": cache_config_name(cluster),
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)},
+                    "restartPolicy": "OnFailure",
+                    "affinity": _pin(node),
+                    "tolerations": [*tolerations, *(t for t in extra if t not in tolerations)],
+                    "containers": [_warmup_container(spec, cache, dataset)],
+                    "volumes": [
+                        {"name": "cache",
+                         "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"}},
+                        *_source_volumes(dataset),
+                    ],
                 },
-            }
-        )
-    return objs
+            },
+        },
+    }
+
+
+WARMUP_TTL_SECONDS = 300
+"""How long a finished warm-up Job stays (then the TTL controller deletes it)."""
+
+
+def _warmup_container(spec: ClusterSpec, cache: CacheSpec, dataset: Dataset) -> dict[str, Any]:
+    return {
+        "name": "warmup",
+        "image": spec.image.reference,
+        "imagePullPolicy": spec.image.pull_policy,
+        "command": [
+            "trainmaster", "cache", "warm",
+            "--dataset", dataset.name,
+            "--source", dataset.source,
+            "--path", f"{cache.path}/{dataset.name}",
+            "--capacity", cache.capacity,
+            "--size", dataset.size,
+        ],
+        # What the node holds after the warm-up (and what it evicted), or why it failed:
+        # the operator sets the node's state from it, or shows the failure on waiting
+        # jobs. A crash that wrote nothing leaves its last log lines.
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            *_source_env(dataset),
+        ],
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        # Root, without capabilities: it writes the root-owned cache directory on the host
+        # and nothing else.
+        "securityContext": {**confined_container(), "readOnlyRootFilesystem": True},
+        "volumeMounts": [
+            {"name": "cache", "mountPath": cache.path},
+            *_source_mounts(dataset),
+        ],
+    }

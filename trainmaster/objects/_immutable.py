@@ -25,8 +25,6 @@ IMMUTABLE_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("scheduling.k8s.io", "PriorityClass"): ("value", "preemptionPolicy"),
     ("apps", "Deployment"): ("spec.selector",),
     ("apps", "DaemonSet"): ("spec.selector",),
-    # The dataset warm-up Job: its pod template, selector and completion mode are fixed.
-    ("batch", "Job"): ("spec.selector", "spec.template", "spec.completionMode"),
     # Headless Services (clusterIP: None) cannot become ClusterIP ones, nor back.
     ("", "Service"): ("spec.clusterIP",),
     ("rbac.authorization.k8s.io", "RoleBinding"): ("roleRef",),

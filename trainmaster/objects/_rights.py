@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainmaster.objects._cache import build_node_warmup
 from trainmaster.objects._job_render import job_objects
 from trainmaster.objects._render import build_all
 from trainmaster.spec import ClusterSpec
@@ -56,11 +57,16 @@ class Workload:
 
 def spec_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Everything the spec puts on the cluster: build_all plus each job's first gang
-    (which the operator creates and which holds the job's identity)."""
+    (which the operator creates and which holds the job's identity) and each dataset's
+    warm-up on the spec's first node (the operator creates one per node that a job
+    reading the dataset may use)."""
     objects = [obj for objs in build_all(spec).values() for obj in objs]
     for job in spec.jobs:
         # The same objects `render --jobs` prints (its TrainingJob is in build_all).
         objects.extend(job_objects(spec, job)[1:])
+    if spec.cache is not None and spec.cache.warmup and spec.nodes:
+        objects.extend(build_node_warmup(spec, d, spec.nodes[0].name, [])
+                       for d in spec.cache.datasets)
     return objects
 
 

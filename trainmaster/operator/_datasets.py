@@ -1,15 +1,16 @@
-"""Node labels for warmed datasets: when the warm-up pod on a node has succeeded, the node
-gets `dataset.trainmaster.io/<dataset>=true`.
+"""Each node's cache state from its warm-up pods: when the warm-up pod on a node has
+succeeded, the node's `dataset.trainmaster.io/<dataset>` becomes `ready`; when it failed or
+cannot be placed, `failed` with the reason (trainmaster.operator._warm_targets).
 
 The operator writes them because it may patch nodes anyway (fencing); the warm-up pods
 themselves hold no API rights, so no pod of the training namespace can write to a node.
-Only pods of a warm-up Job (`<cluster>-warmup-<dataset>`, as trainmaster.objects builds it)
-count, so a pod that merely carries the label cannot get a node labelled.
+Only pods of the warm-up Job of their (node, dataset) (`warmup_job_name`, as the operator
+creates it) count, so a pod that merely carries the label cannot change a node's state.
 
 `trainmaster cache warm` ends with a termination message, `{"dataset", "held",
 "evicted"}`: the datasets the node's cache holds complete, and those it evicted (least
 recently used) to make room. The operator labels every held one and removes the label of
-every evicted one, so the labels follow the cache, not only the last warm-up. A pod
+every evicted one `evicted`, so the states follow the cache, not only the last warm-up. A pod
 without a message (another warm-up image) labels its own dataset only.
 
 A warm-up that fails writes `{"dataset", "error"}` there instead (a crash that wrote
@@ -20,13 +21,30 @@ state. `warmup_failure` reads either, so the jobs that wait for the dataset can 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from trainmaster.api import DATASET_LABEL, dataset_label
+from trainmaster.api import (
+    APP_INSTANCE_LABEL,
+    CACHE_EVICTED,
+    CACHE_FAILED,
+    CACHE_READY,
+    CACHE_WARMING,
+    DATASET_LABEL,
+    dataset_label,
+)
 from trainmaster.kubeclient import Kube, node_path
+from trainmaster.objects import warmup_job_name
+from trainmaster.operator._warm_targets import (
+    NodeCache,
+    boot_id,
+    cache_state,
+    job_can_use,
+    state_patch,
+)
 from trainmaster.spec import ClusterSpec, Job
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -38,6 +56,8 @@ class Warmed:
     dataset: str
     held: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
+    result: str = ""
+    """The pod's uid and a digest of its message (NodeCache.result)."""
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -60,19 +80,33 @@ def _message(pod: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def pinned_node(pod: dict[str, Any]) -> str:
+    """The node a warm-up pod is pinned to (its required node affinity on the node's
+    name), or the node it runs on; "" when neither."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            values = field.get("values") or []
+            if field.get("key") == "metadata.name" and len(values) == 1:
+                return str(values[0])
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
 def _warmup_dataset(pod: dict[str, Any]) -> str | None:
-    """The dataset of a pod of a warm-up Job (`<cluster>-warmup-<dataset>`), else None."""
+    """The dataset of a pod of the warm-up Job of its (node, dataset), else None."""
     meta = pod.get("metadata") or {}
-    dataset = (meta.get("labels") or {}).get(DATASET_LABEL)
-    if not dataset:
+    labels = meta.get("labels") or {}
+    dataset, cluster, node = labels.get(DATASET_LABEL), labels.get(APP_INSTANCE_LABEL), \
+        pinned_node(pod)
+    if not dataset or not cluster or not node:
         return None
-    owners = meta.get("ownerReferences") or []
-    if not any(
-        o.get("kind") == "Job" and str(o.get("name", "")).endswith(f"-warmup-{dataset}")
-        for o in owners
-    ):
+    expected = warmup_job_name(str(cluster), str(dataset), node)
+    if not any(o.get("kind") == "Job" and o.get("name") == expected
+               for o in meta.get("ownerReferences") or []):
         return None
-    return str(dataset)
+    ran_on = (pod.get("spec") or {}).get("nodeName")
+    return None if ran_on and ran_on != node else str(dataset)
 
 
 def warmed(pod: dict[str, Any]) -> Warmed | None:
@@ -84,7 +118,9 @@ def warmed(pod: dict[str, Any]) -> Warmed | None:
     message = _message(pod)
     held = tuple(dict.fromkeys((dataset, *_names(message.get("held")))))
     evicted = tuple(e for e in _names(message.get("evicted")) if e not in held)
-    return Warmed(node, dataset, held, evicted)
+    digest = hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()[:12]
+    uid = str((pod.get("metadata") or {}).get("uid") or "")
+    return Warmed(node, dataset, held, evicted, f"{uid}:{digest}")
 
 
 @dataclass(frozen=True)
@@ -95,6 +131,8 @@ class WarmupFailure:
     message: str
     attempt: int
     """The container's restart count: each failed run is its own failure."""
+    unplaced: bool = False
+    """The pod cannot be placed on its node (the scheduler said why in `message`)."""
 
     def describe(self) -> str:
         where = f" on node {self.node}" if self.node else ""
@@ -132,7 +170,14 @@ def warmup_failure(pod: dict[str, Any]) -> WarmupFailure | None:
     if status.get("phase") == "Succeeded":
         return None
     name = str((pod.get("metadata") or {}).get("name", ""))
-    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    node = pinned_node(pod)
+    if status.get("phase") == "Pending" and not (pod.get("spec") or {}).get("nodeName"):
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                    and cond.get("reason") == "Unschedulable":
+                why = str(cond.get("message") or "no reason given").strip()
+                return WarmupFailure(dataset, name, node, f"cannot be placed: {why}", 0,
+                                     unplaced=True)
     for container in status.get("containerStatuses") or []:
         restarts = int(container.get("restartCount") or 0)
         state = container.get("state") or {}
@@ -159,41 +204,92 @@ class WarmupFailures:
 
     def observe(self, namespace: str, pod: dict[str, Any], deleted: bool = False) -> bool:
         """Record what the pod says; return whether a new failure was recorded."""
+        return self.observe_failure(namespace, pod, deleted) is not None
+
+    def observe_failure(self, namespace: str, pod: dict[str, Any], deleted: bool = False
+                        ) -> WarmupFailure | None:
+        """Record what the pod says; return the failure if it is new."""
         dataset = _warmup_dataset(pod)
         if dataset is None:
-            return False
+            return None
         key = (namespace, dataset)
         old = self._last.get(key)
         name = str((pod.get("metadata") or {}).get("name", ""))
         if deleted or (pod.get("status") or {}).get("phase") == "Succeeded":
             if old is not None and (not deleted or old.pod == name):
                 del self._last[key]
-            return False
+            return None
         failure = warmup_failure(pod)
         if failure is None or failure == old:
-            return False
+            return None
         self._last[key] = failure
-        return True
+        return failure
+
+    def placed(self, namespace: str, pod: dict[str, Any]) -> WarmupFailure | None:
+        """The pod that could not be placed now is (bound, not failing): forget its
+        failure and return it, so its node's state goes back to warming."""
+        dataset = _warmup_dataset(pod)
+        old = self._last.get((namespace, dataset or ""))
+        name = str((pod.get("metadata") or {}).get("name", ""))
+        if old is None or not old.unplaced or old.pod != name or \
+                not (pod.get("spec") or {}).get("nodeName") or warmup_failure(pod) is not None:
+            return None
+        del self._last[(namespace, old.dataset)]
+        return old
 
     def for_job(self, namespace: str, job: Job) -> WarmupFailure | None:
-        return next((f for d in job.datasets
-                     if (f := self._last.get((namespace, d))) is not None), None)
+        return next(iter(self.all_for_job(namespace, job)), None)
+
+    def all_for_job(self, namespace: str, job: Job) -> list[WarmupFailure]:
+        """The last failure of each of the job's datasets that has one."""
+        return [f for d in job.datasets if (f := self._last.get((namespace, d))) is not None]
 
 
-def label_patch(held: tuple[str, ...] | str, evicted: tuple[str, ...] = ()) -> dict[str, Any]:
-    names = (held,) if isinstance(held, str) else held
-    labels: dict[str, str | None] = {dataset_label(d): "true" for d in names}
-    labels.update({dataset_label(d): None for d in evicted})  # null removes the label
-    return {"metadata": {"labels": labels}}
+def ready_patches(done: Warmed, node: dict[str, Any], now: str
+                  ) -> list[dict[str, Any]]:
+    """The node's new states after a warm-up succeeded: every held dataset ready (with the
+    boot ID it is ready since), every evicted one evicted."""
+    booted = boot_id(node)
+    return [*(state_patch(d, NodeCache(CACHE_READY, time=now, boot_id=booted,
+                                       result=done.result if d == done.dataset else ""))
+              for d in done.held),
+            *(state_patch(d, NodeCache(CACHE_EVICTED, reason=f"evicted by {done.dataset}",
+                                       time=now))
+              for d in done.evicted)]
 
 
-async def label_warmed_node(kube: Kube, pod: dict[str, Any]) -> tuple[str, str] | None:
-    """Label the node of a finished warm-up pod; return (node, dataset) labelled."""
+def merged(patches: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"metadata": {"labels": {}, "annotations": {}}}
+    for patch in patches:
+        for part in ("labels", "annotations"):
+            out["metadata"][part].update(patch["metadata"][part])
+    return out
+
+
+async def record_warmed(kube: Kube, pod: dict[str, Any], now: str) -> tuple[str, str] | None:
+    """Set the node states of a finished warm-up pod; return (node, dataset)."""
     done = warmed(pod)
-    if done is None:
+    if done is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
         return None
-    await kube.patch(node_path(done.node), label_patch(done.held, done.evicted))
+    node = await kube.get(node_path(done.node))
+    if cache_state(node, done.dataset).result == done.result:
+        return None  # applied before: a later event of the same pod (a relist, its deletion)
+    await kube.patch(node_path(done.node), merged(ready_patches(done, node, now)))
     return done.node, done.dataset
+
+
+async def record_failed(kube: Kube, failure: WarmupFailure, now: str) -> None:
+    """The node's state of the dataset: failed, with the reason."""
+    if failure.node:
+        await kube.patch(node_path(failure.node), state_patch(
+            failure.dataset, NodeCache(CACHE_FAILED, reason=failure.message[:1000], time=now)))
+
+
+async def record_placed(kube: Kube, failure: WarmupFailure, now: str) -> None:
+    """A warm-up that could not be placed now runs: the node's state is warming again."""
+    if failure.node:
+        await kube.patch(node_path(failure.node), state_patch(
+            failure.dataset, NodeCache(CACHE_WARMING, reason="placed", time=now)))
 
 
 def holds(spec: ClusterSpec, job: Job) -> bool:
@@ -202,9 +298,11 @@ def holds(spec: ClusterSpec, job: Job) -> bool:
     return bool(job.datasets) and cache is not None and cache.warmup and cache.wait_for_warmup
 
 
-def warm_nodes(nodes: list[dict[str, Any]]) -> int:
-    """Nodes a gang pod could use: not cordoned (a fenced node is cordoned)."""
-    return sum(1 for n in nodes if not (n.get("spec") or {}).get("unschedulable"))
+def ready_nodes(job: Job, dataset: str, nodes: list[dict[str, Any]]) -> int:
+    """Nodes the job can use (in service, selected, taints tolerated, GPUs) whose cache
+    holds the dataset."""
+    return sum(1 for n in nodes
+               if cache_state(n, dataset).state == CACHE_READY and job_can_use(job, n))
 
 
 def waiting_message(job: Job, counts: dict[str, int]) -> str | None:
@@ -215,9 +313,11 @@ def waiting_message(job: Job, counts: dict[str, int]) -> str | None:
 
 
 async def datasets_waiting(kube: Kube, spec: ClusterSpec, job: Job) -> str | None:
-    """Why the job must wait for its datasets, or None when it may start."""
+    """Why the job must wait for its datasets, or None when it may start. Only the nodes
+    the job can use count."""
     if not holds(spec, job):
         return None
-    counts = {d: warm_nodes(await kube.list(node_path(), f"{dataset_label(d)}=true"))
-              for d in job.datasets}
-    return waiting_message(job, counts)
+    return waiting_message(job, {
+        d: ready_nodes(job, d, await kube.list(node_path(), f"{dataset_label(d)}={CACHE_READY}"))
+        for d in job.datasets})
+

@@ -60,9 +60,12 @@ class Reconciler:
         book: NodeBook,
         clock: Callable[[], datetime] = utcnow,
         warmups: WarmupFailures | None = None,
+        readers: Callable[[Key, Job | None], None] | None = None,
     ) -> None:
         self.kube = kube
         self.warmups = warmups or WarmupFailures()
+        # Told of each job that reads datasets (None once it ended): the warm-ups follow.
+        self.readers = readers
         self.specs = specs
         self.book = book
         self.clock = clock
@@ -92,6 +95,8 @@ class Reconciler:
             return None
         gang = await self.gang.observe(key.namespace, job, state.attempt)
         decision = decide(job, state, gang, self.book.health(), now)
+        if self.readers is not None and job.datasets:
+            self.readers(key, None if decision.action is Action.DONE else job)
         if decision.action not in (Action.OBSERVE, Action.DONE, Action.WAIT):
             log.info("%s/%s: %s %s", *key, decision.action.value,
                      decision.fault.describe() if decision.fault else "")
@@ -220,8 +225,8 @@ class Reconciler:
         (a warm-up labels one node at a time; polling keeps this independent of them).
         A warm-up that failed shows on the job at once (condition and Event, from the
         failed pod's event); a job held past cache.warmupTimeoutMinutes fails."""
-        failure = self.warmups.for_job(state.namespace, job)
-        described = failure.describe() if failure else None
+        failures = self.warmups.all_for_job(state.namespace, job)
+        described = "; ".join(f.describe() for f in failures) or None
         assert spec.cache is not None  # held: the job names datasets of a warm-up cache
         limit = timedelta(minutes=spec.cache.warmup_timeout_minutes)
         waited = now - held_since(state, now)
@@ -236,7 +241,7 @@ class Reconciler:
         if patch:
             state = await self._write(state, patch, guard=False)
         await self.announce.waiting_for_datasets(body, state, reason, now)
-        if failure is not None:
+        for failure in failures:
             await self.announce.warmup_failed(body, failure, now)
         left = (limit - waited).total_seconds()
         return min(HOLD_RECHECK_SECONDS, left + 0.5)

@@ -12,10 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmaster.api import JOB_LABEL
+from trainmaster.api import JOB_LABEL, format_time
 from trainmaster.kubeclient import TRAININGJOB_API_VERSION, ApiError, Kube, node_path
 from trainmaster.operator._announce import fenced, topology_unknown
-from trainmaster.operator._datasets import WarmupFailures, label_warmed_node
+from trainmaster.operator._datasets import (
+    WarmupFailures,
+    record_failed,
+    record_placed,
+    record_warmed,
+)
 from trainmaster.operator._faults import HealthRules, node_health
 from trainmaster.operator._fence import fence
 from trainmaster.operator._metrics import OperatorMetrics
@@ -25,6 +30,7 @@ from trainmaster.operator._reconcile import Reconciler
 from trainmaster.operator._specs import SpecRef, SpecSource
 from trainmaster.operator._supervisor import Retry, Supervisor
 from trainmaster.operator._topology import TopologyBook, has_gpus, judge_topology
+from trainmaster.operator._warmer import WarmDemand, Warmer, unschedulable_event
 from trainmaster.spec import ClusterSpec
 
 log = logging.getLogger(__name__)
@@ -71,7 +77,9 @@ class Runtime:
         self.specs = SpecSource(kube, config.spec)
         self.book = NodeBook()
         self.warmups = WarmupFailures()
-        self.reconciler = Reconciler(kube, self.specs, self.book, warmups=self.warmups)
+        self.warmer = Warmer(kube, self.specs, WarmDemand())
+        self.reconciler = Reconciler(kube, self.specs, self.book, warmups=self.warmups,
+                                     readers=self.warmer.reader)
         self.supervisor = Supervisor(self.reconciler, config.resync_seconds)
         self.metrics = OperatorMetrics()
         self.topology = TopologyBook()
@@ -84,6 +92,7 @@ class Runtime:
     async def open(cls, config: OperatorConfig) -> Runtime:
         runtime = cls(config, await Kube.connect(config.kubeconfig, pool=32,
                                                 user_agent="trainmaster-operator"))
+        runtime.warmer.start()
         if config.metrics_port:
             port = runtime.metrics.serve(config.metrics_address, config.metrics_port)
             log.info("metrics on http://%s:%d/metrics", config.metrics_address, port)
@@ -91,6 +100,7 @@ class Runtime:
 
     async def close(self) -> None:
         self.metrics.stop()
+        await self.warmer.close()
         await self.supervisor.close()
         await self.kube.close()
 
@@ -103,6 +113,7 @@ class Runtime:
         self.supervisor.poke(Key(namespace, name), apply)
 
     async def forget(self, namespace: str, name: str) -> None:
+        self.warmer.reader(Key(namespace, name), None)
         await self.supervisor.forget(Key(namespace, name))
 
     def on_child(self, body: dict[str, Any], namespace: str) -> None:
@@ -127,6 +138,7 @@ class Runtime:
     async def on_node(self, body: dict[str, Any], event_type: str | None) -> None:
         """Judge the node; fence it if it is sick; wake the jobs with pods on it."""
         name = (body.get("metadata") or {}).get("name", "")
+        self.warmer.node_changed(body, event_type)
         if event_type == "DELETED":
             self.book.forget(name)
             self.metrics.forget_node(name)
@@ -172,20 +184,32 @@ class Runtime:
 
     async def on_warmup_pod(self, body: dict[str, Any], event_type: str | None = None
                             ) -> None:
-        """A warm-up pod changed: label its node once it holds the dataset; a failure
-        wakes the jobs of its namespace, so those held for the dataset show it at once."""
+        """A warm-up pod changed: its node's state becomes ready once it holds the
+        dataset, failed (with the reason) when it failed or cannot be placed (also a
+        Warning Event on the node); a failure wakes the jobs of its namespace, so those
+        held for the dataset show it at once."""
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
-        if self.warmups.observe(namespace, body, deleted=event_type == "DELETED"):
-            for key in self.supervisor.known():
-                if key.namespace == namespace:
-                    self.supervisor.poke(key)
-        if event_type == "DELETED":
-            return
+        stamp = format_time(utcnow())
         try:
-            done = await label_warmed_node(self.kube, body)
+            failure = self.warmups.observe_failure(namespace, body,
+                                                   deleted=event_type == "DELETED")
+            if failure is not None:
+                for key in self.supervisor.known():
+                    if key.namespace == namespace:
+                        self.supervisor.poke(key)
+                await record_failed(self.kube, failure, stamp)
+                if failure.unplaced:
+                    await unschedulable_event(self.kube, failure.node, failure.pod,
+                                              failure.dataset, failure.message)
+            if event_type == "DELETED":
+                self.warmer.poke()  # a warm-up Job's TTL ran out: a failed one is retried
+                return
+            if (placed := self.warmups.placed(namespace, body)) is not None:
+                await record_placed(self.kube, placed, stamp)
+            done = await record_warmed(self.kube, body, stamp)
         except ApiError as exc:
             if exc.status != 404:
-                log.warning("could not label the node of warm-up pod %s: %s",
+                log.warning("could not record the node state of warm-up pod %s: %s",
                             (body.get("metadata") or {}).get("name"), exc)
             return
         if done:

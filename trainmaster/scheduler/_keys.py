@@ -6,6 +6,7 @@ here)."""
 from __future__ import annotations
 
 from trainmaster.api import (
+    CACHE_READY,
     CHECKPOINT_ANNOTATION,
     CLUSTER_DOMAIN,
     CLUSTER_QUEUE_NOT_FOUND,
@@ -34,6 +35,7 @@ from trainmaster.api import (
 )
 
 __all__ = [
+    "CACHE_READY",
     "CHECKPOINT_ANNOTATION",
     "CLUSTER_DOMAIN",
     "CLUSTER_QUEUE_NOT_FOUND",

@@ -436,8 +436,8 @@ class CacheSpec(_Model):
     warmup: bool = True
     """Fill the cache before a job that uses the dataset starts."""
     wait_for_warmup: bool = True
-    """With `warmup`: the operator holds a job that names datasets until each is warm on at
-    least as many schedulable nodes as the job has pods (at most `warmupTimeoutMinutes`);
+    """With `warmup`: the operator holds a job that names datasets until each is ready on at
+    least as many nodes the job can use as the job has pods (at most `warmupTimeoutMinutes`);
     `false` starts it at once (warm-up optional: the job reads whatever the cache holds,
     uncached where it is cold)."""
     warmup_timeout_minutes: int = Field(120, ge=1, le=10080)
@@ -447,11 +447,11 @@ class CacheSpec(_Model):
     datasets: list[Dataset] = []
     """Datasets jobs may name."""
     node_selector: dict[str, str] = {}
-    """Node labels the warm-up pods require (pod `nodeSelector`): the nodes whose cache
-    they fill; empty: any node."""
+    """Node labels a node needs for its cache to be filled, besides being a node that a job
+    reading the dataset may use; empty: every such node."""
     tolerations: list[Toleration] = []
-    """Taints the warm-up pods tolerate besides the GPU taint, which they always tolerate
-    (they fill the GPU nodes' caches)."""
+    """Taints the warm-up pods tolerate besides those the jobs that read the dataset
+    tolerate (which they always do); they do not make a node warmed."""
 
 
 # --- monitoring ----------------------------------------------------------------------

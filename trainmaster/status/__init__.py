@@ -5,6 +5,7 @@
 what this shows; neither imports it.
 """
 
+from trainmaster.status._cache import DatasetCache, NodeCacheRow, dataset_caches
 from trainmaster.status._fairness import (
     fairness,
     ledger_entries,
@@ -51,9 +52,11 @@ from trainmaster.status._view import (
 __all__ = [
     "PROMETHEUS",
     "TRAININGJOB",
+    "DatasetCache",
     "FencedNode",
     "JobRow",
     "LiveProgress",
+    "NodeCacheRow",
     "PendingGang",
     "Progress",
     "PrometheusError",
@@ -62,6 +65,7 @@ __all__ = [
     "SwitchUsage",
     "age",
     "collect_view",
+    "dataset_caches",
     "discover_prometheus",
     "fairness",
     "gpu_request",

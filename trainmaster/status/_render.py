@@ -108,6 +108,7 @@ def render_view(view: ResourceView, console: Console) -> None:
         console.print(fenced)
     else:
         console.print("no fenced nodes")
+    print_caches(console, view)
     if view.pending:
         pending = Table(title=f"Pending gangs ({len(view.pending)})")
         for col in ("namespace", "job", "gang", "pods", "reason"):
@@ -118,3 +119,31 @@ def render_view(view: ResourceView, console: Console) -> None:
         console.print(pending)
     else:
         console.print("no pending gangs")
+
+
+CACHE_ROWS = 20
+"""Nodes listed per dataset (not ready first); `--json` has every node."""
+
+
+def print_caches(console: Console, view: ResourceView) -> None:
+    """Each dataset's nodes per cache state, and the nodes that are not ready, with why."""
+    from rich.table import Table
+
+    if not view.caches:
+        return
+    table = Table(title="Dataset cache")
+    for col in ("dataset", "ready", "warming", "failed", "evicted", "not ready (node: why)"):
+        table.add_column(col, justify="right" if col in ("ready", "warming", "failed",
+                                                         "evicted") else "left")
+    for cache in view.caches:
+        colder = [r for r in cache.nodes if r.state != "ready"]
+        shown = [f"{r.node}: {r.state}" + (f" ({r.reason})" if r.reason else "")
+                 for r in colder[:CACHE_ROWS]]
+        if len(colder) > CACHE_ROWS:
+            shown.append(f"... {len(colder) - CACHE_ROWS} more (--json)")
+        failed = cache.counts.get("failed", 0)
+        table.add_row(cache.dataset, str(cache.counts.get("ready", 0)),
+                      str(cache.counts.get("warming", 0)),
+                      f"[red]{failed}[/]" if failed else "0",
+                      str(cache.counts.get("evicted", 0)), "\n".join(shown) or "-")
+    console.print(table)

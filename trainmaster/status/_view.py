@@ -2,7 +2,8 @@
 kubeconfig alone.
 
 GPUs used and free per switch at every topology level (spine, leaf, ...), queues, training
-jobs with phase, restarts, last checkpoint and age, fenced nodes, and every gang the
+jobs with phase, restarts, last checkpoint and age, fenced nodes, each dataset's cache
+state per node, and every gang the
 scheduler serves that still pends (a TrainingJob's, or any PodGroup's) with the reason.
 `summarize` is pure; `collect_view` reads the API; `trainmaster.status._render` prints.
 """
@@ -44,6 +45,7 @@ from trainmaster.kubeclient import (
     trainingjob_path,
 )
 from trainmaster.operator import fenced_record
+from trainmaster.status._cache import DatasetCache, dataset_caches
 from trainmaster.status._fairness import ledger_entries, queue_fairness, scheduler_configs
 from trainmaster.status._live import (
     TRAININGJOB,
@@ -133,6 +135,8 @@ class ResourceView:
     jobs: list[JobRow] = field(default_factory=list)
     fenced: list[FencedNode] = field(default_factory=list)
     pending: list[PendingGang] = field(default_factory=list)
+    caches: list[DatasetCache] = field(default_factory=list)
+    """Each dataset's cache state per node (the nodes' dataset.trainmaster.io labels)."""
     gpus_used: int = 0
     """GPUs requested by bound, unfinished pods on the nodes (what the switches add up)."""
     gpus_outside_queues: int = 0
@@ -296,6 +300,7 @@ def summarize(
     order = {level: i for i, level in enumerate(levels)}
     view.switches = _tree_order(list(switches.values()), order)
     view.fenced.sort(key=lambda f: _natural(f.name))
+    view.caches = dataset_caches(nodes)
     for tj in trainingjobs:
         row, pending = _job_row(tj, now)
         view.jobs.append(row)

@@ -27,6 +27,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from trainmaster.ui._datasets import dataset_infos
 from trainmaster.ui._jobs import find_job, job_events, job_info, job_rows, nodes_ran_on
 from trainmaster.ui._look import ASSETS, environment
 from trainmaster.ui._queues import queue_fairness_view, queue_infos
@@ -193,6 +194,10 @@ class Views:
         why = await self.model(request, f"cf:{ns}/{name}", lambda world: cf.explain(gang))
         return PlainTextResponse(why.counterfactual)
 
+    async def datasets(self, request: Request) -> Response:
+        datasets = await self.model(request, "datasets", dataset_infos)
+        return self.page(request, "datasets.html", "Dataset cache", datasets=datasets)
+
     async def healthz(self, request: Request) -> Response:
         """The in-cluster Deployment's probes: the store has listed (the server only
         starts after), and answers."""
@@ -250,6 +255,7 @@ def create_app(source: Source, *, warm: bool = False) -> Starlette:
         Route("/queues", timed(views.queues)),
         Route("/pending", timed(views.pending)),
         Route("/pending/{namespace}/{name}/counterfactual", timed(views.counterfactual)),
+        Route("/datasets", timed(views.datasets)),
         Route("/events", views.events),
         Route("/healthz", views.healthz),
         Mount("/static", StaticFiles(directory=str(ASSETS / "static")), name="static"),

@@ -2,7 +2,8 @@
 
 A gang pod names its datasets in the ``trainmaster.io/datasets`` annotation (comma
 separated; ``PodRequest.datasets``); the operator labels a node
-``dataset.trainmaster.io/<dataset>=true`` once a warm-up filled its cache. Each dataset
+``dataset.trainmaster.io/<dataset>=ready`` once a warm-up filled its cache (the other
+states, warming, failed and evicted, count as cold). Each dataset
 a node holds is worth ``HELD_BONUS``, more than any best-fit difference, so in the
 default profile (``BestFit`` + ``DatasetLocality``, weight 1 each) warm nodes come
 first and best fit orders the rest. A score orders nodes *inside* the domain the
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, cast
 
-from .._keys import DATASET_LABEL_PREFIX
+from .._keys import CACHE_READY, DATASET_LABEL_PREFIX
 from ..framework.interface import CycleState
 from ..framework.model import Gang, NodeInfo
 from ..framework.status import SUCCESS, Code, Status
@@ -29,7 +30,7 @@ _STATE_KEY = "DatasetLocality/datasets"
 
 
 def held(node: NodeInfo, datasets: tuple[str, ...]) -> int:
-    return sum(1 for d in datasets if node.labels.get(DATASET_LABEL_PREFIX + d) == "true")
+    return sum(1 for d in datasets if node.labels.get(DATASET_LABEL_PREFIX + d) == CACHE_READY)
 
 
 class DatasetLocality:

@@ -14,8 +14,7 @@ bind released its place), or when the earliest backoff of an unschedulable gang 
 
 Restart safety: pods that already have ``spec.nodeName`` are listed as bound, never
 pending, and the Binding API itself refuses a second bind (409), which the binder
-turns into "taken". A gang found partly bound is finished, pinned to its domain
-(``gangs.py``).
+turns into "taken". A gang found partly bound is finished, pinned to its domain (``gangs.py``).
 """
 
 from __future__ import annotations
