@@ -368,3 +368,31 @@ def test_a_weight_or_quota_change_shows_the_new_entitlements(
     assert shown[("queue", "research")]["after"] == {
         "cohort": "research", "weight": 3.0, "nominalGpus": 32, "entitlement": 0.75,
         "entitledGpus": 60.0, "aboveQuota": True}
+
+
+def test_declaring_default_moves_its_quota_from_the_rendered_empty_queue(
+        tmp_path: Path) -> None:
+    """A spec without a `default` queue is rendered with an empty one (0 GPUs): declaring
+    it shows 0 -> 16, never "unlimited"; adding the first dataset to an empty list is not
+    also a `datasets: [] -> unset` change."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    job = {**SMALL_JOB, "queue": "team"}
+    base = small_spec_doc("q", jobs=[job])
+    base["scheduler"] = {"queues": [{"name": "team", "nominalQuota": 32}]}
+    base["cache"]["datasets"] = []
+    write(root, "stacks/q/cluster.yaml", base)
+    commit(root, "base")
+    head = small_spec_doc("q", jobs=[job])
+    head["scheduler"] = {"queues": [{"name": "team", "nominalQuota": 32},
+                                    {"name": "default", "nominalQuota": 16}]}
+    write(root, "stacks/q/cluster.yaml", head)
+    commit(root, "head")
+    (stack,) = build_plan("HEAD~1", "HEAD", cwd=root).stacks
+    queues = {q.name: (q.quota_before, q.quota_after) for q in stack.queues}
+    assert queues["default"] == (0, 16)
+    assert "unlimited" not in render_markdown(build_plan("HEAD~1", "HEAD", cwd=root))
+    paths = {c.path: (c.before, c.after) for c in stack.settings}
+    assert "cache.datasets" not in paths
+    assert paths["cache.datasets[tiny].size"] == (None, "1Gi")

@@ -13,6 +13,7 @@ from trainmaster.objects import Replacement, all_objects, replacements
 from trainmaster.plan._diff import Change, diff
 from trainmaster.plan._fair import EntitlementChange, entitlement_changes
 from trainmaster.plan._git import Repo, Revision
+from trainmaster.scheduler import DEFAULT_QUEUE
 from trainmaster.spec import ClusterSpec, Job, SpecInvalidError, SpecReadError, load_spec_text
 
 DEFAULT_SPECS = "stacks/*/cluster.yaml"
@@ -244,6 +245,12 @@ def _queues(base: ClusterSpec | None, head: ClusterSpec | None) -> tuple[QueueDe
 
     before, after = demand(base), demand(head)
     quota_before, quota_after = quotas(base), quotas(head)
+    # A spec that declares no `default` queue is rendered with an empty one (0 GPUs), so
+    # declaring it on one side moves its quota from 0, not from "unlimited".
+    for spec, mine, other in ((base, quota_before, quota_after),
+                              (head, quota_after, quota_before)):
+        if spec is not None and DEFAULT_QUEUE in other and DEFAULT_QUEUE not in mine:
+            mine[DEFAULT_QUEUE] = 0
     names = list(dict.fromkeys([*quota_after, *after, *quota_before, *before]))
     return tuple(
         QueueDemand(n, before.get(n, 0), after.get(n, 0), quota_before.get(n), quota_after.get(n))

@@ -30,13 +30,16 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
     Lists of named mappings are keyed by name so that inserting one entry does not show
     every later entry as changed; other lists of mappings by index; lists of plain values
-    (a command line, a list of exit codes) are one value.
+    (a command line, a list of exit codes) are one value; an empty list has no leaves, so
+    adding the first dataset does not also show `datasets: [] -> unset`.
     """
     out: dict[str, Any] = {}
     if isinstance(value, Mapping):  # an empty mapping has no fields: same as unset
         for key, item in value.items():
             out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-    elif isinstance(value, list) and value and all(isinstance(i, Mapping) for i in value):
+    elif isinstance(value, list) and not value:
+        pass  # an empty list has no entries: the same as unset, as for a mapping
+    elif isinstance(value, list) and all(isinstance(i, Mapping) for i in value):
         named = _named(value)
         for i, item in enumerate(value):
             out.update(flatten(item, f"{prefix}[{item['name'] if named else i}]"))
