@@ -54,7 +54,10 @@ def _registered(stdout: str) -> list[str]:
 def test_preview_stops_with_the_validation_errors(project: Project, broken: list[str]) -> None:
     proc = project.engine.run("preview", "--stack", STACK)
     assert proc.returncode == 1, output(proc)
-    assert proc.stderr.startswith("error: "), output(proc)
+    # The first line names the cluster it talks to; the error comes next.
+    target, error = proc.stderr.splitlines()[:2]
+    assert target.startswith("trainmaster pulumi preview: context "), output(proc)
+    assert error.startswith("error: "), output(proc)
     for line in broken:
         assert line in proc.stderr, f"{line!r} missing:\n{output(proc)}"
     assert "Traceback" not in proc.stdout + proc.stderr

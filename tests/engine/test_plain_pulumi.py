@@ -75,8 +75,14 @@ def checkout(project: Project) -> Path:
     return repo
 
 
+# The module's cluster runs no Prometheus operator: under the default `thirdPartyCrds:
+# Skip` the stack leaves its objects out (docs/real-cluster.md) and says so.
+_SKIPPED_GROUP = "monitoring.coreos.com/"
+
+
 def _expected(project: Project) -> set[ObjectKey]:
-    return {key(obj) for objs in build_all(project.spec).values() for obj in objs}
+    return {key(obj) for objs in build_all(project.spec).values() for obj in objs
+            if not obj["apiVersion"].startswith(_SKIPPED_GROUP)}
 
 
 def _on_cluster(project: Project) -> set[ObjectKey]:
@@ -122,6 +128,8 @@ def test_plain_up_creates_every_object(project: Project, checkout: Path) -> None
     plain_ok(project, "stack", "select", "--create", "dev")
     proc = plain_ok(project, "up", "--stack", "dev", "--yes")
     expected = _expected(project)
+    assert "skipped 4 object(s) of CRD servicemonitors.monitoring.coreos.com" in proc.stdout, \
+        output(proc)
     missing = sorted(expected - _on_cluster(project), key=str)
     assert not missing, f"not on the cluster after plain up: {missing}\n{output(proc)}"
     resources = _resources(project)

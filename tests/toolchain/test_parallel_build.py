@@ -23,7 +23,8 @@ class _Recorder:
         self.ended: list[str] = []
         self.fail = fail
 
-    def __call__(self, recipe: _build.Recipe, progress: object, started: object) -> BuildResult:
+    def __call__(self, recipe: _build.Recipe, progress: object, started: object,
+                 sources: object = None) -> BuildResult:
         with self.lock:
             self.order.append(recipe.family)
             self.running += 1
