@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.engine.conftest import Project
-from tests.engine.kit import key, output, wait_for
+from tests.engine.kit import applied, key, output, wait_for
 from trainmaster.api import FIELD_MANAGER
 from trainmaster.objects import all_objects
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 def _objects(project: Project) -> list[dict[str, Any]]:
-    return all_objects(project.spec)
+    return applied(all_objects(project.spec))
 
 
 def _pick(project: Project, kind: str, name: str) -> dict[str, Any]:

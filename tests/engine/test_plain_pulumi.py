@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.engine.conftest import Project
-from tests.engine.kit import RUN_TIMEOUT, key, output, wait_for
+from tests.engine.kit import RUN_TIMEOUT, applied, key, output, wait_for
 from tests.helpers import ROOT
 from trainmaster.objects import build_all
 
@@ -75,14 +75,9 @@ def checkout(project: Project) -> Path:
     return repo
 
 
-# The module's cluster runs no Prometheus operator: under the default `thirdPartyCrds:
-# Skip` the stack leaves its objects out (docs/real-cluster.md) and says so.
-_SKIPPED_GROUP = "monitoring.coreos.com/"
-
-
 def _expected(project: Project) -> set[ObjectKey]:
-    return {key(obj) for objs in build_all(project.spec).values() for obj in objs
-            if not obj["apiVersion"].startswith(_SKIPPED_GROUP)}
+    return {key(obj) for obj in applied([o for objs in build_all(project.spec).values()
+                                         for o in objs])}
 
 
 def _on_cluster(project: Project) -> set[ObjectKey]:
