@@ -19,11 +19,13 @@ from trainmaster.spec import ClusterSpec, SpecError, load_spec
 __all__ = ["program"]
 
 
-def program(project_dir: Path) -> None:
+def program(project_dir: Path, ambient_kubeconfig: str | None = None) -> None:
     """Register the TrainingCluster of the stack's spec.
 
     `project_dir` is explicit because an inline program has no `__file__` of its own and
-    the SDK does not pass the project's root directory to inline programs.
+    the SDK does not pass the project's root directory to inline programs. An inline
+    program runs in the caller's process, whose environment is not the engine's: the
+    caller passes the engine's $KUBECONFIG as `ambient_kubeconfig`, for the CRD checks.
     """
     config = pulumi.Config("trainmaster")
     spec_path = project_dir / config.require("spec")
@@ -34,7 +36,7 @@ def program(project_dir: Path) -> None:
         raise pulumi.RunError(str(exc)) from None
 
     kubeconfig = config.get("kubeconfig")
-    keep, skip = _foreign_crds(spec, kubeconfig)
+    keep, skip = _foreign_crds(spec, kubeconfig or ambient_kubeconfig)
     cluster = TrainingCluster(
         spec.metadata.name,
         TrainingClusterArgs(spec=spec, kubeconfig=kubeconfig, keep_crds=frozenset(keep),

@@ -12,6 +12,7 @@ The program is components.program.program, the very function __main__.py calls.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -62,7 +63,10 @@ def workspace(
 
     from components.program import program  # the Pulumi SDK and all components: heavy
 
-    bound = functools.partial(program, project_dir)
+    # The first file of the engine's $KUBECONFIG: the provider reads it from its own
+    # environment, the in-process program's CRD checks from this argument.
+    ambient = (env.get("KUBECONFIG") or "").split(os.pathsep)[0] or None
+    bound = functools.partial(program, project_dir, ambient)
 
     def inline() -> None:
         try:
