@@ -150,6 +150,20 @@ def _build_family(recipe: Recipe, progress: ProgressFn | None,
         return _build_family_locked(recipe, progress, started)
 
 
+def _fresh_workspace(family: str) -> tuple[Path, Path]:
+    """The family's source folder, emptied, and its build log, truncated (the cache's
+    src/, logs/ and tools/ folders made): where every build of a family starts."""
+    root = cache_root()
+    src = root / "src" / family
+    logs = root / "logs"
+    shutil.rmtree(src, ignore_errors=True)
+    for folder in (src, logs, root / "tools"):
+        folder.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{family}.log"
+    log.write_text("")
+    return src, log
+
+
 def _build_upstream_locked(recipe: Recipe, progress: ProgressFn | None,
                            started: StartFn | None, sources: Path | None) -> BuildResult:
     """An upstream release: `go install MODULE/CMD@VERSION` as a user's machine would; when
@@ -164,14 +178,7 @@ def _build_upstream_locked(recipe: Recipe, progress: ProgressFn | None,
         return BuildResult(recipe.family, target, 0.0, cached=True)
     if started is not None:
         started(recipe.family)
-    root = cache_root()
-    src = root / "src" / recipe.family
-    logs = root / "logs"
-    shutil.rmtree(src, ignore_errors=True)
-    for folder in (src, logs, root / "tools"):
-        folder.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{recipe.family}.log"
-    log.write_text("")
+    src, log = _fresh_workspace(recipe.family)
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
@@ -248,24 +255,17 @@ def _build_family_locked(recipe: Recipe, progress: ProgressFn | None,
         return BuildResult(recipe.family, target, 0.0, cached=True)
     if started is not None:
         started(recipe.family)
-    root = cache_root()
-    src = root / "src" / recipe.family
-    logs = root / "logs"
     # A fresh copy of the wrapper module, so files left by an earlier pin never leak in.
-    shutil.rmtree(src, ignore_errors=True)
-    for folder in (src, logs, root / "tools"):
-        folder.mkdir(parents=True, exist_ok=True)
+    src, log = _fresh_workspace(recipe.family)
     for own in _wrapper_files(recipe.family):
         (src / own).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(GO_MODULES_DIR / recipe.family / own, src / own)
-    log = logs / f"{recipe.family}.log"
-    log.write_text("")
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
         for module, dest in recipe.module_trees:
-            _copy_module(go, module, root, src / dest, log)
+            _copy_module(go, module, cache_root(), src / dest, log)
         for dest, text in recipe.stub_files:
             (src / dest).parent.mkdir(parents=True, exist_ok=True)
             (src / dest).write_text(text)
