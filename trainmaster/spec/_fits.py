@@ -17,6 +17,7 @@ from collections import defaultdict
 from trainmaster.api import GPU_RESOURCE, format_bytes, parse_bytes, parse_quantity
 from trainmaster.spec._errors import SpecIssue
 from trainmaster.spec._model import ClusterSpec
+from trainmaster.spec._semantic import cohort_root
 
 
 def capacity_issues(spec: ClusterSpec) -> list[SpecIssue]:
@@ -92,11 +93,7 @@ def _quota_issues(spec: ClusterSpec) -> list[SpecIssue]:
     parents = {c.name: c.parent for c in sched.cohorts}
 
     def root(cohort: str) -> str:
-        seen = {cohort}
-        while parents.get(cohort) is not None and parents[cohort] not in seen:
-            cohort = parents[cohort] or cohort
-            seen.add(cohort)
-        return cohort
+        return cohort_root(parents, cohort)
 
     totals: dict[str, int] = defaultdict(int)
     for queue in sched.queues:

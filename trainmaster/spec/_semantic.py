@@ -10,7 +10,7 @@ import contextlib
 import ipaddress
 import re
 from collections import Counter
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 
 from trainmaster.api import format_bytes, parse_bytes, parse_quantity
 from trainmaster.spec._capacity import DomainCapacity
@@ -333,6 +333,16 @@ def queue_issues(queues: Sequence[Queue], where: str = "scheduler.queues",
 # --- cache ---------------------------------------------------------------------------
 
 
+def cohort_root(parents: Mapping[str, str | None], cohort: str) -> str:
+    """The top of a cohort's tree, given each cohort's parent (a loop in the parents,
+    refused elsewhere, stops where it closes)."""
+    seen = {cohort}
+    while parents.get(cohort) is not None and parents[cohort] not in seen:
+        cohort = parents[cohort] or cohort
+        seen.add(cohort)
+    return cohort
+
+
 def queue_ceiling(queues: Sequence[Queue], name: str,
                   cohorts: Sequence[Cohort] = ()) -> int | None:
     """The most GPUs a queue can ever hold at once (None: no limit): its nominal quota, or
@@ -347,11 +357,7 @@ def queue_ceiling(queues: Sequence[Queue], name: str,
     parents = {c.name: c.parent for c in cohorts}
 
     def root(cohort: str) -> str:
-        seen = {cohort}
-        while parents.get(cohort) is not None and parents[cohort] not in seen:
-            cohort = parents[cohort] or cohort
-            seen.add(cohort)
-        return cohort
+        return cohort_root(parents, cohort)
 
     mine = root(queue.cohort)
     total = sum(q.quota or 0 for q in queues if q.cohort is not None and root(q.cohort) == mine)
