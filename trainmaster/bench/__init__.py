@@ -19,6 +19,7 @@ from trainmaster.bench._placement import (
     placement_at_scale,
     placement_microbench,
 )
+from trainmaster.bench._preemption import run_preemption_bench
 from trainmaster.bench._recovery import (
     BASELINES as RECOVERY_BASELINES,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "placement_before_after",
     "placement_microbench",
     "run_failover_bench",
+    "run_preemption_bench",
     "run_recovery_bench",
     "run_scheduler_bench",
     "served",

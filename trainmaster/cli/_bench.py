@@ -269,7 +269,7 @@ def preemption_cmd(
     """Domain-freeing preemption against the exact optimum (exhaustive search), the
     greedy order used before it and a naive lowest-priority-first baseline: lost work
     relative to the optimum, unused evictions, decision CPU time. No API server."""
-    from trainmaster.bench._preemption import run_preemption_bench
+    from trainmaster.bench import run_preemption_bench
 
     for name, value in (("--cases", cases), ("--scale-decisions", scale_decisions)):
         if value < 1:

@@ -160,7 +160,7 @@ def simulate_cmd(
     change = None
     try:
         if compare is not None:
-            from trainmaster.simulate._compare import parse_change
+            from trainmaster.simulate import parse_change
 
             change = parse_change(compare, queues)
         workload = _workload(trace, synthetic, spec, queues, queue_mix, jobs, seed, load,
@@ -185,7 +185,7 @@ def simulate_cmd(
     result = run(queues, faults)
     changed = None
     if change is not None:
-        from trainmaster.simulate._compare import changed_faults, changed_queues
+        from trainmaster.simulate import changed_faults, changed_queues
 
         _err.print(f"again with {change.label}", highlight=False)
         changed_config = changed_queues(queues, change)
@@ -202,7 +202,7 @@ def simulate_cmd(
                             document.get("compare"))
         _err.print(f"report: {page}", highlight=False)
     if jobs_out is not None:
-        from trainmaster.simulate._jobs_out import write_jobs
+        from trainmaster.simulate import write_jobs
 
         runs = [("base", result)] + ([(change.label, changed)] if change and changed else [])
         written = write_jobs(jobs_out, runs)
@@ -229,7 +229,7 @@ def _workload(trace: Path | None, synthetic: bool, spec: Path | None, queues: An
                 raise ValueError("--queue-mix needs queues: give --spec, or --queues with "
                                  "--nodes")
             return synthetic_jobs(jobs, seed, gpus, node_gpus, load)
-        from trainmaster.simulate._mix import (
+        from trainmaster.simulate import (
             assign_queues,
             default_mix,
             largest_job,
@@ -239,7 +239,7 @@ def _workload(trace: Path | None, synthetic: bool, spec: Path | None, queues: An
         mix = parse_queue_mix(queue_mix, queues) if queue_mix else default_mix(queues)
         drawn = synthetic_jobs(jobs, seed, gpus, node_gpus, load, largest_job(queues, mix))
         return assign_queues(drawn, queues, mix, seed)
-    from trainmaster.simulate._spec_jobs import spec_jobs
+    from trainmaster.simulate import spec_jobs
 
     assert spec is not None
     return spec_jobs(spec, job_seconds, submit_every)
@@ -247,7 +247,7 @@ def _workload(trace: Path | None, synthetic: bool, spec: Path | None, queues: An
 
 def _compared(base: dict[str, Any], key: str, value: object, label: str,
               changed: dict[str, Any]) -> dict[str, Any]:
-    from trainmaster.simulate._compare import difference
+    from trainmaster.simulate import difference
 
     return {"key": key, "value": value, "change": label,
             "results": changed["results"],
@@ -256,7 +256,7 @@ def _compared(base: dict[str, Any], key: str, value: object, label: str,
 
 
 def _print_tables(out: Any, document: dict[str, Any], title: str) -> None:
-    from trainmaster.simulate._columns import (
+    from trainmaster.simulate import (
         DISRUPTIONS,
         ELASTIC,
         FAIRNESS,
@@ -285,7 +285,7 @@ def _table(part: Any, results: list[dict[str, Any]], signed: bool, suffix: str,
            heading: str, captions: bool) -> Any:
     from rich.table import Table
 
-    from trainmaster.simulate._columns import rows
+    from trainmaster.simulate import rows
 
     title, caption, columns = part
     body = rows(part, results, signed)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from trainmaster.cluster import _fabric
-from trainmaster.objects._networks import rail_devices
+from trainmaster.objects import rail_devices
 from trainmaster.spec import ClusterSpec
 from trainmaster.toolchain import tool_path
 

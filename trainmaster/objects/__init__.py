@@ -62,6 +62,7 @@ from trainmaster.objects._networks import (
     build_networks,
     nccl_env,
     pod_network_annotation,
+    rail_devices,
     rail_names,
     rdma_resources,
 )
@@ -204,6 +205,7 @@ __all__ = [
     "priority_class_name",
     "probe_pod",
     "psa_labels",
+    "rail_devices",
     "rail_names",
     "rdma_resources",
     "render_launch_script",

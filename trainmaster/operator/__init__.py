@@ -28,6 +28,7 @@ from trainmaster.operator._model import (
 from trainmaster.operator._runner import OperatorThread, operate, run_operator
 from trainmaster.operator._runtime import OperatorConfig
 from trainmaster.operator._specs import SpecRef
+from trainmaster.operator._warm_targets import cache_states, node_name
 
 __all__ = [
     "FAILED",
@@ -49,12 +50,14 @@ __all__ = [
     "PodView",
     "SpecRef",
     "backoff_seconds",
+    "cache_states",
     "decide",
     "fence_patch",
     "fenced_record",
     "find_fault",
     "gang_view",
     "node_health",
+    "node_name",
     "operate",
     "run_operator",
     "unfence",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainmaster.api import CACHE_FAILED, CACHE_READY, CACHE_STATES
-from trainmaster.operator._warm_targets import cache_states, node_name
+from trainmaster.operator import cache_states, node_name
 
 
 @dataclass
