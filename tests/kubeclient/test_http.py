@@ -74,3 +74,32 @@ def test_a_connection_closed_while_idle_is_replaced() -> None:
 
     assert asyncio.run(run()) == [200, 200]
     assert len(seen) == 2
+
+
+def test_a_warmed_connection_the_server_closed_unused_is_replaced() -> None:
+    """kube-apiserver closes a connection that sends no request header within 32 s
+    (ReadHeaderTimeout): a connection opened ahead by ``warm`` and first used later must
+    be retried on a fresh one, as a reused one is."""
+    accepted: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        if len(accepted) > 1:  # the first (warmed) connection is closed unused
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na")
+            await writer.drain()
+        writer.close()
+
+    async def run() -> int:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = HttpPool("127.0.0.1", port, None, None, 1)
+        assert await pool.warm(1) == 1
+        await asyncio.sleep(0.05)  # the server has closed the warmed connection by now
+        response = await pool.request("GET", "/", b"", None, 5)
+        await pool.close()
+        server.close()
+        return response.status
+
+    assert asyncio.run(run()) == 200
+    assert len(accepted) == 2

@@ -7,8 +7,12 @@ cores. A request here is one formatted header block and a read of the status lin
 headers and a Content-Length or chunked body, over TLS connections kept open and
 reused. Watches (long streams) still go through aiohttp.
 
-A request that fails on a reused connection before any answer arrived is sent once more
-on a fresh connection (the server may have closed an idle connection). That is safe for
+A request that fails on a pooled connection before any answer arrived is sent once more
+on a fresh connection: the server may have closed it while it sat idle, and not only
+after a request. A connection opened ahead (``warm``) and never used is closed by the
+API server once its wait for a first request header runs out (Go's ReadHeaderTimeout,
+32 s in kube-apiserver); taking one of those for a bind or an eviction without the
+retry failed the call. That is safe for
 every call trainmaster makes: a repeated bind answers 409 "already assigned" (which
 the binder recognises as its own), lease and status writes carry a resourceVersion,
 applies and patches are idempotent, and a repeated named create answers 409.
@@ -34,12 +38,11 @@ class Response:
 
 
 class _Conn:
-    __slots__ = ("reader", "used", "writer")
+    __slots__ = ("reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.used = False
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -109,13 +112,12 @@ class HttpPool:
         async with self._slots:
             for fresh in (False, True):
                 conn = self._idle.pop() if self._idle and not fresh else None
+                pooled = conn is not None  # warmed or used before: it may have been closed
                 try:
                     if conn is None:
                         conn = await asyncio.wait_for(self._connect(), timeout)
-                    reused = conn.used
-                    conn.used = True
                     conn.writer.write(payload)
-                    response, keep = await asyncio.wait_for(self._read(conn, reused), timeout)
+                    response, keep = await asyncio.wait_for(self._read(conn, pooled), timeout)
                 except _StaleConnection:
                     if conn is not None:
                         conn.close()
@@ -136,13 +138,13 @@ class HttpPool:
                 return response
             raise HttpError("connection closed by the server")
 
-    async def _read(self, conn: _Conn, reused: bool) -> tuple[Response, bool]:
+    async def _read(self, conn: _Conn, pooled: bool) -> tuple[Response, bool]:
         reader = conn.reader
         try:
             raw = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, ConnectionError) as err:
             got = err.partial if isinstance(err, asyncio.IncompleteReadError) else b""
-            if reused and not got:
+            if pooled and not got:
                 raise _StaleConnection from err
             raise
         lines = raw.decode("latin-1").split("\r\n")
