@@ -90,3 +90,37 @@ def test_writer_stops_when_the_binds_end_as_it_is_cancelled() -> None:
         return task.result() if done else "hung"
 
     assert asyncio.run(bounded()) == "stopped"
+
+
+def test_an_urgent_write_runs_while_binds_are_in_flight_and_reports_wait_for_it() -> None:
+    """A preemption's evictions (``submit_now``) go out at once, even while binds hold the
+    reports back; a report queued meanwhile waits until the evictions are done."""
+
+    async def main() -> list[str]:
+        quiet = asyncio.Event()  # a bind is in flight
+        writer = ApiWriter(workers=1, quiet=quiet)
+        writer.start()
+        order: list[str] = []
+        evicting = asyncio.Event()
+
+        async def evict() -> None:
+            order.append("evict sent")
+            await evicting.wait()
+            order.append("evict done")
+
+        async def report() -> None:
+            order.append("report")
+
+        writer.submit(report)
+        writer.submit_now(evict)
+        await asyncio.sleep(0.05)
+        assert order == ["evict sent"]  # the report waits for the bind, the eviction not
+        quiet.set()  # the bind ended: the report still waits for the eviction
+        await asyncio.sleep(0.05)
+        assert order == ["evict sent"]
+        evicting.set()
+        await writer.drain(1)
+        await writer.stop()
+        return order
+
+    assert asyncio.run(main()) == ["evict sent", "evict done", "report"]

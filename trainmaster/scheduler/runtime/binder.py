@@ -154,9 +154,11 @@ class Binder:
     async def _bind_gang(
         self, placement: Placement, required: int, controlled: Callable[[str], bool]
     ) -> GangOutcome:
-        start = _GangStart()
+        start, began = _GangStart(), time.monotonic()
         pairs = await asyncio.gather(*(self._bind_applied(b, start)
                                        for b in placement.bindings))
+        log.debug("gang %s: binds answered in %.3f s", placement.gang,
+                  time.monotonic() - began)
         results = {b.pod.uid: r for b, (r, _) in zip(placement.bindings, pairs, strict=True)}
         errors = {
             b.pod.uid: e for b, (_, e) in zip(placement.bindings, pairs, strict=True) if e

@@ -51,7 +51,8 @@ class ApiWriter:
 
     With ``quiet`` (the binder's "nothing in flight" event) a write waits, up to
     ``max_delay`` seconds, until no bind is in flight: during a burst of binds the API
-    server's time goes to the binds, and the Events follow right after.
+    server's time goes to the binds, and the Events follow right after. Likewise while a
+    ``submit_now`` write (a preemption's evictions) runs: its gang waits for it.
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class ApiWriter:
         self._max_delay = max_delay
         self._workers = workers
         self._tasks: list[asyncio.Task[None]] = []
+        self._urgent: set[asyncio.Task[None]] = set()
         self.dropped = 0
         self.failed = 0
 
@@ -81,23 +83,37 @@ class ApiWriter:
             if self.dropped % 1000 == 1:
                 log.warning("report queue full: %d reports dropped so far", self.dropped)
 
+    def submit_now(self, write: Write) -> None:
+        """Run ``write`` at once in a task of its own: not queued behind reports and not
+        held while binds are in flight. For writes something waits on (a preemption's
+        evictions: its gang binds once they are done); ``drain`` and ``stop`` cover it."""
+        task = asyncio.create_task(self._run(write))
+        self._urgent.add(task)
+        task.add_done_callback(self._urgent.discard)
+
     async def _work(self) -> None:
         while True:
             write = await self._queue.get()
             if self._quiet is not None and not self._quiet.is_set():
                 await self._wait_quiet(self._quiet)
+            if self._urgent:
+                await asyncio.wait(set(self._urgent), timeout=self._max_delay)
             try:
-                await write()
-            except ApiError as err:
-                self.failed += 1
-                log.debug("report write failed: %s", err)
-            except Exception:
-                # The writer task is a boundary: a report is best effort, and one
-                # unexpected error must not end every later report and Event.
-                self.failed += 1
-                log.exception("report write failed")
+                await self._run(write)
             finally:
                 self._queue.task_done()
+
+    async def _run(self, write: Write) -> None:
+        try:
+            await write()
+        except ApiError as err:
+            self.failed += 1
+            log.debug("report write failed: %s", err)
+        except Exception:
+            # The writer task is a boundary: a report is best effort, and one
+            # unexpected error must not end every later report and Event.
+            self.failed += 1
+            log.exception("report write failed")
 
     async def _wait_quiet(self, quiet: asyncio.Event) -> None:
         # Not ``asyncio.wait_for``: on 3.11 it swallows a cancel that comes as the event
@@ -109,12 +125,16 @@ class ApiWriter:
             waiter.cancel()
 
     async def drain(self, timeout: float) -> None:
+        if self._urgent:
+            await asyncio.wait(set(self._urgent), timeout=timeout)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), timeout)
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Cancel the workers (queued writes are dropped); bounded, never hangs."""
-        tasks, self._tasks = self._tasks, []
+        """Cancel the workers and urgent writes (queued writes are dropped); bounded,
+        never hangs."""
+        tasks, self._tasks = [*self._tasks, *self._urgent], []
+        self._urgent = set()
         await cancel_all(tasks, timeout)
 
 

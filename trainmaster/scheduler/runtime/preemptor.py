@@ -12,7 +12,10 @@
 * Evicting: each victim pod gets a ``DisruptionTarget`` condition (reason
   ``PreemptionByScheduler``, naming the preemptor: the operator reads it), then a
   graceful delete (its own grace period, uid precondition); each victim gang gets a
-  ``Preempted`` Event naming the preemptor. The freed nodes are nominated: the core
+  ``Preempted`` Event naming the preemptor. The evictions go out at once, every pod of
+  one preemption concurrently (``ApiWriter.submit_now``): not queued behind the Events
+  and reports, and never held back while binds are in flight (reports wait for those):
+  the preemptor binds only once its victims are gone. The freed nodes are nominated: the core
   blocks them for every other gang, and each preemptor pod's
   ``status.nominatedNodeName`` records them so a restarted scheduler keeps the
   reservation (``nominations``) and, since the victims are terminating, evicts nothing
@@ -234,8 +237,8 @@ class Preemptor:
         log.info("gang %s preempts %s in %s %s (%.0f GPU-seconds lost) on %s", gang.key,
                  ", ".join(v.gang for v in found.victims), found.placement.level,
                  found.domain, found.work_lost, sorted(found.nodes))
-        self._announce_preemptor(found, gang)
         self.evict(found.victims, gang, found)
+        self._announce_preemptor(found, gang)
         for binding in found.placement.bindings:
             self.writer.submit(functools.partial(self._nominate, binding.pod, binding.node))
         return found
@@ -244,13 +247,14 @@ class Preemptor:
 
     def evict(self, victims: Sequence[Victim], preemptor: Gang,
               found: Preemption | None = None) -> None:
-        """The runtime's evict port: a ``Preempted`` Event per victim gang, then each
-        pod marked ``DisruptionTarget`` and deleted gracefully, off the cycle."""
+        """The runtime's evict port: every victim pod marked ``DisruptionTarget`` and
+        deleted gracefully, all at once and off the cycle; then a ``Preempted`` Event
+        per victim gang."""
+        pods = [pod for victim in victims for pod, _ in victim.pods]
+        self.writer.submit_now(functools.partial(self._evict_all, pods, preemptor))
         queue = self.admission.queue_of_gang(preemptor)
         for victim in victims:
             self._announce(victim, preemptor, queue, found)
-            for pod, _ in victim.pods:
-                self.writer.submit(functools.partial(self._evict, pod, preemptor))
 
     def post_filter(self, sched: GangScheduler, gang: Gang) -> Status:
         """``try_preempt`` as a post-filter answer (the cycle's ``PostFilterPlugin``)."""
@@ -285,6 +289,12 @@ class Preemptor:
             f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why})"
             f"{where}: {cost}",
         )
+
+    async def _evict_all(self, pods: Sequence[PodRequest], gang: Gang) -> None:
+        began = time.monotonic()
+        await asyncio.gather(*(self._evict(pod, gang) for pod in pods))
+        log.info("gang %s: %d victim pods evicted in %.3f s", gang.key, len(pods),
+                 time.monotonic() - began)
 
     async def _evict(self, pod: PodRequest, gang: Gang) -> None:
         condition = {"status": {"conditions": [{
