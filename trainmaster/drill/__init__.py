@@ -23,6 +23,7 @@ from trainmaster.drill._elastic import (
 )
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._hang import run_hang
+from trainmaster.drill._preempt import run_preemption_drill
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
     RealStack,
@@ -57,6 +58,7 @@ __all__ = [
     "run_drill",
     "run_elastic_drill",
     "run_hang",
+    "run_preemption_drill",
     "s3_endpoint",
     "serve_demo_datasets",
     "serve_s3_dataset",
