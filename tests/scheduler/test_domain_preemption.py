@@ -246,3 +246,5 @@ def test_the_runtime_frees_the_cheapest_leaf_and_says_so() -> None:
            if m == "PATCH" and p.endswith("/big-0/status") and "conditions" in b["status"]
            and b["status"]["conditions"][0]["type"] == "PodScheduled"]
     assert why and why[-1].startswith("preempting 2 gangs (")
+    # "why pending" names the domain freed and the work lost, as the Event does
+    assert f"to free leaf spine-0/leaf-1: {lost:.0f} GPU-seconds of work lost" in why[-1]
