@@ -206,7 +206,7 @@ def test_a_required_leaf_gang_frees_the_cheapest_leaf_at_1024_nodes(
               + ", ".join(f"{what} {end - start:.2f} s" for what, start, end in steps
                           if start is not None and end is not None)
               + f"; load average {Path('/proc/loadavg').read_text().split()[0]}")
-        # The target is BIND_TARGET_S (met 1.79 s, missed 2.50 s on the shared machine:
-        # docs/benchmarks.md); the test holds the scheduler to a bound a loaded machine
-        # does not break (a bind retried after a dropped API connection included).
+        # The target is BIND_TARGET_S (met in six runs of six at load 20-31, median
+        # 1.20 s: docs/benchmarks.md); the test holds the scheduler to a bound a loaded
+        # machine does not break (a bind retried after a dropped API connection included).
         assert done - complete <= BIND_BOUND_S, (done - complete, done - arrived)
