@@ -61,6 +61,10 @@ def recovery_cmd(
     spec: Annotated[Path, typer.Option(
         "--spec", help="With --real: the stack whose CPU job is drilled.")] = Path(
         "stacks/dev/cluster.yaml"),
+    torch: Annotated[bool, typer.Option(
+        "--torch", help="Instead: kill a worker of the PyTorch example (examples/transformer) "
+        "under the real torchrun, two pods on loopback, no cluster (needs torch: uv sync "
+        "--extra torch); time until it trains again. --repeat kills (default 1).")] = False,
 ) -> None:
     """Inject pod, node and heartbeat faults into a running 16-pod TrainingJob; time from
     the fault to every pod of the new gang Running with the right resume checkpoint.
@@ -68,6 +72,9 @@ def recovery_cmd(
     until every rank trains again, resumed from its last checkpoint."""
     if real:
         _real(spec, scenario or [], repeat if repeat != 3 else 1, timeout, as_json)
+        return
+    if torch:
+        _torch(repeat if repeat != 3 else 1, as_json)
         return
     from trainmaster.bench import RECOVERY_SCENARIOS as SCENARIOS
     from trainmaster.bench import BenchError, RecoveryOptions
@@ -111,6 +118,28 @@ def recovery_cmd(
     _out.print(table)
     for note, mark in notes.items():
         _out.print(f"{mark} {note}")
+
+
+def _torch(repeat: int, as_json: bool) -> None:
+    from trainmaster.bench import BenchError, run_torch_loopback_bench
+
+    if repeat < 1:
+        raise typer.BadParameter("give at least 1", param_hint="--repeat")
+    try:
+        rows = run_torch_loopback_bench(repeat, lambda line: _err.print(line, highlight=False))
+    except BenchError as exc:
+        raise RecoveryBenchError(str(exc)) from None
+    if as_json:
+        print(json.dumps(rows))
+        return
+    from rich.table import Table  # rich: only when printing
+    table = Table(title="a torchrun worker killed: loopback, two pods on this machine, "
+                        "no cluster (not the real nodes)")
+    for column in rows[0]:
+        table.add_column(column, justify="left" if column == "scenario" else "right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    _out.print(table)
 
 
 def _num(value: float | None) -> str:

@@ -86,6 +86,9 @@ def main(argv: list[str]) -> int:
               f"{', '.join(preload_modules(os.environ))} ({PRELOAD_ENV}=0: plain torchrun)",
               file=sys.stderr, flush=True)
         multiprocessing.set_forkserver_preload([*preload_modules(os.environ), __name__])
+        # Started now, it imports torch while the agent imports the rest and rendezvouses.
+        from multiprocessing import forkserver
+        forkserver.ensure_running()
         args.run_path, args.start_method = True, "forkserver"
         # torchrun's --run-path entry is this module-level name; ours adds what `python
         # script.py` does and it does not (sys.path, -u, sys.exit(0)).

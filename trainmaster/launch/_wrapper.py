@@ -130,8 +130,11 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
             while child.poll() is None:
                 time.sleep(config.poll_seconds)
                 reports.tick()
+            # The rest of its output; a worker it left behind may hold the pipes open
+            # (torchrun's workers outlive an agent that failed), so 2 s at most in all.
+            done_by = time.monotonic() + 2
             for pump in pumps:
-                pump.join(5)
+                pump.join(max(0.0, done_by - time.monotonic()))
             if not _store_lost(store, elected, child.returncode) or reelections <= 0:
                 break
             # torchrun failed because its store's pod is gone: the survivors go on with
