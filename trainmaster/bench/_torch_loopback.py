@@ -148,10 +148,10 @@ def _one_kill(report: Callable[[str], None]) -> dict[str, Any]:
             rank1 = next(p for p in pods if p is not rank0)
             pid = int(rank1.wait_for(r"^rank 1 of 2: pid (\d+)")[1][1])
             rank0.wait_for(r"^checkpoint .*step-20 \(step 20\)")
-            _, at_kill = rank0.wait_for(r"^step 2[3-9] loss")
+            _, at_kill = rank0.wait_for(r"^step (2[3-9]) loss")
             killed_at = time.monotonic()
             os.kill(pid, signal.SIGKILL)
-            report(f"torch loopback: killed rank 1's worker (pid {pid}) at step {at_kill[0]}")
+            report(f"torch loopback: killed rank 1's worker (pid {pid}) at step {at_kill[1]}")
             loaded, resumed = rank0.wait_for(
                 r"^rank 0: resumed from .*step-(\d+) at step (\d+) \(world size 2\)",
                 after=killed_at)
