@@ -3,7 +3,10 @@ two "pods" on loopback, each running the launch script trainmaster renders for a
 job (bash -> the launcher bundle -> torchrun --nnodes=2 --nproc-per-node=1, c10d
 rendezvous hosted by pod 0 -> train.py, DDP over gloo, DCP checkpoints). The loss falls; a
 killed worker is restarted in place by torchrun (the pods go on) and resumes at the last
-checkpoint; a gang of another world size resumes the step."""
+checkpoint; a gang of another world size resumes the step; an elastic gang shrinks when
+its store pod is lost and grows back when the replacement joins; the launcher's metrics
+follow the steps and stop with a hung worker; `bench recovery --torch` times the kill.
+(One at a time: each is CPU heavy.)"""
 
 from __future__ import annotations
 
