@@ -36,9 +36,11 @@ def run(
         ("trainmaster", ["validate"], "Missing argument"),
         ("trainmaster-scheduler", ["--bogus"], "unrecognized arguments: --bogus"),
         ("trainmaster-scheduler", ["--metrics-port", "x"], "invalid int value: 'x'"),
+        ("trainmaster", ["bench", "recovery", "--real", "--torch"],
+         "give one of --real and --torch"),
     ],
     ids=["option", "command", "subcommand", "missing-argument", "scheduler-option",
-         "scheduler-value"],
+         "scheduler-value", "bench-real-and-torch"],
 )
 def test_usage_error_is_one_line_and_exits_2(script: str, args: list[str], needle: str) -> None:
     proc = run(script, *args)

@@ -3,11 +3,15 @@ two "pods" on loopback, each running the launch script trainmaster renders for a
 job (bash -> the launcher bundle -> torchrun --nnodes=2 --nproc-per-node=1, c10d
 rendezvous hosted by pod 0 -> train.py, DDP over gloo, DCP checkpoints). The loss falls; a
 killed worker is restarted in place by torchrun (the pods go on) and resumes at the last
-checkpoint; a gang of another world size resumes the step."""
+checkpoint; a gang of another world size resumes the step; an elastic gang shrinks when
+its store pod is lost and grows back when the replacement joins; the launcher's metrics
+follow the steps and stop with a hung worker; `bench recovery --torch` times the kill.
+(One at a time: each is CPU heavy.)"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -25,7 +29,7 @@ import yaml
 
 from tests.helpers import ROOT, stack_doc
 from trainmaster.cluster import free_port
-from trainmaster.drill._datasets import story_shards
+from trainmaster.drill import story_shards
 from trainmaster.launch import write_bundle
 from trainmaster.objects import build_gang_job, render_launch_script
 from trainmaster.spec import ClusterSpec, load_spec_text
@@ -162,12 +166,6 @@ def gang(world: dict[str, Path], tmp_path: Path) -> Iterator[Any]:
                 log.writelines(f"pod {i} {at:.1f} {line}\n" for at, line in pod.lines)
 
 
-# Not a pass: 2 of 4 runs on 2026-12-05 (one on an idle machine) timed out waiting for the
-# resume after the kill, the restarted round failing in gloo's connectFullMesh against the
-# killed worker's old address (issue 38 stays open on it). Kept running, not skipped: a
-# pass is reported as XPASS.
-@pytest.mark.xfail(reason="torchrun's restarted round can fail in gloo connectFullMesh "
-                   "(issue 38)", strict=False)
 def test_the_transformer_trains_and_a_killed_worker_restarts_in_place(
         gang: Any, tmp_path: Path) -> None:
     ckpt = tmp_path / "checkpoints"
@@ -196,10 +194,12 @@ def test_the_transformer_trains_and_a_killed_worker_restarts_in_place(
                                after=killed_at)
     assert int(restarted[1]) != pid and int(restarted[2]) >= 1  # a new worker, same pod
     assert all(p.proc.poll() is None for p in pods)  # no pod ended: torchrun restarted it
+    # The restarted workers came from the agent's forkserver, torch already imported.
+    assert all(p.at(r"torchrun's workers fork from a server that imported torch") for p in pods)
     # Where the time goes: torchrun's restart and rendezvous until the new workers run
-    # (their first line comes after `import torch` and the process group), then the load.
-    # (The healthy pod's agent restarts its worker for the new round without counting a
-    # failure: its TORCHELASTIC_RESTART_COUNT stays 0.)
+    # (their first line comes after the process group and the model are built), then the
+    # load. (The healthy pod's agent restarts its worker too: as a failure when its worker
+    # saw the peer's connection close first, else as a membership change.)
     for pod in pods:
         pod.wait_for(r"^rank \d of 2: pid \d+, torchrun restart", after=killed_at)
     started = max(p.at(r"^rank \d of 2: pid \d+, torchrun restart", killed_at)
@@ -225,12 +225,13 @@ def test_a_gang_of_another_world_size_resumes_the_step(gang: Any, tmp_path: Path
     assert (ckpt / "step-25" / "COMPLETE").exists()
 
 
-def test_an_elastic_gang_survives_the_loss_of_the_store_pod(
+def test_an_elastic_gang_survives_the_loss_of_the_store_pod_and_grows_back(
         gang: Any, tmp_path: Path) -> None:
     """Pod 0 hosts the c10d store; it is lost whole (its processes killed). The other pod's
     launcher elects itself, starts torchrun again in the same pod, and trains at world
-    size 1 from the last checkpoint. (Growing back when a replacement joins is not tested:
-    it does not work yet, docs/operator.md says how it fails.)"""
+    size 1 from the last checkpoint. Then pod 0's replacement (same index, as the Job makes
+    it) finds that store and joins: the gang re-rendezvouses at world size 2 and trains on
+    from the newest checkpoint."""
     ckpt = tmp_path / "checkpoints"
     spec = _spec(nodes=2, steps=100_000, elastic=(1, 2))
     port = free_port()
@@ -252,7 +253,23 @@ def test_an_elastic_gang_survives_the_loss_of_the_store_pod(
     pods[1].wait_for(rf"^step {again} loss", after=lost_at)
     print(f"store pod lost: training again at world size 1 (step {again}) "
           f"{pods[1].at(rf'^step {again} loss', lost_at) - lost_at:.1f} s later")
+    pods[1].wait_for(r"^checkpoint .*step-(\d+) ", after=lost_at)  # a step at size 1 saved
 
+    joined_at = time.monotonic()
+    [replacement] = gang(spec, ckpt, extra_env=candidates, indexes=[0], port=port)
+    replacement.wait_for(r"rendezvous store: 127\.0\.0\.11:\d+ \(joining\)")
+    grown = [p.wait_for(r"^rank (\d): resumed from .*step-(\d+) at step (\d+) \(world "
+                        r"size 2\)", after=joined_at) for p in (pods[1], replacement)]
+    assert sorted(m[1] for m in grown) == ["0", "1"]
+    assert grown[0][3] == grown[1][3]  # both ranks from one checkpoint
+    assert int(grown[0][3]) > int(shrunk[2])  # the steps trained at size 1 are kept
+    lead = next(p for p, m in zip((pods[1], replacement), grown, strict=True) if m[1] == "0")
+    resumed_at = lead.at(r"^rank 0: resumed from .* \(world size 2\)", joined_at)
+    step = int(grown[0][3]) + 1
+    lead.wait_for(rf"^step {step} loss", after=resumed_at)
+    assert pods[1].proc.poll() is None  # the survivor's pod went on throughout
+    print(f"replacement joined: training again at world size 2 (step {step}) "
+          f"{lead.at(rf'^step {step} loss', resumed_at) - joined_at:.1f} s after it started")
 
 
 def test_the_checkpoint_interval_in_minutes_is_honoured(
@@ -273,3 +290,61 @@ def test_the_checkpoint_interval_in_minutes_is_honoured(
                    if p.name.startswith("step-") and (p / "COMPLETE").exists())
     assert saved[-1] == 20  # the last step
     assert [s for s in saved if s < 20], f"no checkpoint by time before the end: {saved}"
+
+
+def test_bench_recovery_torch_times_a_killed_worker_on_loopback() -> None:
+    """`trainmaster bench recovery --torch`: the same kill through the command, one row."""
+    proc = subprocess.run([sys.executable, "-m", "trainmaster", "bench", "recovery", "--torch",
+                           "--json"], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [row] = json.loads(proc.stdout)
+    assert row["scenario"] == "torch-worker-kill (loopback)" and row["ok"] is True
+    assert row["pods_ended"] == 0 and row["resumed_step"] >= 20
+    assert 0 < row["workers_up_seconds"] <= row["checkpoint_loaded_seconds"] \
+        <= row["training_again_seconds"]
+    print(f"bench recovery --torch: {row}")
+
+
+def _metrics(port: int) -> dict[str, float]:
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {m[1]: float(m[2]) for m in re.finditer(
+        r"^(trainmaster_job_[a-z_]+)\{[^}]*\} ([0-9.e+-]+)$", text, re.M)}
+
+
+def test_the_launcher_reports_the_torch_jobs_progress_and_a_hang_shows(
+        gang: Any, tmp_path: Path) -> None:
+    """The progress contract around torchrun: the pod's launcher reads the workers' `step N`
+    lines and the checkpoints, and serves them as metrics (what the operator's heartbeats
+    and the stalled-job alert read). A worker stopped (SIGSTOP: hung, not dead) stops the
+    step and the heartbeat, and torchrun does not restart it."""
+    port = free_port()
+    [pod] = gang(_spec(nodes=1, steps=100_000), tmp_path / "checkpoints",
+                 extra_env={"TRAINMASTER_METRICS_PORT": str(port)})
+    pid = int(pod.wait_for(r"^rank 0 of 1: pid (\d+)")[1])
+    pod.wait_for(r"^checkpoint .*step-10 \(step 10\)")
+    pod.wait_for(r"^step 13 loss")
+    deadline = time.monotonic() + 60
+    while (seen := _metrics(port)).get("trainmaster_job_checkpoint_step", 0) < 10:
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.5)
+    assert seen["trainmaster_job_step"] >= 12
+    os.kill(pid, signal.SIGSTOP)  # hung
+    try:
+        time.sleep(3)  # a step in flight is printed
+        stopped = _metrics(port)
+        time.sleep(6)
+        later = _metrics(port)
+        assert later["trainmaster_job_step"] == stopped["trainmaster_job_step"]
+        assert later["trainmaster_job_last_heartbeat_timestamp_seconds"] == \
+            stopped["trainmaster_job_last_heartbeat_timestamp_seconds"]
+        assert not re.search(r"torchrun restart [1-9]", "\n".join(line for _, line in pod.lines))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    step = int(later["trainmaster_job_step"])
+    pod.wait_for(rf"^step {step + 2} loss")  # it goes on once resumed
+    deadline = time.monotonic() + 30
+    while _metrics(port)["trainmaster_job_step"] <= step:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)

@@ -39,6 +39,7 @@ from trainmaster.bench._run import (
     ContenderResult,
     run_scheduler_bench,
 )
+from trainmaster.bench._torch_loopback import TORCH_SCENARIO, run_torch_loopback_bench
 from trainmaster.bench._trees import placement_before_after
 from trainmaster.bench._ui import ViewTime, bench_ui, build_world, served
 from trainmaster.bench._workload import gang_sizes, leaves_needed, workload
@@ -47,6 +48,7 @@ __all__ = [
     "CONTENDERS",
     "RECOVERY_BASELINES",
     "RECOVERY_SCENARIOS",
+    "TORCH_SCENARIO",
     "AdmissionResult",
     "BenchError",
     "BenchOptions",
@@ -70,6 +72,7 @@ __all__ = [
     "run_preemption_bench",
     "run_recovery_bench",
     "run_scheduler_bench",
+    "run_torch_loopback_bench",
     "served",
     "workload",
 ]

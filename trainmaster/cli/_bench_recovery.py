@@ -36,7 +36,8 @@ def recovery_cmd(
     ] = None,
     context: ContextOpt = None,
     gang: Annotated[int, typer.Option(help="Pods (nodes) of the TrainingJob.")] = 16,
-    repeat: Annotated[int, typer.Option(help="Runs of each scenario.")] = 3,
+    repeat: Annotated[int | None, typer.Option(
+        help="Runs of each scenario (default 3; 1 with --real or --torch).")] = None,
     scenario: Annotated[
         list[str] | None,
         typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
@@ -61,13 +62,23 @@ def recovery_cmd(
     spec: Annotated[Path, typer.Option(
         "--spec", help="With --real: the stack whose CPU job is drilled.")] = Path(
         "stacks/dev/cluster.yaml"),
+    torch: Annotated[bool, typer.Option(
+        "--torch", help="Instead: kill a worker of the PyTorch example (examples/transformer) "
+        "under the real torchrun, two pods on loopback, no cluster (needs torch: uv sync "
+        "--extra torch); time until it trains again, one kill per --repeat.")] = False,
 ) -> None:
     """Inject pod, node and heartbeat faults into a running 16-pod TrainingJob; time from
     the fault to every pod of the new gang Running with the right resume checkpoint.
     With --real: kill the real training job's process or container on a real node and time
     until every rank trains again, resumed from its last checkpoint."""
+    if real and torch:
+        raise typer.BadParameter("--torch runs on loopback, without the real nodes: give "
+                                 "one of --real and --torch", param_hint="--torch")
     if real:
-        _real(spec, scenario or [], repeat if repeat != 3 else 1, timeout, as_json)
+        _real(spec, scenario or [], 1 if repeat is None else repeat, timeout, as_json)
+        return
+    if torch:
+        _torch(1 if repeat is None else repeat, as_json)
         return
     from trainmaster.bench import RECOVERY_SCENARIOS as SCENARIOS
     from trainmaster.bench import BenchError, RecoveryOptions
@@ -76,7 +87,8 @@ def recovery_cmd(
     kubeconfig = kubeconfig_for_context(kubeconfig, context)  # a file other processes read
     if kubeconfig is not None:  # an existing cluster: name it (else one is started)
         say_target(kubeconfig, "bench recovery")
-    options = RecoveryOptions(kubeconfig=kubeconfig, gang=gang, repeat=repeat,
+    options = RecoveryOptions(kubeconfig=kubeconfig, gang=gang,
+                              repeat=3 if repeat is None else repeat,
                               scenarios=tuple(scenario or SCENARIOS), baseline=baseline,
                               hang_timeout=hang_timeout, timeout=timeout)
     try:
@@ -111,6 +123,32 @@ def recovery_cmd(
     _out.print(table)
     for note, mark in notes.items():
         _out.print(f"{mark} {note}")
+
+
+def _torch(repeat: int, as_json: bool) -> None:
+    from trainmaster.bench import BenchError, run_torch_loopback_bench
+
+    if repeat < 1:
+        raise typer.BadParameter("give at least 1", param_hint="--repeat")
+    try:
+        rows = run_torch_loopback_bench(repeat, lambda line: _err.print(line, highlight=False))
+    except BenchError as exc:
+        raise RecoveryBenchError(str(exc)) from None
+    if as_json:
+        print(json.dumps(rows))
+        return
+    from rich.table import Table  # rich: only when printing
+    table = Table(title="a torchrun worker killed: loopback, two pods on this machine, "
+                        "no cluster (not the real nodes)")
+    columns = {"training_again_seconds": "again s", "workers_up_seconds": "workers up s",
+               "checkpoint_loaded_seconds": "loaded s", "resumed_step": "resumed step",
+               "pods_ended": "pods ended", "ok": "ok"}
+    for header in columns.values():
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(*(str(row[key]) for key in columns))
+    _out.print(table)
+    _out.print(f"target: training again <= {rows[0]['target_seconds']} s after the kill")
 
 
 def _num(value: float | None) -> str:

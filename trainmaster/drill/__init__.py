@@ -7,6 +7,7 @@ from trainmaster.drill._datasets import (
     s3_endpoint,
     serve_demo_datasets,
     serve_s3_dataset,
+    story_shards,
 )
 from trainmaster.drill._drill import (
     SCENARIOS,
@@ -64,6 +65,7 @@ __all__ = [
     "serve_s3_dataset",
     "source_root",
     "start_real_stack",
+    "story_shards",
     "wait_controllers",
     "wait_training",
 ]

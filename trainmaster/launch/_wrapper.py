@@ -56,6 +56,7 @@ from trainmaster.launch._store import (
     with_endpoint,
 )
 from trainmaster.launch._store import say as _store_say
+from trainmaster.launch._torchrun import agent_command
 
 __all__ = ["HEARTBEAT_FILE_ENV", "LaunchConfig", "run_launch"]
 
@@ -111,7 +112,7 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
         return child, pumps
 
     try:
-        child, pumps = run(_store_command(command, elected))
+        child, pumps = run(agent_command(_store_command(command, elected), env))
     except OSError as exc:
         print(f"trainmaster launch: cannot run {command[0]}: {exc.strerror or exc}",
               file=sys.stderr)
@@ -129,8 +130,11 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
             while child.poll() is None:
                 time.sleep(config.poll_seconds)
                 reports.tick()
+            # The rest of its output; a worker it left behind may hold the pipes open
+            # (torchrun's workers outlive an agent that failed), so 2 s at most in all.
+            done_by = time.monotonic() + 2
             for pump in pumps:
-                pump.join(5)
+                pump.join(max(0.0, done_by - time.monotonic()))
             if not _store_lost(store, elected, child.returncode) or reelections <= 0:
                 break
             # torchrun failed because its store's pod is gone: the survivors go on with
@@ -141,7 +145,7 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
                        f"({reelections} more allowed)")
             lost.add(elected.index)
             elected = _elect(store, frozenset(lost))
-            child, pumps = run(_store_command(command, elected))
+            child, pumps = run(agent_command(_store_command(command, elected), env))
         # A checkpoint finished just before exit still counts: one look to note what is on
         # disk (a busy node may not have looked since it was written), then the final one.
         reports.tick()
