@@ -30,6 +30,12 @@ from trainmaster.status._live import (
     progress_from_results,
     prometheus_url,
 )
+from trainmaster.status._queue_book import (
+    SCHEDULER_REASONS,
+    QueueBook,
+    SchedulerSays,
+    scheduler_reason,
+)
 from trainmaster.status._render import age, render_view
 from trainmaster.status._view import (
     FencedNode,
@@ -51,6 +57,7 @@ from trainmaster.status._view import (
 
 __all__ = [
     "PROMETHEUS",
+    "SCHEDULER_REASONS",
     "TRAININGJOB",
     "DatasetCache",
     "FencedNode",
@@ -60,8 +67,10 @@ __all__ = [
     "PendingGang",
     "Progress",
     "PrometheusError",
+    "QueueBook",
     "QueueRow",
     "ResourceView",
+    "SchedulerSays",
     "SwitchUsage",
     "age",
     "collect_view",
@@ -86,6 +95,7 @@ __all__ = [
     "resource_lines",
     "scheduler_configs",
     "scheduler_queues",
+    "scheduler_reason",
     "share_text",
     "summarize",
     "topology_levels",
