@@ -30,6 +30,7 @@ from trainmaster.status._live import (
     progress_from_results,
     prometheus_url,
 )
+from trainmaster.status._pending import PendingGang
 from trainmaster.status._queue_book import (
     SCHEDULER_REASONS,
     QueueBook,
@@ -40,7 +41,6 @@ from trainmaster.status._render import age, render_view
 from trainmaster.status._view import (
     FencedNode,
     JobRow,
-    PendingGang,
     QueueRow,
     ResourceView,
     SwitchUsage,

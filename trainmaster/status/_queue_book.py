@@ -181,3 +181,46 @@ class QueueBook:
 def _charge_key(queue: str) -> str:
     """The charge ``charged_ledger`` books a queue's published usage under."""
     return f"usage/{queue}"
+
+
+@dataclass(frozen=True)
+class GangQuota:
+    """A pending gang's queue and what quota says of it, from the scheduler's code."""
+
+    queue: str | None
+    """The queue the scheduler charges it to (None: its LocalQueue does not exist)."""
+    quota: str | None
+    """``QueueBook.refusal``: why quota holds it; None: quota admits it."""
+    would_start: str | None
+    """``QueueBook.would_start``; None when quota does not hold it."""
+
+
+def gang_quota(book: QueueBook | None, namespace: str, label: str | None,
+               pods: Iterable[JSON]) -> GangQuota:
+    """The queue and quota answer of a gang whose pending members are ``pods`` (requests
+    read by the scheduler's converter), as the web view's why pending gives them."""
+    from trainmaster.scheduler import pod_info
+
+    if book is None:
+        return GangQuota(label, None, None)
+    queue = book.queue_of(namespace, label)
+    if queue is None:
+        return GangQuota(None, None, None)
+    need: dict[str, int] = {}
+    for pod in pods:
+        for resource, qty in pod_info(dict(pod)).request.requests.items():
+            if qty:
+                need[resource] = need.get(resource, 0) + qty
+    return GangQuota(queue, book.refusal(queue, need), book.would_start(queue, need))
+
+
+def gang_size(group: JSON | None, members: int, running: int) -> str:
+    """``4`` (rigid), or ``2..4 (running 3)`` for an elastic PodGroup (minMember up to
+    ``trainmaster.io/max-members``, as the scheduler reads it)."""
+    from trainmaster.scheduler import pod_group_info
+
+    if group is not None:
+        info = pod_group_info(dict(group))
+        if info.max_members is not None:
+            return f"{info.min_member}..{info.max_members} (running {running})"
+    return str(members)
