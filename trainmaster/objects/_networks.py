@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainmaster.api import RDMA_PREFIX, app_labels
+from trainmaster.api import APP_INSTANCE_LABEL, APP_NAME_LABEL, RDMA_PREFIX, app_labels
 from trainmaster.spec import ClusterSpec
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -126,8 +126,8 @@ def build_rdma_device_plugin(spec: ClusterSpec) -> dict[str, Any]:
     """The device plugin DaemonSet (privileged: it manages host RDMA devices)."""
     labels = app_labels("rdma-shared-device-plugin", "networks", spec.metadata.name)
     selector = {
-        "app.kubernetes.io/name": labels["app.kubernetes.io/name"],
-        "app.kubernetes.io/instance": spec.metadata.name,
+        APP_NAME_LABEL: labels[APP_NAME_LABEL],
+        APP_INSTANCE_LABEL: spec.metadata.name,
     }
     return {
         "apiVersion": "apps/v1",
