@@ -146,3 +146,44 @@ def test_ui_status_and_the_schedulers_event_agree_on_borrowing_cpu_quota_and_ela
 def doc_queues(kubeconfig: Path, scratch: Scratch) -> list[dict[str, Any]]:
     queues: list[dict[str, Any]] = _status_json(kubeconfig, scratch.namespace)["queues"]
     return queues
+
+
+def test_an_elastic_shrink_preemption_appears_in_the_queue_table(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    from tests.scheduler.test_queues_live import priority_classes
+
+    for i in range(3):
+        scratch.add_node(f"n{i}", leaf="leaf-a")
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"queues": [], "preemption": True}))
+    with priority_classes(scratch, {"high": 1000}) as classes, \
+            processes() as procs:
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one",
+                                      "--config", str(path)))
+        # An elastic gang of 1..3 fills the leaf at 3.
+        _gang(scratch, "el", 3, None, "1", max_members=3)
+        wait_for(lambda: sum(n.startswith("el-") for n in scratch.bound()) == 3, "el at 3")
+        # A higher-priority one-node gang: shrinking el by one member is the cheap way.
+        scratch.create_group("hi", 1)
+        body = scratch.pod("hi-0", gpus=8, group="hi")
+        body["spec"]["priorityClassName"] = classes["high"]
+        scratch.create_pods([body])
+
+        def preempted() -> Any:
+            return [e for e in scratch.core.list_namespaced_event(scratch.namespace).items
+                    if e.reason == "Preempted" and e.involved_object.name == "el"] or None
+
+        (event,) = wait_for(preempted, "the scheduler's Preempted Event on el", 180)
+        assert "shrunk by" in event.message, event.message
+        world = _world(local_cluster.kubeconfig, scratch.namespace)
+        queues = {q.name: q for q in queue_infos(world)}
+        (row,) = queues["default"].preemptions  # hi's queue: it names none
+        assert row.shrink
+        # How far it shrinks is the scheduler's choice; the table shows that choice.
+        assert (row.victim, row.preemptor) == (f"{scratch.namespace}/el",
+                                               f"{scratch.namespace}/hi")
+        assert 1 <= row.members < 3 and row.gpus == 8 * row.members
+        assert (f"shrunk by {row.members} members (elastic): {row.gpus} GPUs freed, "
+                f"{row.work_lost} GPU-seconds of rescale") in event.message

@@ -119,7 +119,7 @@ def queue_infos(world: World) -> list[QueueInfo]:
         name = queue or p.queue
         infos.setdefault(name, QueueInfo(name, None, 0, 0, 0, None)).pending.append(p)
     for pre in preemptions(world):
-        for name in {pre.preemptor_queue, pre.victim_queue}:
-            if name in infos:
-                infos[name].preemptions.append(pre)
+        # A queue with no quota and nothing pending still shows its preemptions.
+        for name in {pre.preemptor_queue, pre.victim_queue} - {"-"}:
+            infos.setdefault(name, QueueInfo(name, None, 0, 0, 0, None)).preemptions.append(pre)
     return sorted(infos.values(), key=lambda q: q.name)
