@@ -180,8 +180,8 @@ _WIRE_NAMES = frozenset({
 
 
 def _wire_values() -> dict[str, str]:
-    """value -> name of each label, annotation, taint, Event reason and condition of
-    trainmaster.api distinctive enough to find (a key with a dot or slash, or a
+    """value -> name of each label, annotation, taint, environment variable, Event reason
+    and condition of trainmaster.api distinctive enough to find (a key with a dot or slash, or a
     CamelCase reason of two or more words: "Running" is also a phase and a word)."""
     import re
 
@@ -192,10 +192,11 @@ def _wire_values() -> dict[str, str]:
         value = getattr(api, name)
         if not (isinstance(value, str) and name.isupper()):
             continue
-        if not (name.endswith(("_LABEL", "_ANNOTATION", "_TAINT"))
+        if not (name.endswith(("_LABEL", "_ANNOTATION", "_TAINT", "_ENV"))
                 or name.startswith(("EVENT_", "REASON_", "COND_")) or name in _WIRE_NAMES):
             continue
-        if "/" in value or "." in value or re.search(r"[a-z][A-Z]", value):
+        if "/" in value or "." in value or re.search(r"[a-z][A-Z]", value) \
+                or name.endswith("_ENV"):
             out[value] = name
     return out
 
@@ -203,7 +204,8 @@ def _wire_values() -> dict[str, str]:
 def test_no_wire_string_is_spelled_outside_trainmaster_api() -> None:
     wire = _wire_values()
     assert {"ElasticShrink", "NamespaceNotServed", "scheduling.x-k8s.io/pod-group",
-            "PodScheduled", "FailedScheduling", "trainmaster.io/preemption"} <= set(wire)
+            "PodScheduled", "FailedScheduling", "trainmaster.io/preemption",
+            "TRAINMASTER_RESUME_FROM", "KUBERNETES_SERVICE_HOST"} <= set(wire)
     found = []
     for path in sorted(ROOT.rglob("*.py")):
         if path.parent.name == "api":

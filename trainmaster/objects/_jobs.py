@@ -20,15 +20,32 @@ import jinja2
 from trainmaster.api import (
     API_VERSION,
     ATTEMPT_LABEL,
+    CHECKPOINT_DIR_ENV,
+    CHECKPOINT_INTERVAL_ENV,
+    CHECKPOINT_KEEP_ENV,
     DATASETS_ANNOTATION,
+    ELASTIC_ENV,
+    GANG_UID_ENV,
     GANG_UID_LABEL,
     GPU_RESOURCE,
     GROUP,
+    JOB_ENV,
     JOB_LABEL,
     MAX_MEMBERS_ANNOTATION,
+    METRICS_ADDRESS_ENV,
+    METRICS_PORT_ENV,
+    NAMESPACE_ENV,
     POD_GROUP_LABEL,
     PODGROUP_API_VERSION,
     QUEUE_LABEL,
+    RDZV_CANDIDATES_ENV,
+    RDZV_NODES_ENV,
+    RDZV_PORT_ENV,
+    RDZV_REELECT_ENV,
+    RESTART_ENV,
+    RESUME_ARGS_ENV,
+    RESUME_FROM_ENV,
+    RESUME_TEMPLATE_ENV,
     TOPOLOGY_DOMAIN_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
     app_labels,
@@ -344,11 +361,11 @@ def _elastic_env(job: Job, gang: str, pod_dns: str) -> dict[str, str]:
     if job.elastic is None:
         return {}
     if job.launcher in ("torchrun", "megatron"):  # megatron runs under torchrun
-        return {"TRAINMASTER_RDZV_CANDIDATES": f"{gang}-{{index}}.{pod_dns}:{ELASTIC_RDZV_PORT}",
-                "TRAINMASTER_RDZV_NODES": str(job.elastic.max_nodes),
-                "TRAINMASTER_RDZV_REELECT": str(job.restart_policy.max_restarts)}
-    return {"TRAINMASTER_ELASTIC": f"{job.elastic.min_nodes}:{job.elastic.max_nodes}",
-            "TRAINMASTER_RDZV_PORT": str(ELASTIC_RDZV_PORT)}
+        return {RDZV_CANDIDATES_ENV: f"{gang}-{{index}}.{pod_dns}:{ELASTIC_RDZV_PORT}",
+                RDZV_NODES_ENV: str(job.elastic.max_nodes),
+                RDZV_REELECT_ENV: str(job.restart_policy.max_restarts)}
+    return {ELASTIC_ENV: f"{job.elastic.min_nodes}:{job.elastic.max_nodes}",
+            RDZV_PORT_ENV: str(ELASTIC_RDZV_PORT)}
 
 
 def _container_env(
@@ -366,23 +383,23 @@ def _container_env(
         "NNODES": torchrun_nnodes(job),
         "NPROC_PER_NODE": str(procs_per_pod),
         "WORLD_SIZE": str(job.nodes * procs_per_pod),
-        "TRAINMASTER_JOB": job.name,
-        "TRAINMASTER_NAMESPACE": spec.metadata.namespace,
-        "TRAINMASTER_RESTART": str(attempt),
-        "TRAINMASTER_RESUME_FROM": resume_from or "",
-        "TRAINMASTER_RESUME_ARGS": resume_args_env(job, resume_from),
+        JOB_ENV: job.name,
+        NAMESPACE_ENV: spec.metadata.namespace,
+        RESTART_ENV: str(attempt),
+        RESUME_FROM_ENV: resume_from or "",
+        RESUME_ARGS_ENV: resume_args_env(job, resume_from),
         # For the launcher to resume from a newer complete checkpoint it finds at start-up.
-        "TRAINMASTER_RESUME_TEMPLATE": resume_template_env(job),
+        RESUME_TEMPLATE_ENV: resume_template_env(job),
         # Every rank serves its progress to the PodMonitor on the `metrics` port (the
         # job's NetworkPolicy admits only the scraper to it).
-        "TRAINMASTER_METRICS_PORT": str(METRICS_PORT),
-        "TRAINMASTER_METRICS_ADDRESS": "0.0.0.0",
+        METRICS_PORT_ENV: str(METRICS_PORT),
+        METRICS_ADDRESS_ENV: "0.0.0.0",
         **_elastic_env(job, gang, pod_dns),
     }
     if job.checkpoint is not None:
-        env["TRAINMASTER_CHECKPOINT_DIR"] = job.checkpoint.path
-        env["TRAINMASTER_CHECKPOINT_INTERVAL_MINUTES"] = str(job.checkpoint.interval_minutes)
-        env["TRAINMASTER_CHECKPOINT_KEEP"] = str(job.checkpoint.keep)
+        env[CHECKPOINT_DIR_ENV] = job.checkpoint.path
+        env[CHECKPOINT_INTERVAL_ENV] = str(job.checkpoint.interval_minutes)
+        env[CHECKPOINT_KEEP_ENV] = str(job.checkpoint.keep)
     for key, value in job.hyper_parameters.items():
         env[f"TM_HP_{_env_name(key)}"] = str(value)
     env.update(job.env)
@@ -390,7 +407,7 @@ def _container_env(
     out.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     # The attempt's Job uid (its controller sets the label): the ranks of one gang agree
     # on the checkpoint to resume from under this name (trainmaster.launch._resume).
-    out.append({"name": "TRAINMASTER_GANG_UID", "valueFrom": {"fieldRef": {
+    out.append({"name": GANG_UID_ENV, "valueFrom": {"fieldRef": {
         "fieldPath": f"metadata.labels['{GANG_UID_LABEL}']"}}})
     return out
 
