@@ -35,6 +35,8 @@ from trainmaster.status._queue_book import (
     SCHEDULER_REASONS,
     QueueBook,
     SchedulerSays,
+    gang_quota,
+    gang_size,
     scheduler_reason,
 )
 from trainmaster.status._render import age, render_view
@@ -77,6 +79,8 @@ __all__ = [
     "dataset_caches",
     "discover_prometheus",
     "fairness",
+    "gang_quota",
+    "gang_size",
     "gpu_request",
     "is_prometheus_pod",
     "job_progress",

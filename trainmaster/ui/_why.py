@@ -51,6 +51,7 @@ from trainmaster.scheduler import (
 from trainmaster.status import (
     QueueBook,
     QueueRow,
+    gang_size,
     ledger_rows,
     queue_rows,
     scheduler_reason,
@@ -95,9 +96,11 @@ class Pending:
 
     @property
     def size(self) -> str:
-        """``4`` (rigid), or ``2..4 (running 3)`` for an elastic gang."""
-        if self.max_pods is None:
-            return str(self.pods)
+        """``4`` (rigid), or ``2..4 (running 3)`` for an elastic gang: as `trainmaster
+        status` says it (``gang_size``); a job whose PodGroup is not there yet, by its
+        spec's range."""
+        if self.topology_group is not None or self.max_pods is None:
+            return gang_size(self.topology_group, self.pods, self.running)
         return f"{self.min_pods}..{self.max_pods} (running {self.running})"
 
 
