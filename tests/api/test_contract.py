@@ -167,3 +167,57 @@ def test_parse_time_reads_what_format_time_writes() -> None:
         assert api.parse_time(absent) is None
         assert api.epoch_seconds(absent) == 0.0
     assert api.epoch_seconds("1970-01-01T00:01:00Z") == 60.0
+
+
+# --- every label, annotation, taint, Event reason and condition spelled once ------------
+
+_WIRE_NAMES = frozenset({
+    "POD_SCHEDULED", "UNSCHEDULABLE", "DISRUPTION_TARGET", "PREEMPTION_BY_SCHEDULER",
+    "NAMESPACE_NOT_SERVED", "LOCAL_QUEUE_NOT_FOUND", "CLUSTER_QUEUE_NOT_FOUND",
+    "NIC_CONDITION", "GPU_CONDITION", "WARMUP_FAILED", "WARMUP_TIMEOUT", "NON_RETRYABLE",
+    "MAX_RESTARTS", "INVALID_SPEC", "PREEMPT_LOWER"})
+"""Condition types and reasons not named by their prefix below."""
+
+
+def _wire_values() -> dict[str, str]:
+    """value -> name of each label, annotation, taint, environment variable, Event reason
+    and condition of trainmaster.api distinctive enough to find (a key with a dot or slash, or a
+    CamelCase reason of two or more words: "Running" is also a phase and a word)."""
+    import re
+
+    import trainmaster.api as api
+
+    out = {}
+    for name in api.__all__:
+        value = getattr(api, name)
+        if not (isinstance(value, str) and name.isupper()):
+            continue
+        if not (name.endswith(("_LABEL", "_ANNOTATION", "_TAINT", "_ENV"))
+                or name.startswith(("EVENT_", "REASON_", "COND_")) or name in _WIRE_NAMES):
+            continue
+        if "/" in value or "." in value or re.search(r"[a-z][A-Z]", value) \
+                or name.endswith("_ENV"):
+            out[value] = name
+    return out
+
+
+def test_no_wire_string_is_spelled_outside_trainmaster_api() -> None:
+    wire = _wire_values()
+    assert {"ElasticShrink", "NamespaceNotServed", "scheduling.x-k8s.io/pod-group",
+            "PodScheduled", "FailedScheduling", "trainmaster.io/preemption",
+            "TRAINMASTER_RESUME_FROM", "KUBERNETES_SERVICE_HOST"} <= set(wire)
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path.parent.name == "api":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(node.body[0].value) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                     ast.AsyncFunctionDef))
+                and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docs and node.value in wire:
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.value!r} "
+                             f"(use trainmaster.api.{wire[node.value]})")
+    assert not found, "\n".join(found)

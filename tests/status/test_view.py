@@ -389,3 +389,33 @@ def test_status_shows_each_datasets_cache_state_per_node() -> None:
     text = console.export_text()
     assert "Dataset cache" in text
     assert "n2: failed (cannot be placed: no cpu)" in text and "n3: warming" in text
+
+
+def test_a_pending_gang_carries_the_schedulers_quota_answer_and_elastic_range() -> None:
+    # a's cpu quota (8 cores, 6 in use as the scheduler published it) holds its gang of
+    # 4 cores while b borrows a's GPUs: the answer is the scheduler's QueueLedger's, the
+    # same text the web view's why pending gives (tests/ui/test_views.py).
+    config = {"queues": [
+        {"name": "a", "nominalQuota": 16, "cohort": "c",
+         "resources": [{"name": "cpu", "nominalQuota": "8"}]},
+        {"name": "b", "nominalQuota": 8, "cohort": "c"}]}
+    ledger = [_entry("a", 8, 0, cpu=6000), _entry("b", 16, 8)]
+    waiting = _member("wait", 0)
+    waiting["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "a"
+    waiting["spec"]["containers"] = [{"name": "c", "resources": {"requests": {
+        "cpu": "4", "nvidia.com/gpu": "8"}}}]
+    elastic = _podgroup("el", 1)
+    elastic["metadata"]["annotations"] = {"trainmaster.io/max-members": "3"}
+    running = _member("el", 1)
+    running["spec"]["nodeName"], running["status"]["phase"] = "n0", "Running"
+    view = summarize([], [running], [], at(1), podgroups=[_podgroup("wait", 1), elastic],
+                     unbound=[waiting, _member("el", 2), _member("el", 3)], ledger=ledger,
+                     configs=[config])
+    rows = {p.gang: p for p in view.pending}
+    assert rows["wait"].queue == "a"
+    assert rows["wait"].quota == ("queue a: 6 cpu of 8 cpu in use, gang needs 4 cpu; cohort "
+                                  "c has only 2 cpu idle")
+    assert rows["wait"].would_start == ("quota admits it once its own queue's running gangs "
+                                        "finish")
+    assert rows["el"].size == "1..3 (running 1)" and rows["wait"].size == "1"
+    assert rows["el"].quota is None  # the default queue: no quota

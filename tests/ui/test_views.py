@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import http.client
 from datetime import timedelta
+from typing import Any
 
 from tests.ui.world import T0, at, node, pod, podgroup
+from trainmaster.api import HIGHER_PRIORITY, PreemptionRecord, preemption_annotations
 from trainmaster.bench import build_world, served
 from trainmaster.ui import (
     FixedSource,
@@ -111,22 +113,68 @@ def test_why_pending_finds_the_jobs_to_move_when_no_single_one_is_enough() -> No
     assert "after moving 2 job(s)" in why.counterfactual and "16 GPUs" in why.counterfactual
 
 
-def test_why_pending_says_when_quota_holds_a_gang_back_and_who_borrows() -> None:
+def _cpu_pod(name: str, group: str, node_name: str | None, queue: str,
+             cpu: str) -> dict[str, Any]:
+    body = pod(name, group, node_name, queue=queue)
+    body["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    return body
+
+
+def test_why_pending_is_the_schedulers_admission_answer_on_its_published_ledger() -> None:
+    # research lends 8 GPUs to prod (prod borrows them); research's waiting gang fits its
+    # GPU quota, but its cpu quota (8 cores, 6 in use) decides: the answer is the
+    # scheduler's QueueLedger.refusal on the ledger it published, not a count by label.
+    config = {"queues": [
+        {"name": "research", "nominalQuota": 16, "cohort": "all",
+         "resources": [{"name": "cpu", "nominalQuota": "8"}]},
+        {"name": "prod", "nominalQuota": 8, "cohort": "all"}]}
+    published = [
+        {"name": "research", "cohort": "all", "nominalQuota": 16, "flavorsUsage": [
+            {"name": "default", "resources": [
+                {"name": "nvidia.com/gpu", "total": 8, "borrowed": 0},
+                {"name": "cpu", "total": 6000, "borrowed": 0}]}]},
+        {"name": "prod", "cohort": "all", "nominalQuota": 8, "flavorsUsage": [
+            {"name": "default", "resources": [
+                {"name": "nvidia.com/gpu", "total": 16, "borrowed": 8}]}]}]
+    waiting = _cpu_pod("w-0", "wait", None, "research", "4")
+    waiting["status"]["conditions"] = [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "queue research: 6 cpu of 8 cpu in use, gang needs 4 cpu; cohort all "
+                   "has only 2 cpu idle", "lastTransitionTime": at(1)}]
     world = World(
         nodes=[node(f"n{i}", f"leaf-{i // 2}") for i in range(6)],
-        pods=[pod("r-0", "r-r0", "n0", queue="research"),
+        pods=[_cpu_pod("r-0", "r-r0", "n0", "research", "6"),
               pod("p-0", "p-r0", "n1", queue="prod"), pod("p-1", "p-r0", "n2", queue="prod"),
-              pod("w-0", "wait", None, queue="research")],
-        podgroups=[podgroup("wait", 1)],
-        queues=[{"name": "research", "nominalQuota": 8, "cohort": "all"},
-                {"name": "prod", "nominalQuota": 8, "cohort": "all"}])
+              waiting],
+        podgroups=[podgroup("wait", 1)], configs=[config], ledger=published,
+        queues=config["queues"])
     (why,) = why_pending(world)
-    assert why.quota == ("needs 8 GPUs of quota; queue research uses 8 of its nominal 8; "
-                         "prod borrows 8 from the cohort all")
+    assert why.pending.reason == ("Unschedulable: queue research: 6 cpu of 8 cpu in use, "
+                                  "gang needs 4 cpu; cohort all has only 2 cpu idle")
+    assert why.quota == ("queue research: 6 cpu of 8 cpu in use, gang needs 4 cpu; cohort "
+                         "all has only 2 cpu idle")
+    assert why.now.startswith("fits now on")
+    assert why.counterfactual == ("placement fits; quota admits it once its own queue's "
+                                  "running gangs finish")
     queues = {q.name: q for q in queue_infos(world)}
     assert (queues["prod"].in_use, queues["prod"].borrowed) == (16, 8)
     assert (queues["research"].lent, [p.key for p in queues["research"].pending]) == (
-        0, ["ml/wait"])
+        8, ["ml/wait"])
+
+
+def test_an_elastic_gang_shows_its_range_and_the_members_it_runs() -> None:
+    group = podgroup("el", 1)
+    group["metadata"]["annotations"]["trainmaster.io/max-members"] = "4"
+    world = World(
+        nodes=[node(f"n{i}", f"leaf-{i // 2}") for i in range(4)],
+        pods=[pod("el-0", "el", "n0"), pod("el-1", "el", "n1"),
+              pod("el-2", "el", None), pod("el-3", "el", None)],
+        podgroups=[group])
+    (why,) = why_pending(world)
+    assert why.pending.size == "1..4 (running 2)"
+    # The scheduler's assemble: a grow of the running gang, its members held to its leaf
+    # (leaf-0 is full), so it does not fit now.
+    assert why.now != "no pods to place yet" and not why.now.startswith("fits now")
 
 
 def test_pending_gangs_are_in_the_schedulers_order() -> None:
@@ -141,20 +189,25 @@ def test_pending_gangs_are_in_the_schedulers_order() -> None:
 
 
 def test_preemptions_come_from_the_schedulers_events() -> None:
+    evict = PreemptionRecord("ml/urgent-r0", 100, "prod", HIGHER_PRIORITY, 16, 3200.0)
+    shrink = PreemptionRecord("ml/urgent-r0", 100, "prod", HIGHER_PRIORITY, 8, 60.0,
+                              shrink=True, members=1)
     world = World(
-        podgroups=[{"metadata": {"name": "v-r0", "namespace": "ml",
-                                 "labels": {"kueue.x-k8s.io/queue-name": "research"}}}],
+        podgroups=[{"metadata": {"name": name, "namespace": "ml",
+                                 "labels": {"kueue.x-k8s.io/queue-name": "research"}}}
+                   for name in ("v-r0", "el-r0")],
         queues=[{"name": "research", "nominalQuota": 8}, {"name": "prod", "nominalQuota": 8}],
-        events=[{"reason": "Preempted", "lastTimestamp": at(5), "metadata": {"uid": "e"},
-                 "involvedObject": {"kind": "PodGroup", "namespace": "ml", "name": "v-r0"},
-                 "message": "preempted by ml/urgent-r0 (priority 100, queue prod, higher "
-                            "priority): 16 GPUs freed, 3200 GPU-seconds since the last "
-                            "checkpoint"}])
+        events=[{"reason": "Preempted", "lastTimestamp": at(5),
+                 "metadata": {"uid": f"e{i}", "annotations": preemption_annotations(record)},
+                 "involvedObject": {"kind": "PodGroup", "namespace": "ml", "name": victim},
+                 "message": "whatever the scheduler words it as"}
+                for i, (victim, record) in enumerate((("v-r0", evict), ("el-r0", shrink)))])
     queues = {q.name: q for q in queue_infos(world)}
     for name in ("prod", "research"):
-        (p,) = queues[name].preemptions
-        assert (p.victim, p.preemptor, p.gpus, p.work_lost, p.victim_queue) == (
-            "ml/v-r0", "ml/urgent-r0", 16, 3200, "research")
+        got = {(p.victim, p.preemptor, p.gpus, p.work_lost, p.victim_queue, p.shrink)
+               for p in queues[name].preemptions}
+        assert got == {("ml/v-r0", "ml/urgent-r0", 16, 3200, "research", False),
+                       ("ml/el-r0", "ml/urgent-r0", 8, 60, "research", True)}
 
 
 def test_every_view_answers_over_http_with_real_tables() -> None:

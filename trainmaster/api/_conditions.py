@@ -73,6 +73,15 @@ EVENT_FENCED: Final = "Fenced"
 """On a Node the operator cordoned and tainted."""
 EVENT_TOPOLOGY_UNKNOWN: Final = "TopologyUnknown"
 """On a GPU Node whose place in the switch tree is unknown."""
+EVENT_ELASTIC_SHRINK: Final = "ElasticShrink"
+"""On an elastic TrainingJob the operator shrank after losing members."""
+EVENT_ELASTIC_GROW: Final = "ElasticGrow"
+"""On an elastic TrainingJob the operator grew when capacity came back."""
+EVENT_FAILED_SCHEDULING: Final = "FailedScheduling"
+"""On a pending gang's PodGroup (a lone pod: on the pod): why trainmaster-scheduler
+cannot place it now, the same message as its pods' PodScheduled=False condition."""
+EVENT_SCHEDULED: Final = "Scheduled"
+"""On a placed gang's PodGroup (a lone pod: on the pod): where it went."""
 
 # --- conditions of other kinds trainmaster reads or writes ---------------------------
 
@@ -81,6 +90,11 @@ DISRUPTION_TARGET: Final = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 """DisruptionTarget's reason when trainmaster-scheduler (like kube-scheduler) preempts."""
 POD_SCHEDULED: Final = "PodScheduled"
+UNSCHEDULABLE: Final = "Unschedulable"
+"""PodScheduled=False reason (kube-scheduler's) for a gang that does not fit now."""
+NAMESPACE_NOT_SERVED: Final = "NamespaceNotServed"
+"""Pod PodScheduled=False reason and Warning Event reason: the pod names
+trainmaster-scheduler in a namespace it does not serve (``scheduler.namespaces``)."""
 NODE_READY: Final = "Ready"
 NIC_CONDITION: Final = "NICHealthy"
 """Node condition the NIC agent sets; the operator fences on NICHealthy=False."""

@@ -96,6 +96,8 @@ GANG_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
 """The Job controller's label on its pods: the gang's (Job's) uid."""
 COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
 """An indexed Job's pod's rank."""
+PREEMPTION_ANNOTATION: Final = "trainmaster.io/preemption"
+"""On a ``Preempted`` Event: the preemption's figures as JSON (``PreemptionRecord``)."""
 PREEMPT_LOWER: Final = "PreemptLowerPriority"
 """A PriorityClass's preemptionPolicy that lets its pods preempt."""
 

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from trainmaster.api import HOSTNAME_LABEL
 from trainmaster.scheduler import (
     CPU,
     GPU,
@@ -164,7 +165,7 @@ def realistic_node(i: int, rng: random.Random) -> NodeInfo:
     if rng.random() < 0.03:
         taints.append(_MAINTENANCE)
     labels = {
-        "kubernetes.io/hostname": f"gpu-{i:05d}",
+        HOSTNAME_LABEL: f"gpu-{i:05d}",
         "kubernetes.io/os": "linux",
         "topology.kubernetes.io/zone": f"zone-{i // 2500}",
         "node.kubernetes.io/instance-type": "a100.8x" if older else "h100.8x",

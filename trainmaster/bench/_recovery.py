@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, RECOVERY_BASELINE_LABEL
+from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL, RECOVERY_BASELINE_LABEL, RESUME_FROM_ENV
 from trainmaster.bench._errors import BenchError
 from trainmaster.bench._recovery_world import World, local_cluster
 from trainmaster.kubeclient import api_path, job_path, pod_path, trainingjob_path
@@ -110,7 +110,7 @@ def _now() -> str:
 
 def _resume(pod: dict[str, Any]) -> str:
     env = pod["spec"]["containers"][0].get("env") or []
-    return next((e.get("value", "") for e in env if e["name"] == "TRAINMASTER_RESUME_FROM"), "")
+    return next((e.get("value", "") for e in env if e["name"] == RESUME_FROM_ENV), "")
 
 
 class Heartbeats:

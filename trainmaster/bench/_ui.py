@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from trainmaster import api
-from trainmaster.api import UTC, format_time
+from trainmaster.api import POD_GROUP_LABEL, QUEUE_LABEL, UTC, format_time
 
 GPUS = 8
 NODES_PER_LEAF = 20
@@ -113,8 +113,8 @@ def build_world(nodes: int = 10_000, jobs: int = 1_000, seed: int = 1) -> Any:
                 cursor += 1
                 world.pods.append({
                     "metadata": {"name": f"{gang}-{r}", "namespace": ns, "uid": f"{gang}-{r}",
-                                 "labels": {"scheduling.x-k8s.io/pod-group": gang,
-                                            "kueue.x-k8s.io/queue-name": queue}},
+                                 "labels": {POD_GROUP_LABEL: gang,
+                                            QUEUE_LABEL: queue}},
                     "spec": {"nodeName": node, "schedulerName": "trainmaster-scheduler",
                              "containers": [{"name": "t", "resources": {"requests": {
                                  "nvidia.com/gpu": str(GPUS)}}}]},

@@ -15,9 +15,6 @@ import typer
 from trainmaster.cli._app import ClusterOpt, ContextOpt, KubeconfigOpt, app, say_target
 from trainmaster.errors import UsageError
 
-IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
-"""Set by the kubelet in every pod (the kubeclient's in-cluster rule reads it too)."""
-
 
 @app.command("ui")
 def ui(
@@ -86,7 +83,9 @@ def in_cluster_host(host: str, kubeconfig: Path | None, environ: Mapping[str, st
     if kubeconfig is not None or environ.get("KUBECONFIG"):
         raise UsageError("--in-cluster uses the pod's ServiceAccount; drop --kubeconfig "
                          "and $KUBECONFIG")
-    if not environ.get(IN_CLUSTER_ENV):
+    from trainmaster.kubeclient import IN_CLUSTER_ENV, in_pod
+
+    if not in_pod(environ):  # the client package's in-cluster rule
         raise UsageError(f"--in-cluster: not in a pod (${IN_CLUSTER_ENV} is not set); "
                          "`trainmaster ui` listens on loopback by default")
     return IN_CLUSTER

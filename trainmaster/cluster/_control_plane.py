@@ -1,5 +1,8 @@
 """`cluster up / down / status`: a real control plane on loopback with simulated GPU nodes.
 
+Over 500 lines on purpose: `up` is one ordered sequence of starts (below) whose every
+step must be undone by the same module's `down` when a later one fails; kept together.
+
 up:   etcd -> kube-apiserver -> kube-controller-manager (+ kube-scheduler unless switched
       off) -> kwok -> real nodes if asked (CoreDNS, containerd + kubelet each) -> one kwok
       Node per other spec node -> wait until every node is Ready -> kubeconfig.

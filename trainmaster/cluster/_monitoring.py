@@ -27,7 +27,9 @@ from typing import Any
 import yaml
 
 from trainmaster.api import (
+    APP_INSTANCE_LABEL,
     APP_MANAGED_BY_LABEL,
+    APP_NAME_LABEL,
     APP_PART_OF_LABEL,
     REAL_NODE_LABEL,
     STUB_ANNOTATION,
@@ -167,7 +169,7 @@ def _binding(kind: str, name: str, ns: str, sa: str, labels: dict[str, str]
 def stack_objects(namespace: str, cluster: str, scrape_interval: str) -> list[dict[str, Any]]:
     """Namespace, identities, the operator, the Prometheus and the Alertmanager CR."""
     labels = app_labels(OPERATOR, "monitoring", cluster)
-    selector = {"app.kubernetes.io/name": OPERATOR, "app.kubernetes.io/instance": cluster}
+    selector = {APP_NAME_LABEL: OPERATOR, APP_INSTANCE_LABEL: cluster}
     prom_labels = app_labels("prometheus", "monitoring", cluster)
     am_labels = app_labels("alertmanager", "monitoring", cluster)
     trainmaster_objects = {"matchLabels": {APP_PART_OF_LABEL: "trainmaster"}}

@@ -1,5 +1,8 @@
 """Real nodes beside the simulated ones: containerd + runc + kubelet per node, CoreDNS once.
 
+Over 500 lines on purpose: the folders, configs, start and teardown of a real node share
+one layout (``NodeLayout``, below); keeping them together keeps teardown exact.
+
 Every real node lives on this host with its own folders, socket, cgroup root and bridge:
 
     <state>/nodes/<name>/            configs (containerd, kubelet, CNI: Multus's thin plugin and

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from trainmaster.api import APP_COMPONENT_LABEL, APP_MANAGED_BY_LABEL, APP_PART_OF_LABEL
 from trainmaster.cluster import ClusterError, ClusterRecord, dns_ip
 from trainmaster.kubeclient import SyncKube
 from trainmaster.s3server import S3Server, start_for_cluster
@@ -26,7 +27,7 @@ from trainmaster.spec import ClusterSpec, Dataset
 from trainmaster.toolchain import build, is_built
 
 S3_PORT = 7070
-_MANAGED = {"app.kubernetes.io/managed-by": "trainmaster-local-cluster"}
+_MANAGED = {APP_MANAGED_BY_LABEL: "trainmaster-local-cluster"}
 
 
 def s3_endpoint(service: str, namespace: str, port: int = S3_PORT) -> str:
@@ -44,8 +45,8 @@ def serve_s3_dataset(record: ClusterRecord, namespace: str, service: str, secret
     address = dns_ip(record.net_slot)  # node 0's bridge: the host, as its pods see it
     server = start_for_cluster(Path(record.state_dir), address, port)
     server.seed(bucket, objects)
-    labels = {**_MANAGED, "app.kubernetes.io/part-of": record.name,
-              "app.kubernetes.io/component": "dataset-source"}
+    labels = {**_MANAGED, APP_PART_OF_LABEL: record.name,
+              APP_COMPONENT_LABEL: "dataset-source"}
     with SyncKube.connect(Path(record.kubeconfig)) as kube:
         kube.apply({"apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": namespace, "labels": _MANAGED}})

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from trainmaster import cluster
-from trainmaster.api import NODE_READY, REAL_NODE_LABEL
+from trainmaster.api import APP_MANAGED_BY_LABEL, APP_PART_OF_LABEL, NODE_READY, REAL_NODE_LABEL
 from trainmaster.apply import apply_spec
 from trainmaster.cluster import ClusterError, NodeLayout, layouts
 from trainmaster.image import Progress
@@ -125,8 +125,8 @@ def host_volume(kube: SyncKube, spec: ClusterSpec, claim: str, folder: Path) -> 
     dataset's source volume (`cache.datasets[].volume`)."""
     ns = spec.metadata.namespace
     folder.mkdir(parents=True, exist_ok=True)
-    labels = {"app.kubernetes.io/managed-by": "trainmaster-local-cluster",
-              "app.kubernetes.io/part-of": spec.metadata.name}
+    labels = {APP_MANAGED_BY_LABEL: "trainmaster-local-cluster",
+              APP_PART_OF_LABEL: spec.metadata.name}
     # The namespace by name only: the stack's own Namespace object (applied next, by
     # `pulumi up` under Pulumi's field manager) owns its labels; labelling it here made
     # Pulumi's server-side apply fail with a field conflict.

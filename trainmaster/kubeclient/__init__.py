@@ -16,7 +16,7 @@ the demo all talk to the API server through it.
 """
 
 from trainmaster.api import API_VERSION as TRAININGJOB_API_VERSION
-from trainmaster.api import CRD_API_VERSION, FIELD_MANAGER, PODGROUP_API_VERSION
+from trainmaster.api import CRD_API_VERSION, FIELD_MANAGER, IN_CLUSTER_ENV, PODGROUP_API_VERSION
 
 from ._client import JSON, SKIPPED, Kube
 from ._conflict import retry_on_conflict
@@ -28,6 +28,7 @@ from ._kubeconfig import (
     choose_kubeconfig,
     describe_target,
     generated_client,
+    in_pod,
     load_configuration,
     load_sync_configuration,
     select_cluster,
@@ -59,6 +60,7 @@ __all__ = [
     "DELETED",
     "FIELD_MANAGER",
     "GONE",
+    "IN_CLUSTER_ENV",
     "JSON",
     "KNOWN_PLURALS",
     "MODIFIED",
@@ -83,6 +85,7 @@ __all__ = [
     "describe_target",
     "event_path",
     "generated_client",
+    "in_pod",
     "is_status",
     "job_path",
     "load_configuration",

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import IN_CLUSTER_ENV
 from trainmaster.errors import TrainmasterError
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -187,7 +188,7 @@ def load_kubeconfig(path: Path, context: str | None = None) -> KubeConfig:
 def load_incluster(sa_dir: Path = SA_DIR) -> KubeConfig:
     """The pod's service account: $KUBERNETES_SERVICE_HOST/PORT, its token (re-read when
     kubelet rotates it) and CA."""
-    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    host = os.environ.get(IN_CLUSTER_ENV, "")
     port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
     if not host or not port:
         raise KubeConfigError("KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT not set")

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from trainmaster.api import IN_CLUSTER_ENV
 
 from ._fastconfig import KubeConfigError, Unsupported, load_incluster, load_kubeconfig
 
@@ -29,7 +32,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+def in_pod(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process runs in a pod (the kubelet sets ``$KUBERNETES_SERVICE_HOST``):
+    the in-cluster rule every command's kubeconfig choice follows."""
+    return bool((os.environ if environ is None else environ).get(IN_CLUSTER_ENV))
+
 
 _context: str | None = None
 """The kubeconfig context a command line chose (``--context``); None: the file's
@@ -77,7 +85,7 @@ def choose_kubeconfig(explicit: Path | None = None) -> Path | None:
     env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
     if env:
         return Path(env)
-    if os.environ.get(IN_CLUSTER_ENV):
+    if in_pod():
         return None
     return Path.home() / ".kube" / "config"
 
@@ -113,7 +121,7 @@ def describe_target(explicit: Path | None = None, chosen_by: str | None = None) 
         why = f"--cluster {_cluster}"
     elif os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]:
         why = "$KUBECONFIG"
-    elif os.environ.get(IN_CLUSTER_ENV):
+    elif in_pod():
         why = "in-cluster"
     else:
         why = "~/.kube/config"

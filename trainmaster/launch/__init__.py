@@ -5,13 +5,12 @@ and each checkpoint that completes in the checkpoint directory, and serves the s
 Prometheus metrics. See docs/operator.md, "The launcher contract".
 """
 
+from trainmaster.api import PROGRESS_FILE_ENV, STEP_PATTERN_ENV
 from trainmaster.launch._bundle import BUNDLE_NAME, write_bundle
 from trainmaster.launch._checkpoints import CheckpointWatcher, Found, step_of
 from trainmaster.launch._metrics import METRIC_NAMES, METRICS_PORT, LaunchMetrics
 from trainmaster.launch._progress import (
-    PROGRESS_FILE_ENV,
     STEP_PATTERN,
-    STEP_PATTERN_ENV,
     Progress,
     compile_step_pattern,
 )

@@ -8,9 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmaster.launch._progress import STEP_PATTERN, STEP_PATTERN_ENV
-
-HEARTBEAT_FILE_ENV = "TRAINMASTER_HEARTBEAT_FILE"
+from trainmaster.api import (
+    CHECKPOINT_DIR_ENV,
+    JOB_ENV,
+    METRICS_ADDRESS_ENV,
+    METRICS_PORT_ENV,
+    NAMESPACE_ENV,
+    RESTART_ENV,
+    STEP_PATTERN_ENV,
+)
+from trainmaster.launch._progress import STEP_PATTERN
 
 
 @dataclass(frozen=True)
@@ -38,18 +45,18 @@ class LaunchConfig:
         # Inside torchrun (`torchrun ... trainmaster launch -- python train.py`) RANK is the
         # global rank; around it, the pod's index in the Indexed Job is.
         rank = env.get("RANK") or env.get("JOB_COMPLETION_INDEX", "")
-        ckpt = env.get("TRAINMASTER_CHECKPOINT_DIR")
+        ckpt = env.get(CHECKPOINT_DIR_ENV)
         kubeconfig = env.get("KUBECONFIG")
-        port = env.get("TRAINMASTER_METRICS_PORT", "")
-        attempt = env.get("TRAINMASTER_RESTART", "")
+        port = env.get(METRICS_PORT_ENV, "")
+        attempt = env.get(RESTART_ENV, "")
         values: dict[str, Any] = {
-            "job": env.get("TRAINMASTER_JOB") or None,
-            "namespace": env.get("TRAINMASTER_NAMESPACE") or None,
+            "job": env.get(JOB_ENV) or None,
+            "namespace": env.get(NAMESPACE_ENV) or None,
             "rank": int(rank) if rank.isdigit() else None,
             "checkpoint_dir": Path(ckpt) if ckpt else None,
             "kubeconfig": Path(kubeconfig.split(os.pathsep)[0]) if kubeconfig else None,
             "metrics_port": int(port) if port.isdigit() else None,
-            "metrics_address": env.get("TRAINMASTER_METRICS_ADDRESS") or "127.0.0.1",
+            "metrics_address": env.get(METRICS_ADDRESS_ENV) or "127.0.0.1",
             "attempt": int(attempt) if attempt.isdigit() else 0,
         }
         if STEP_PATTERN_ENV in env:

@@ -31,6 +31,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainmaster.api import (
+    CHECKPOINT_NOW_ENV,
+    ELASTIC_ENV,
+    GANG_UID_ENV,
+    JOB_ENV,
+    RDZV_HOST_ENV,
+    RDZV_PORT_ENV,
+    RDZV_STRIDE_ENV,
+    RESUME_ARGS_ENV,
+    RESUME_FROM_ENV,
+    RESUME_TEMPLATE_ENV,
+    ROUND_ENV,
+)
 from trainmaster.launch._checkpoints import newest_complete
 from trainmaster.launch._rendezvous import (
     FAILED,
@@ -44,22 +57,9 @@ from trainmaster.launch._rendezvous import (
     newer,
 )
 from trainmaster.launch._resume import (
-    RESUME_ARGS_ENV,
-    RESUME_FROM_ENV,
-    RESUME_TEMPLATE_ENV,
     render_resume_args,
 )
 
-ELASTIC_ENV = "TRAINMASTER_ELASTIC"
-RDZV_PORT_ENV = "TRAINMASTER_RDZV_PORT"
-RDZV_STRIDE_ENV = "TRAINMASTER_RDZV_PORT_STRIDE"
-"""Launcher i serves on TRAINMASTER_RDZV_PORT + i * this (default 0): one host, many
-launchers (tests and `trainmaster launch` by hand)."""
-RDZV_HOST_ENV = "TRAINMASTER_RDZV_HOST"
-"""Host of launcher {index}; default: MASTER_ADDR with its first label's `-0` -> `-{index}`
-(the Indexed Job's pod names under the headless Service)."""
-CHECKPOINT_NOW_ENV = "TRAINMASTER_CHECKPOINT_NOW_FILE"
-ROUND_ENV = "TRAINMASTER_ELASTIC_ROUND"
 RDZV_PORT = 29400
 
 
@@ -111,7 +111,7 @@ class ElasticConfig:
         master_port = env.get("MASTER_PORT", "29500")
         return cls(index, int(low), int(high), host, int(port), int(stride),
                    master_port=int(master_port) if master_port.isdigit() else 29500,
-                   run_id=env.get("TRAINMASTER_GANG_UID") or env.get("TRAINMASTER_JOB", ""))
+                   run_id=env.get(GANG_UID_ENV) or env.get(JOB_ENV, ""))
 
 
 def _host_template(master: str) -> str:

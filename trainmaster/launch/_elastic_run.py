@@ -12,10 +12,11 @@ import tempfile
 import threading
 from pathlib import Path
 
-from trainmaster.launch._config import HEARTBEAT_FILE_ENV, LaunchConfig
+from trainmaster.api import ELASTIC_ENV, HEARTBEAT_FILE_ENV, PROGRESS_FILE_ENV
+from trainmaster.launch._config import LaunchConfig
 from trainmaster.launch._elastic import Agent, ElasticConfig, ElasticError
 from trainmaster.launch._plumbing import Reports, forward_output, pass_signals, serve_metrics
-from trainmaster.launch._progress import PROGRESS_FILE_ENV, LineFeed, Progress
+from trainmaster.launch._progress import LineFeed, Progress
 from trainmaster.launch._reporter import Sink
 
 
@@ -24,7 +25,7 @@ def elastic_config(index: int | None) -> ElasticConfig | None:
     env = os.environ
     pod = env.get("JOB_COMPLETION_INDEX") or ""
     own = int(pod) if pod.isdigit() else index
-    if not env.get("TRAINMASTER_ELASTIC"):
+    if not env.get(ELASTIC_ENV):
         return None
     if own is None:
         raise ElasticError("an elastic launcher needs its pod's index: JOB_COMPLETION_INDEX")

@@ -12,22 +12,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from trainmaster.api import API_VERSION, TRAININGJOB_PLURAL
+from trainmaster.api import API_VERSION, IN_CLUSTER_ENV, SERVICE_ACCOUNT_DIR_ENV, TRAININGJOB_PLURAL
 
-ACCOUNT = Path(os.environ.get("TRAINMASTER_SERVICE_ACCOUNT_DIR")
+ACCOUNT = Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV)
                or "/var/run/secrets/kubernetes.io/serviceaccount")
 """The pod's service-account mount (token, ca.crt); the variable is for tests."""
 TRAININGJOBS = f"/apis/{API_VERSION}/namespaces/{{ns}}/{TRAININGJOB_PLURAL}/{{name}}/status"
 
 
 def in_cluster(account: Path = ACCOUNT) -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (account / "token").exists()
+    return bool(os.environ.get(IN_CLUSTER_ENV)) and (account / "token").exists()
 
 
 def patch_status(namespace: str, name: str, body: dict[str, Any],
                  account: Path = ACCOUNT, timeout: float = 10.0) -> None:
     """JSON-merge-patch the TrainingJob's status; raises OSError (urllib's errors) on failure."""
-    host = os.environ["KUBERNETES_SERVICE_HOST"]
+    host = os.environ[IN_CLUSTER_ENV]
     port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
     if ":" in host:  # an IPv6 service address
         host = f"[{host}]"

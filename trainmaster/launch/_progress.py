@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 
 STEP_PATTERN = r"""(?i)\b(?:global[_ ]?step|step|iteration|iter)\b['"]?\s*[:=#]?\s*(\d+)"""
-PROGRESS_FILE_ENV = "TRAINMASTER_PROGRESS_FILE"
-STEP_PATTERN_ENV = "TRAINMASTER_STEP_PATTERN"
 
 
 def compile_step_pattern(pattern: str) -> re.Pattern[str]:

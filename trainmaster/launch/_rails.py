@@ -21,7 +21,8 @@ import struct
 from collections.abc import Mapping
 from pathlib import Path
 
-RAIL_SUBNETS_ENV = "TRAINMASTER_RAIL_SUBNETS"
+from trainmaster.api import RAIL_SUBNETS_ENV
+
 RENDERED_SOCKET_IFNAME = "eth0"
 _SIOCGIFADDR = 0x8915
 

@@ -31,12 +31,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from trainmaster.api import (
+    GANG_UID_ENV,
+    JOB_ENV,
+    RESTART_ENV,
+    RESUME_ARGS_ENV,
+    RESUME_FROM_ENV,
+    RESUME_TEMPLATE_ENV,
+)
 from trainmaster.launch._checkpoints import newest_complete, step_of
 
-RESUME_FROM_ENV = "TRAINMASTER_RESUME_FROM"
-RESUME_ARGS_ENV = "TRAINMASTER_RESUME_ARGS"
-RESUME_TEMPLATE_ENV = "TRAINMASTER_RESUME_TEMPLATE"
-GANG_ENV = "TRAINMASTER_GANG_UID"
+GANG_ENV = GANG_UID_ENV
 DECISION_PREFIX = ".trainmaster-resume-"
 STALE_DECISION_SECONDS = 600.0
 """Other gangs' decision files older than this are removed by the next deciding rank."""
@@ -235,8 +240,8 @@ def plan_start(command: list[str], env: Mapping[str, str], checkpoint_dir: Path 
         start.notes.append("the command does not end with $TRAINMASTER_RESUME_ARGS; "
                            f"resuming from {resume_from or 'the start'} as given")
         return start
-    gang = env.get(GANG_ENV) or f"{env.get('TRAINMASTER_JOB', '')}-r" \
-                                 f"{env.get('TRAINMASTER_RESTART', '')}"
+    gang = env.get(GANG_ENV) or f"{env.get(JOB_ENV, '')}-r" \
+                                 f"{env.get(RESTART_ENV, '')}"
     try:
         decision = agree(checkpoint_dir, gang, resume_from)
     except OSError as exc:

@@ -28,9 +28,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-CANDIDATES_ENV = "TRAINMASTER_RDZV_CANDIDATES"
-NODES_ENV = "TRAINMASTER_RDZV_NODES"
-REELECT_ENV = "TRAINMASTER_RDZV_REELECT"
+from trainmaster.api import RDZV_CANDIDATES_ENV, RDZV_NODES_ENV, RDZV_REELECT_ENV
+
+CANDIDATES_ENV = RDZV_CANDIDATES_ENV
+NODES_ENV = RDZV_NODES_ENV
+REELECT_ENV = RDZV_REELECT_ENV
 """How many times the launcher may start torchrun again on a new store (the job's
 restartPolicy.maxRestarts); default 3."""
 

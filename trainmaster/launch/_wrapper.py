@@ -28,7 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from trainmaster.launch._config import HEARTBEAT_FILE_ENV, LaunchConfig
+from trainmaster.api import HEARTBEAT_FILE_ENV, PROGRESS_FILE_ENV
+from trainmaster.launch._config import LaunchConfig
 from trainmaster.launch._elastic_run import elastic_config, run_elastic
 from trainmaster.launch._plumbing import (
     NullSink,
@@ -38,7 +39,6 @@ from trainmaster.launch._plumbing import (
     serve_metrics,
 )
 from trainmaster.launch._progress import (
-    PROGRESS_FILE_ENV,
     LineFeed,
     Progress,
     compile_step_pattern,

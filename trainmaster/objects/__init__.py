@@ -39,6 +39,7 @@ from trainmaster.objects._immutable import (
     immutable_fields,
     replacements,
 )
+from trainmaster.objects._job_env import gang_name
 from trainmaster.objects._job_render import gang_summary, job_objects, jobs_yaml
 from trainmaster.objects._jobs import (
     build_gang,
@@ -50,7 +51,6 @@ from trainmaster.objects._jobs import (
     build_service,
     build_training_job,
     build_training_jobs,
-    gang_name,
     priority_class_name,
     render_launch_script,
     trainer_account,

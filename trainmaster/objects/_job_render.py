@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
+from trainmaster.objects._job_env import gang_name
 from trainmaster.objects._jobs import (
     build_gang,
     build_training_job,
-    gang_name,
     job_priority_class,
 )
 from trainmaster.spec import ClusterSpec, Job, job_gang

@@ -21,7 +21,6 @@ from trainmaster.api import (
     API_VERSION,
     ATTEMPT_LABEL,
     DATASETS_ANNOTATION,
-    GANG_UID_LABEL,
     GPU_RESOURCE,
     GROUP,
     JOB_LABEL,
@@ -36,23 +35,25 @@ from trainmaster.api import (
     parse_bytes,
 )
 from trainmaster.launch import BUNDLE_NAME, METRICS_PORT
+from trainmaster.objects._job_env import (
+    ELASTIC_RDZV_PORT,
+    MASTER_PORT,
+    container_env,
+    gang_name,
+    torchrun_nnodes,
+)
 from trainmaster.objects._launch_args import (
     hyper_parameter_args,
-    resume_args_env,
-    resume_template_env,
 )
 from trainmaster.objects._netpol import allow_within_job
 from trainmaster.objects._networks import (
     NETWORKS_ANNOTATION,
-    nccl_env,
     pod_network_annotation,
     rdma_resources,
 )
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
 from trainmaster.spec import ClusterSpec, Job, job_gang
 
-MASTER_PORT = 29500
-ELASTIC_RDZV_PORT = 29400
 """torchrun's c10d store port; also where an elastic `python` gang's launchers
 rendezvous (trainmaster.launch._elastic)."""
 LAUNCHER_DIR = "/opt/trainmaster-launch"
@@ -69,11 +70,6 @@ def priority_class_name(spec: ClusterSpec, queue: str, priority: int | None = No
 
 def job_priority_class(spec: ClusterSpec, job: Job) -> str:
     return priority_class_name(spec, job.queue, job.priority)
-
-
-def gang_name(job: str, attempt: int) -> str:
-    """The name of attempt `attempt` of the job named `job`: its Job, PodGroup and pods."""
-    return f"{job}-r{attempt}"
 
 
 def build_training_job(spec: ClusterSpec, job: Job) -> dict[str, Any]:
@@ -140,10 +136,6 @@ def _entry(job: Job) -> str:
     return " ".join(shlex.quote(part) for part in (*command, *job.args, *flags))
 
 
-def _env_name(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
-
-
 @lru_cache(maxsize=1)
 def _template_env() -> jinja2.Environment:
     return jinja2.Environment(
@@ -164,11 +156,6 @@ def render_launch_script(job: Job) -> str:
     return _template_env().get_template("launch.sh.j2").render(
         job=job, entry=_entry(job), bundle=f"{LAUNCHER_DIR}/{BUNDLE_NAME}",
         nnodes=torchrun_nnodes(job), rdzv_port=ELASTIC_RDZV_PORT, rdzv_conf=conf)
-
-
-def torchrun_nnodes(job: Job) -> str:
-    """torchrun's --nnodes: MIN:MAX for an elastic job, else the fixed size."""
-    return f"{job.elastic.min_nodes}:{job.elastic.max_nodes}" if job.elastic else str(job.nodes)
 
 
 def _owner(owner: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -335,66 +322,6 @@ def _failure_limits(job: Job) -> dict[str, Any]:
             "podReplacementPolicy": "Failed"}
 
 
-def _elastic_env(job: Job, gang: str, pod_dns: str) -> dict[str, str]:
-    """How an elastic gang's pods find each other. torchrun (and megatron, which runs under
-    torchrun): torchrun's own elastic agent, whose
-    c10d store the launcher elects among the pods (trainmaster.launch._store). python:
-    trainmaster's launchers rendezvous among themselves and set RANK and WORLD_SIZE per
-    round (trainmaster.launch._elastic). Other launchers cannot be elastic (validate)."""
-    if job.elastic is None:
-        return {}
-    if job.launcher in ("torchrun", "megatron"):  # megatron runs under torchrun
-        return {"TRAINMASTER_RDZV_CANDIDATES": f"{gang}-{{index}}.{pod_dns}:{ELASTIC_RDZV_PORT}",
-                "TRAINMASTER_RDZV_NODES": str(job.elastic.max_nodes),
-                "TRAINMASTER_RDZV_REELECT": str(job.restart_policy.max_restarts)}
-    return {"TRAINMASTER_ELASTIC": f"{job.elastic.min_nodes}:{job.elastic.max_nodes}",
-            "TRAINMASTER_RDZV_PORT": str(ELASTIC_RDZV_PORT)}
-
-
-def _container_env(
-    spec: ClusterSpec, job: Job, attempt: int, resume_from: str | None
-) -> list[dict[str, Any]]:
-    gang = gang_name(job.name, attempt)
-    pod_dns = f"{job.name}.{spec.metadata.namespace}.svc"
-    # torchrun and deepspeed start a process per GPU; the python launcher one per pod.
-    procs_per_pod = 1 if job.launcher == "python" else job.gpus_per_pod
-    env: dict[str, str] = {
-        **nccl_env(spec),
-        "MASTER_ADDR": f"{gang}-0.{pod_dns}",
-        "MASTER_PORT": str(MASTER_PORT),
-        # torchrun's --nnodes: MIN:MAX for an elastic job (WORLD_SIZE is then torchrun's).
-        "NNODES": torchrun_nnodes(job),
-        "NPROC_PER_NODE": str(procs_per_pod),
-        "WORLD_SIZE": str(job.nodes * procs_per_pod),
-        "TRAINMASTER_JOB": job.name,
-        "TRAINMASTER_NAMESPACE": spec.metadata.namespace,
-        "TRAINMASTER_RESTART": str(attempt),
-        "TRAINMASTER_RESUME_FROM": resume_from or "",
-        "TRAINMASTER_RESUME_ARGS": resume_args_env(job, resume_from),
-        # For the launcher to resume from a newer complete checkpoint it finds at start-up.
-        "TRAINMASTER_RESUME_TEMPLATE": resume_template_env(job),
-        # Every rank serves its progress to the PodMonitor on the `metrics` port (the
-        # job's NetworkPolicy admits only the scraper to it).
-        "TRAINMASTER_METRICS_PORT": str(METRICS_PORT),
-        "TRAINMASTER_METRICS_ADDRESS": "0.0.0.0",
-        **_elastic_env(job, gang, pod_dns),
-    }
-    if job.checkpoint is not None:
-        env["TRAINMASTER_CHECKPOINT_DIR"] = job.checkpoint.path
-        env["TRAINMASTER_CHECKPOINT_INTERVAL_MINUTES"] = str(job.checkpoint.interval_minutes)
-        env["TRAINMASTER_CHECKPOINT_KEEP"] = str(job.checkpoint.keep)
-    for key, value in job.hyper_parameters.items():
-        env[f"TM_HP_{_env_name(key)}"] = str(value)
-    env.update(job.env)
-    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
-    out.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
-    # The attempt's Job uid (its controller sets the label): the ranks of one gang agree
-    # on the checkpoint to resume from under this name (trainmaster.launch._resume).
-    out.append({"name": "TRAINMASTER_GANG_UID", "valueFrom": {"fieldRef": {
-        "fieldPath": f"metadata.labels['{GANG_UID_LABEL}']"}}})
-    return out
-
-
 def _launcher_init(spec: ClusterSpec) -> dict[str, Any]:
     """The init container that brings the launcher to any training image: the trainmaster
     image writes its self-contained bundle into the emptyDir the trainer runs it from."""
@@ -493,7 +420,7 @@ def build_gang_job(
                             "image": job.image,
                             "command": ["/bin/bash", "/etc/trainmaster/launch.sh"],
                             "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
-                            "env": _container_env(spec, job, attempt, resume_from),
+                            "env": container_env(spec, job, attempt, resume_from),
                             "resources": {"requests": resources, "limits": dict(resources)},
                             # IPC_LOCK: RDMA pins (locks) the memory it registers.
                             "securityContext": confined_container(add=["IPC_LOCK"]),

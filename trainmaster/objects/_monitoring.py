@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainmaster.api import app_labels
+from trainmaster.api import APP_COMPONENT_LABEL, APP_INSTANCE_LABEL, APP_NAME_LABEL, app_labels
 from trainmaster.objects._netpol import allow_metrics
 from trainmaster.objects._nodeagent import build_nic_agent
 from trainmaster.spec import ClusterSpec
@@ -147,7 +147,7 @@ def _dashboard(spec: ClusterSpec) -> dict[str, Any]:
 def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
     mon, ns, cluster = spec.monitoring, spec.metadata.namespace, spec.metadata.name
     labels = app_labels("gpu-exporter", "monitoring", cluster)
-    selector = {"app.kubernetes.io/name": "gpu-exporter", "app.kubernetes.io/instance": cluster}
+    selector = {APP_NAME_LABEL: "gpu-exporter", APP_INSTANCE_LABEL: cluster}
     interval = f"{mon.scrape_interval_seconds}s"
     objs: list[dict[str, Any]] = [*build_nic_agent(spec)]
     if mon.gpu_exporter.enabled:
@@ -212,8 +212,8 @@ def build_monitoring(spec: ClusterSpec) -> list[dict[str, Any]]:
             "spec": {
                 "selector": {
                     "matchLabels": {
-                        "app.kubernetes.io/component": "worker",
-                        "app.kubernetes.io/instance": cluster,
+                        APP_COMPONENT_LABEL: "worker",
+                        APP_INSTANCE_LABEL: cluster,
                     }
                 },
                 "podMetricsEndpoints": [{"port": "metrics", "interval": interval}],

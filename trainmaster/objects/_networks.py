@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainmaster.api import RDMA_PREFIX, app_labels
+from trainmaster.api import (
+    APP_INSTANCE_LABEL,
+    APP_NAME_LABEL,
+    RAIL_SUBNETS_ENV,
+    RDMA_PREFIX,
+    app_labels,
+)
 from trainmaster.spec import ClusterSpec
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -126,8 +132,8 @@ def build_rdma_device_plugin(spec: ClusterSpec) -> dict[str, Any]:
     """The device plugin DaemonSet (privileged: it manages host RDMA devices)."""
     labels = app_labels("rdma-shared-device-plugin", "networks", spec.metadata.name)
     selector = {
-        "app.kubernetes.io/name": labels["app.kubernetes.io/name"],
-        "app.kubernetes.io/instance": spec.metadata.name,
+        APP_NAME_LABEL: labels[APP_NAME_LABEL],
+        APP_INSTANCE_LABEL: spec.metadata.name,
     }
     return {
         "apiVersion": "apps/v1",
@@ -205,7 +211,7 @@ def nccl_env(spec: ClusterSpec) -> dict[str, str]:
         "NCCL_NET_GDR_LEVEL": "PHB",
         # For `trainmaster launch` to find the pod's rail interfaces by their addresses
         # (trainmaster.launch._rails), whatever Multus or the node named them.
-        "TRAINMASTER_RAIL_SUBNETS": ",".join(r.subnet for r in compute.rails),
+        RAIL_SUBNETS_ENV: ",".join(r.subnet for r in compute.rails),
     }
     if compute.fabric == "roce" and compute.lossless is not None:
         env["NCCL_IB_GID_INDEX"] = str(compute.lossless.gid_index)

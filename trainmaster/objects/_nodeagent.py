@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.api import app_labels
+from trainmaster.api import APP_INSTANCE_LABEL, APP_NAME_LABEL, app_labels
 from trainmaster.objects._networks import rail_devices
 from trainmaster.objects._rbac import identity
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
@@ -40,7 +40,7 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
     ns, cluster, name = spec.metadata.namespace, spec.metadata.name, nic_agent_name(spec)
     labels = app_labels("nic-agent", "monitoring", cluster)
     sysfs = spec.monitoring.nic_agent.sysfs_path  # the host's /sys, or a tree laid out as it
-    selector = {"app.kubernetes.io/name": "nic-agent", "app.kubernetes.io/instance": cluster}
+    selector = {APP_NAME_LABEL: "nic-agent", APP_INSTANCE_LABEL: cluster}
     command = [
         "trainmaster", "node-agent", "nic",
         "--sysfs", "/host/sys",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.api import GROUP, app_labels
+from trainmaster.api import APP_INSTANCE_LABEL, APP_NAME_LABEL, GROUP, app_labels
 from trainmaster.objects._rbac import identity
 from trainmaster.objects._scrape import METRICS_ARGS, POD_IP_ENV, metrics_port, scrape_objects
 from trainmaster.objects._security import system_namespace, system_placement
@@ -107,8 +107,8 @@ def build_operator(spec: ClusterSpec, spec_text: str) -> list[dict[str, Any]]:
     name = f"{cluster}-operator"
     labels = app_labels("trainmaster-operator", "operator", cluster)
     selector = {
-        "app.kubernetes.io/name": "trainmaster-operator",
-        "app.kubernetes.io/instance": cluster,
+        APP_NAME_LABEL: "trainmaster-operator",
+        APP_INSTANCE_LABEL: cluster,
     }
     command = ["trainmaster", "operator", "run", "--namespace", ns,
                "--spec-configmap", spec_configmap_name(spec),

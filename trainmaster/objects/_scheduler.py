@@ -8,7 +8,13 @@ from typing import Any
 
 import yaml
 
-from trainmaster.api import app_labels, queue_ledger_name
+from trainmaster.api import (
+    APP_INSTANCE_LABEL,
+    APP_NAME_LABEL,
+    PREEMPT_LOWER,
+    app_labels,
+    queue_ledger_name,
+)
 from trainmaster.objects._guards import build_guards
 from trainmaster.objects._jobs import priority_class_name
 from trainmaster.objects._local_queues import (
@@ -245,7 +251,7 @@ def _priority_class(spec: ClusterSpec, queue: Queue, value: int, name: str) -> d
             "labels": app_labels(queue.name, "queue", spec.metadata.name),
         },
         "value": value,
-        "preemptionPolicy": "PreemptLowerPriority" if preempts else "Never",
+        "preemptionPolicy": PREEMPT_LOWER if preempts else "Never",
         "globalDefault": False,
         "description": f"trainmaster queue {queue.name}"
         + (f" (quota {quota} GPUs)" if quota is not None else ""),
@@ -269,7 +275,7 @@ def build_scheduler(spec: ClusterSpec) -> list[dict[str, Any]]:
     name, ns = spec.scheduler.name, system_namespace(spec)
     labels = app_labels(name, "scheduler", spec.metadata.name)
     teams = local_queue_namespaces(spec)  # it reads their LocalQueues, there only
-    selector = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": spec.metadata.name}
+    selector = {APP_NAME_LABEL: name, APP_INSTANCE_LABEL: spec.metadata.name}
     container = system_container(
         spec, "scheduler",
         ["trainmaster-scheduler", "--config", "/etc/trainmaster-scheduler/config.yaml",

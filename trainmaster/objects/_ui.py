@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmaster.api import GROUP, PODGROUP_GROUP, TRAININGJOB_PLURAL, app_labels
+from trainmaster.api import (
+    APP_INSTANCE_LABEL,
+    APP_NAME_LABEL,
+    GROUP,
+    PODGROUP_GROUP,
+    TRAININGJOB_PLURAL,
+    app_labels,
+)
 from trainmaster.objects._netpol import NAMESPACE_NAME_LABEL
 from trainmaster.objects._operator import NODE_EVENT_NAMESPACE
 from trainmaster.objects._rbac import identity
@@ -121,8 +128,8 @@ def build_ui(spec: ClusterSpec) -> list[dict[str, Any]]:
         return []
     name, namespace = ui_name(spec), system_namespace(spec)
     labels = app_labels("trainmaster-ui", "ui", spec.metadata.name)
-    selector = {"app.kubernetes.io/name": "trainmaster-ui",
-                "app.kubernetes.io/instance": spec.metadata.name}
+    selector = {APP_NAME_LABEL: "trainmaster-ui",
+                APP_INSTANCE_LABEL: spec.metadata.name}
     return [
         *identity(name, namespace, labels, cluster_rules=UI_CLUSTER_RULES,
                   namespaced_rules=ui_rules(spec)),

@@ -34,6 +34,7 @@ from trainmaster.api import (
     CACHE_READY,
     CACHE_WARMING,
     DATASET_LABEL,
+    POD_SCHEDULED,
     dataset_label,
 )
 from trainmaster.kubeclient import Kube, node_path
@@ -173,7 +174,7 @@ def warmup_failure(pod: dict[str, Any]) -> WarmupFailure | None:
     node = pinned_node(pod)
     if status.get("phase") == "Pending" and not (pod.get("spec") or {}).get("nodeName"):
         for cond in status.get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+            if cond.get("type") == POD_SCHEDULED and cond.get("status") == "False" \
                     and cond.get("reason") == "Unschedulable":
                 why = str(cond.get("message") or "no reason given").strip()
                 return WarmupFailure(dataset, name, node, f"cannot be placed: {why}", 0,

@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from trainmaster.api import format_time
+from trainmaster.api import EVENT_ELASTIC_GROW, EVENT_ELASTIC_SHRINK, format_time
 from trainmaster.operator._faults import retryable
 from trainmaster.operator._model import Cause, Fault, GangView, JobState, NodeHealth, PodView
 from trainmaster.spec import Job
 
-EVENT_SHRUNK = "ElasticShrink"
-EVENT_GROWN = "ElasticGrow"
+EVENT_SHRUNK = EVENT_ELASTIC_SHRINK
+EVENT_GROWN = EVENT_ELASTIC_GROW
 
 
 def required_pods(job: Job) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from trainmaster.api import COND_FAILED, COND_SUSPENDED, parse_time
+from trainmaster.api import COND_FAILED, COND_SUSPENDED, EVENT_SPEC_CHANGED, parse_time
 
 BACKOFF_CAP_SECONDS = 600
 """restartPolicy.backoffSeconds doubles per restart up to this (the spec's documented cap)."""
@@ -38,7 +38,7 @@ class Cause(enum.StrEnum):
     HANG = "Hang"
     GANG_FAILED = "GangFailed"
     """The Job failed with no failed pod left to blame (a pod was deleted or evicted)."""
-    SPEC_CHANGED = "SpecChanged"
+    SPEC_CHANGED = EVENT_SPEC_CHANGED
     """The TrainingJob's spec changed: a new gang, not counted as a restart."""
     PREEMPTED = "Preempted"
     """The scheduler evicted the gang for a higher-priority one (or a lender's quota):

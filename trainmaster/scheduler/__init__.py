@@ -126,6 +126,8 @@ if TYPE_CHECKING:
         charged_ledger,
         fair_report,
     )
+    from .runtime.gangs import Waiting, assemble
+    from .runtime.local_queues import LocalQueues
     from .runtime.loop import SchedulerRuntime
     from .runtime.service import ServiceOptions, serve
 
@@ -150,6 +152,9 @@ _RUNTIME = {
     "charged_ledger": "runtime.fair_report",
     "fair_report": "runtime.fair_report",
     "topology_label": "_keys",
+    "Waiting": "runtime.gangs",
+    "assemble": "runtime.gangs",
+    "LocalQueues": "runtime.local_queues",
 }
 
 
@@ -198,6 +203,7 @@ __all__ = [
     "GangScheduler",
     "Handle",
     "LiveDomain",
+    "LocalQueues",
     "NodeFairness",
     "NodeInfo",
     "NodeSelectorRequirement",
@@ -230,6 +236,8 @@ __all__ = [
     "TopologyMode",
     "Unschedulable",
     "Victim",
+    "Waiting",
+    "assemble",
     "base_units",
     "charged_ledger",
     "cohort_specs",

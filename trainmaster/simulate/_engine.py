@@ -1,6 +1,8 @@
 """The discrete-event loop for one policy: virtual time, a heap of events, and the
 scheduler's own ``GangScheduler`` (queue order, backfill, anti-starvation reservations,
 reserve/permit, all-or-nothing gangs) with the policy plugged in as its placer.
+Over 500 lines on purpose: one ``Simulation`` class whose event handlers share its state
+(clock, heap, running jobs, queues); split, they would pass that state around.
 
 At every event time: apply all events of that instant (finishes first, then failures,
 repairs, arrivals, restarts), run one scheduling cycle, start what it placed, and sample

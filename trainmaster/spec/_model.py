@@ -1,5 +1,9 @@
 """The typed spec model. Defaults live here and only here.
 
+Over 500 lines on purpose: one small pydantic class per object of the spec (about 45),
+kept in one module so a field's type, bounds, default and doc, which become the schema,
+are read in one place and no class imports another module's half of the tree.
+
 The JSON Schema in ``schemas/cluster.schema.json`` is generated from these classes
 (``trainmaster schema``), so field docs, bounds and defaults cannot drift apart. Field
 docstrings become the schema's descriptions.

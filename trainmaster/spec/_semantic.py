@@ -1,5 +1,8 @@
 """Rules the JSON Schema cannot express: references, uniqueness, capacity and addressing.
 
+Over 500 lines on purpose: one short generator per rule (about 20), each independent;
+the list of rules the loader runs is the whole of this module, read top to bottom.
+
 Each check takes the schema-valid model and yields SpecIssue values (path, message). The
 loader adds line numbers. Checks never raise: a broken part is reported and skipped.
 """

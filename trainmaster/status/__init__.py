@@ -30,11 +30,19 @@ from trainmaster.status._live import (
     progress_from_results,
     prometheus_url,
 )
+from trainmaster.status._pending import PendingGang
+from trainmaster.status._queue_book import (
+    SCHEDULER_REASONS,
+    QueueBook,
+    SchedulerSays,
+    gang_quota,
+    gang_size,
+    scheduler_reason,
+)
 from trainmaster.status._render import age, render_view
 from trainmaster.status._view import (
     FencedNode,
     JobRow,
-    PendingGang,
     QueueRow,
     ResourceView,
     SwitchUsage,
@@ -51,6 +59,7 @@ from trainmaster.status._view import (
 
 __all__ = [
     "PROMETHEUS",
+    "SCHEDULER_REASONS",
     "TRAININGJOB",
     "DatasetCache",
     "FencedNode",
@@ -60,14 +69,18 @@ __all__ = [
     "PendingGang",
     "Progress",
     "PrometheusError",
+    "QueueBook",
     "QueueRow",
     "ResourceView",
+    "SchedulerSays",
     "SwitchUsage",
     "age",
     "collect_view",
     "dataset_caches",
     "discover_prometheus",
     "fairness",
+    "gang_quota",
+    "gang_size",
     "gpu_request",
     "is_prometheus_pod",
     "job_progress",
@@ -86,6 +99,7 @@ __all__ = [
     "resource_lines",
     "scheduler_configs",
     "scheduler_queues",
+    "scheduler_reason",
     "share_text",
     "summarize",
     "topology_levels",

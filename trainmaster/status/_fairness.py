@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from trainmaster.api import QUEUE_LABEL, QUEUE_LEDGER_KEY
+
+if TYPE_CHECKING:
+    from trainmaster.scheduler import SchedulerConfig
 
 Usage = dict[str, dict[str, int]]
 """queue -> resource -> base units (devices, millicores, bytes)."""
@@ -139,7 +142,23 @@ def fairness(configs: Iterable[Mapping[str, Any]], usage: Mapping[str, Mapping[s
     queues that have a quota, charged with ``usage``: of several (several schedulers),
     the one whose queues hold most of ``usage``'s queues, then the first; None when there
     is none (or it does not parse: the scheduler would not have started with it)."""
-    from trainmaster.scheduler import ConfigError, SchedulerConfig, charged_ledger, fair_report
+    from trainmaster.scheduler import charged_ledger, fair_report
+
+    config = pick_config(configs, usage)
+    if config is None:
+        return None
+    ledger = charged_ledger(config.queues, config.cohorts, config.fair_sharing,
+                            {q: dict(a) for q, a in usage.items() if q in
+                             {s.name for s in config.queues}})
+    return fair_report(ledger).to_json()
+
+
+def pick_config(configs: Iterable[Mapping[str, Any]], usage: Mapping[str, Mapping[str, int]],
+                ) -> SchedulerConfig | None:
+    """Of several scheduler configs (several schedulers), the one with quotas whose
+    queues hold most of ``usage``'s queues, then the first; None when there is none (or
+    it does not parse: the scheduler would not have started with it)."""
+    from trainmaster.scheduler import ConfigError, SchedulerConfig
 
     def overlap(doc: Mapping[str, Any]) -> int:
         names = {str(q.get("name")) for q in doc.get("queues") or [] if isinstance(q, dict)}
@@ -150,10 +169,6 @@ def fairness(configs: Iterable[Mapping[str, Any]], usage: Mapping[str, Mapping[s
             config = SchedulerConfig.from_mapping(doc)
         except (ConfigError, TypeError, ValueError):
             continue
-        if not any(q.limited for q in config.queues):
-            continue
-        ledger = charged_ledger(config.queues, config.cohorts, config.fair_sharing,
-                                {q: dict(a) for q, a in usage.items() if q in
-                                 {s.name for s in config.queues}})
-        return fair_report(ledger).to_json()
+        if any(q.limited for q in config.queues):
+            return config
     return None

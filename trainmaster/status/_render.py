@@ -111,11 +111,15 @@ def render_view(view: ResourceView, console: Console) -> None:
     print_caches(console, view)
     if view.pending:
         pending = Table(title=f"Pending gangs ({len(view.pending)})")
-        for col in ("namespace", "job", "gang", "pods", "reason"):
+        # The scheduler's words (its reason; its quota answer on its published ledger).
+        for col in ("namespace", "job", "gang", "queue", "pods", "reason", "quota"):
             pending.add_column(col, justify="right" if col == "pods" else "left")
         for p in view.pending:
-            pending.add_row(p.namespace, p.job, p.gang or "-",
-                            "-" if p.pods is None else str(p.pods), p.reason)
+            pods = p.size or ("-" if p.pods is None else str(p.pods))
+            quota = f"{p.quota} ({p.would_start})" if p.quota and p.would_start \
+                else p.quota or "-"
+            pending.add_row(p.namespace, p.job, p.gang or "-", p.queue or "-", pods,
+                            p.reason, quota)
         console.print(pending)
     else:
         console.print("no pending gangs")

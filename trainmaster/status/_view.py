@@ -26,7 +26,6 @@ from trainmaster.api import (
     GPU_RESOURCE,
     NODE_READY,
     PENDING,
-    POD_GROUP_LABEL,
     QUEUE_LABEL,
     QUEUE_LEDGER_COMPONENT,
     RESTARTING,
@@ -39,6 +38,7 @@ from trainmaster.kubeclient import (
     ApiError,
     Kube,
     SyncKube,
+    localqueue_path,
     node_path,
     pod_path,
     podgroup_path,
@@ -56,6 +56,8 @@ from trainmaster.status._live import (
     job_progress,
     live_progress,
 )
+from trainmaster.status._pending import PendingGang, explain_pending, podgroup_gangs
+from trainmaster.status._queue_book import QueueBook
 
 
 @dataclass
@@ -100,18 +102,6 @@ class FencedNode:
     switch: str | None
     reason: str
     since: str | None
-
-
-@dataclass
-class PendingGang:
-    """A gang the scheduler has not placed yet: a TrainingJob's (``job`` is its name) or
-    any other PodGroup's (``job`` is "-"). ``pods``: its members still unbound."""
-
-    namespace: str
-    job: str
-    gang: str | None
-    reason: str
-    pods: int | None = None
 
 
 @dataclass
@@ -247,11 +237,13 @@ def summarize(
     unbound: list[dict[str, Any]] | None = None,
     ledger: list[dict[str, Any]] | None = None,
     configs: list[dict[str, Any]] | None = None,
+    localqueues: list[dict[str, Any]] | None = None,
 ) -> ResourceView:
     """``pods``: bound, unfinished pods; ``unbound``: pods waiting for a node (members
     of pending gangs); ``podgroups``: every PodGroup the scheduler serves; ``ledger``:
     the queue entries the scheduler published (None: none found, count by labels);
-    ``configs``: the scheduler's config documents (queues, cohorts, fairSharing)."""
+    ``configs``: the scheduler's config documents (queues, cohorts, fairSharing);
+    ``localqueues``: the LocalQueues (how a team namespace's label resolves)."""
     levels = topology_levels(nodes)
     used: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -307,50 +299,13 @@ def summarize(
         if pending is not None:
             view.pending.append(pending)
     view.jobs.sort(key=lambda j: (j.namespace, j.name))
-    view.pending.extend(_podgroup_gangs(podgroups or [], unbound or [], trainingjobs))
+    view.pending.extend(podgroup_gangs(podgroups or [], unbound or [], trainingjobs))
+    explain_pending(view.pending, QueueBook.build(configs or [], ledger, pods, localqueues or []),
+                    podgroups or [], unbound or [], pods)
     names = {node.get("metadata", {}).get("name") for node in nodes}
     view.gpus_used = sum(gpus for node, gpus in used.items() if node in names)
     view.gpus_outside_queues = max(0, view.gpus_used - sum(q.in_use for q in view.queues))
     return view
-
-
-def _scheduled_condition(pod: dict[str, Any]) -> str | None:
-    """`Unschedulable: 0/8 nodes are available...` from a pod's PodScheduled=False."""
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            reason, message = cond.get("reason") or "", cond.get("message") or ""
-            return ": ".join(part for part in (reason, message) if part) or None
-    return None
-
-
-def _podgroup_gangs(podgroups: list[dict[str, Any]], unbound: list[dict[str, Any]],
-                    trainingjobs: list[dict[str, Any]]) -> list[PendingGang]:
-    """PodGroups with members still waiting for a node, except TrainingJobs' gangs (their
-    job row already says why, with the operator's words)."""
-    tj_gangs = {((tj.get("metadata") or {}).get("namespace"), (tj.get("status") or {})
-                 .get("gang")) for tj in trainingjobs}
-    waiting: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for pod in unbound:
-        meta = pod.get("metadata") or {}
-        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
-        if group and not (pod.get("spec") or {}).get("nodeName") \
-                and (pod.get("status") or {}).get("phase") in (None, "Pending"):
-            waiting[(meta.get("namespace", ""), group)].append(pod)
-    out = []
-    for pg in podgroups:
-        meta = pg.get("metadata") or {}
-        key = (meta.get("namespace", ""), meta.get("name", ""))
-        owners = {ref.get("kind") for ref in meta.get("ownerReferences") or []}
-        if key in tj_gangs or "TrainingJob" in owners or not waiting.get(key):
-            continue
-        members = waiting[key]
-        reasons = [r for r in map(_scheduled_condition, members) if r]
-        reason = reasons[0] if reasons else "waiting for the scheduler"
-        want = (pg.get("spec") or {}).get("minMember")
-        of = f" of {want}" if isinstance(want, int) else ""
-        out.append(PendingGang(key[0], "-", key[1],
-                               f"{len(members)}{of} pods unscheduled: {reason}", len(members)))
-    return sorted(out, key=lambda g: (g.namespace, g.gang or ""))
 
 
 def _tree_order(items: list[SwitchUsage], order: dict[str, int]) -> list[SwitchUsage]:
@@ -416,8 +371,17 @@ async def read_view(kube: Kube, namespace: str | None = None) -> ResourceView:
     podgroups = await _optional(kube, podgroup_path(namespace))
     configs = await _scheduler_configs(kube)
     queues = [q for doc in configs for q in doc.get("queues") or [] if isinstance(q, dict)]
+    localqueues = await _readable(kube, localqueue_path(namespace))
     return summarize(nodes, pods, tjs, datetime.now(UTC), queues, podgroups, unbound,
-                     await _scheduler_ledger(kube), configs)
+                     await _scheduler_ledger(kube), configs, localqueues)
+
+
+async def _readable(kube: Kube, path: str) -> list[dict[str, Any]]:
+    """The objects of a kind one may lack the CRD or the right to read: none then."""
+    try:
+        return await kube.list(path)
+    except ApiError:
+        return []
 
 
 async def _optional(kube: Kube, path: str) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from trainmaster.api import UTC, parse_time
+from trainmaster.api import POD_GROUP_LABEL, POD_SCHEDULED, UTC, parse_time
 from trainmaster.kubeclient import JSON
 from trainmaster.launch import step_of
 from trainmaster.objects import gang_name
@@ -118,11 +118,11 @@ def scheduled_index(events: Sequence[JSON], pods: Sequence[JSON] = ()) -> Schedu
     from_pods: Scheduled = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
-        group = (meta.get("labels") or {}).get("scheduling.x-k8s.io/pod-group")
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
         if not group:
             continue
         for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            if cond.get("type") == POD_SCHEDULED and cond.get("status") == "True":
                 t = parse_time(cond.get("lastTransitionTime"))
                 key = (str(meta.get("namespace", "")), str(group))
                 if t is not None and (key not in from_pods or t > from_pods[key]):
@@ -267,7 +267,7 @@ def nodes_ran_on(tj: JSON, world: World) -> list[tuple[str, str]]:
     seen: dict[tuple[str, str], None] = {}
     for pod in world.pods:
         pmeta = pod.get("metadata") or {}
-        group = str((pmeta.get("labels") or {}).get("scheduling.x-k8s.io/pod-group") or "")
+        group = str((pmeta.get("labels") or {}).get(POD_GROUP_LABEL) or "")
         node = (pod.get("spec") or {}).get("nodeName")
         if pmeta.get("namespace") == namespace and group.startswith(prefix) and node:
             seen[(node, group)] = None

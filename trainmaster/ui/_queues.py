@@ -1,26 +1,22 @@
-"""The queues view: each queue's nominal quota, GPUs in use (the same count as
-`trainmaster status`: ``trainmaster.status.queue_rows``), borrowed and lent within its
-cohort, its pending gangs in the scheduler's order, and the preemptions the scheduler
-announced (its ``Preempted`` Events: victim, preemptor, GPUs freed, work lost); and the
-queue tree's fair sharing, as `trainmaster status` shows it (``queue_fairness_view``)."""
+"""The queues view: each queue's nominal quota, GPUs in use and borrowed (the ledger the
+scheduler publishes, as `trainmaster status` shows it: ``ledger_rows``; by pod label only
+when none is published), lent (the scheduler's ``fair_report``), its pending gangs in the
+scheduler's order (charged to the queue the scheduler resolves), and the preemptions the
+scheduler announced (its ``Preempted`` Events' ``PreemptionRecord``: victim, preemptor,
+GPUs freed, work lost, an elastic shrink); and the queue tree's fair sharing, as
+`trainmaster status` shows it (``queue_fairness_view``)."""
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from trainmaster.api import EVENT_PREEMPTED, QUEUE_LABEL
+from trainmaster.api import EVENT_PREEMPTED, GPU_RESOURCE, QUEUE_LABEL, read_preemption
 from trainmaster.status import percent, queue_fairness, resource_lines, share_text
 from trainmaster.ui._jobs import _event_time
 from trainmaster.ui._topology import holds_capacity
-from trainmaster.ui._why import Pending, pending_gangs, queue_summary
+from trainmaster.ui._why import Pending, book_of, pending_gangs, queue_summary
 from trainmaster.ui._world import World
-
-_PREEMPTED = re.compile(
-    r"preempted by (?P<by>\S+) \(priority (?P<priority>-?\d+), queue (?P<queue>[^,]+), "
-    r"(?P<why>[^)]*)\): (?P<gpus>\d+) GPUs freed, (?P<lost>\d+) GPU-seconds")
 
 
 @dataclass
@@ -33,7 +29,10 @@ class Preemption:
     why: str
     gpus: int
     work_lost: int
-    """GPU-seconds since the victim's last checkpoint."""
+    """GPU-seconds since the victim's last checkpoint (a shrink: of its rescale)."""
+    shrink: bool = False
+    """An elastic victim shrunk by ``members``, not evicted whole."""
+    members: int = 0
 
 
 @dataclass
@@ -91,40 +90,36 @@ def preemptions(world: World) -> list[Preemption]:
     for event in world.events:
         if event.get("reason") != EVENT_PREEMPTED:
             continue
-        found = _PREEMPTED.search(event.get("message") or "")
-        if found is None:
+        record = read_preemption(event)  # the scheduler's figures, not its wording
+        if record is None:
             continue
         ref = event.get("involvedObject") or {}
         victim = f"{ref.get('namespace', '')}/{ref.get('name', '')}"
         out.append(Preemption(
             _event_time(event), victim,
             group_queue.get((ref.get("namespace"), ref.get("name"))) or "-",
-            found["by"], found["queue"], found["why"], int(found["gpus"]),
-            int(found["lost"])))
+            record.preemptor, record.queue, record.why, record.gpus,
+            round(record.work_lost), record.shrink, record.members))
     return sorted(out, key=lambda p: p.at.timestamp() if p.at else 0.0, reverse=True)
 
 
 def queue_infos(world: World) -> list[QueueInfo]:
     rows = queue_summary(world)
-    # Lent: a queue's unused nominal quota that its cohort's borrowers use, handed out
-    # in name order (the scheduler does not record who lent to whom).
-    borrowed_in: dict[str, int] = defaultdict(int)
-    for q in rows:
-        if q.cohort:
-            borrowed_in[q.cohort] += q.borrowed
-    infos: dict[str, QueueInfo] = {}
-    for q in rows:
-        lent = 0
-        if q.cohort and q.nominal_quota is not None:
-            spare = max(0, q.nominal_quota - q.in_use)
-            lent = min(spare, borrowed_in[q.cohort])
-            borrowed_in[q.cohort] -= lent
-        infos[q.name] = QueueInfo(q.name, q.nominal_quota, q.in_use, q.borrowed, lent,
-                                  q.cohort)
+    # Lent: the scheduler's fair report on its published ledger (``fair_report``), the
+    # same figure as the fair-sharing table and `trainmaster status`.
+    report = queue_fairness(world.configs, world.ledger,
+                            [p for p in world.pods if holds_capacity(p)])
+    lent = {n["name"]: r["lent"] for n in (report or {}).get("nodes", [])
+            if n["kind"] == "queue" for r in n["resources"] if r["name"] == GPU_RESOURCE}
+    infos = {q.name: QueueInfo(q.name, q.nominal_quota, q.in_use, q.borrowed,
+                               int(lent.get(q.name, 0)), q.cohort) for q in rows}
+    book = book_of(world)
     for p in pending_gangs(world):
-        infos.setdefault(p.queue, QueueInfo(p.queue, None, 0, 0, 0, None)).pending.append(p)
+        queue = book.queue_of(p.namespace, p.label) if book is not None else p.queue
+        name = queue or p.queue
+        infos.setdefault(name, QueueInfo(name, None, 0, 0, 0, None)).pending.append(p)
     for pre in preemptions(world):
-        for name in {pre.preemptor_queue, pre.victim_queue}:
-            if name in infos:
-                infos[name].preemptions.append(pre)
+        # A queue with no quota and nothing pending still shows its preemptions.
+        for name in {pre.preemptor_queue, pre.victim_queue} - {"-"}:
+            infos.setdefault(name, QueueInfo(name, None, 0, 0, 0, None)).preemptions.append(pre)
     return sorted(infos.values(), key=lambda q: q.name)

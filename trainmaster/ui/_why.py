@@ -5,15 +5,20 @@ own converters, so the answer cannot disagree with what the scheduler does.
 
 Per pending gang:
 
-* the scheduler's reason: the job's ``pendingReason`` or the pods' PodScheduled message
-  (quota, topology, fragmentation, gang timeout, datasets not warm: whatever it said);
-* quota: GPUs the gang needs against what its queue has left, and who in its cohort
-  borrows;
+* the scheduler's reason: what it said itself (its pods' PodScheduled=False condition, or
+  its Event on the PodGroup: ``trainmaster.status.scheduler_reason``), else the job's
+  ``pendingReason`` from the operator;
+* the gang as the scheduler assembles it (``assemble``: an elastic gang at min..max, less
+  the members it already runs);
+* quota: the scheduler's own admission answer (``QueueLedger.refusal``) on the ledger it
+  publishes (``trainmaster.status.QueueBook``: every resource, borrowing, LocalQueues);
 * placement now (``place_gang``): fits, or the placement's own Unschedulable message;
 * one job whose end makes it fit (each running gang taken out in turn, fewest GPUs
   first, only where its domain's free GPUs plus its own could hold the gang);
 * else the smallest set of running jobs whose moving makes it fit (``select_victims``:
-  the scheduler's minimal victim set, cheapest first).
+  the scheduler's minimal victim set, cheapest first);
+* held by quota: what would let quota admit it (``QueueBook.would_start``: the ledger's
+  ``reclaimable_from`` and ``fits_without``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from trainmaster.api import POD_GROUP_LABEL, QUEUE_LABEL, parse_time
+from trainmaster.api import MAX_MEMBERS_ANNOTATION, POD_GROUP_LABEL, QUEUE_LABEL, parse_time
 from trainmaster.kubeclient import JSON
 from trainmaster.scheduler import (
     DEFAULT_FILTERS,
@@ -34,13 +39,24 @@ from trainmaster.scheduler import (
     PodRequest,
     SchedulerConfig,
     Victim,
+    Waiting,
+    assemble,
+    gang_amounts,
     node_info,
     place_gang,
     pod_group_info,
     pod_info,
     select_victims,
 )
-from trainmaster.status import QueueRow, queue_rows, topology_levels
+from trainmaster.status import (
+    QueueBook,
+    QueueRow,
+    gang_size,
+    ledger_rows,
+    queue_rows,
+    scheduler_reason,
+    topology_levels,
+)
 from trainmaster.ui._topology import holds_capacity
 from trainmaster.ui._world import World
 
@@ -65,10 +81,27 @@ class Pending:
     job: bool
     members: list[PodRequest] = field(default_factory=list)
     topology_group: JSON | None = None
+    label: str | None = None
+    """Its queue label (a LocalQueue's name in a team namespace)."""
+    min_pods: int | None = None
+    """An elastic gang's minimum (minMember); None: rigid."""
+    max_pods: int | None = None
+    """An elastic gang's maximum (``trainmaster.io/max-members``)."""
+    running: int = 0
+    """Members placed already (an elastic gang that runs and may grow)."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def size(self) -> str:
+        """``4`` (rigid), or ``2..4 (running 3)`` for an elastic gang: as `trainmaster
+        status` says it (``gang_size``); a job whose PodGroup is not there yet, by its
+        spec's range."""
+        if self.topology_group is not None or self.max_pods is None:
+            return gang_size(self.topology_group, self.pods, self.running)
+        return f"{self.min_pods}..{self.max_pods} (running {self.running})"
 
 
 @dataclass
@@ -96,6 +129,12 @@ def pending_gangs(world: World) -> list[Pending]:
             unbound[(meta.get("namespace", ""), group)].append(pod)
     groups = {((g.get("metadata") or {}).get("namespace", ""),
                (g.get("metadata") or {}).get("name", "")): g for g in world.podgroups}
+    placed: dict[tuple[str, str], int] = defaultdict(int)
+    for pod in world.pods:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        if group and holds_capacity(pod):
+            placed[(meta.get("namespace", ""), group)] += 1
     out: list[Pending] = []
     claimed: set[tuple[str, str]] = set()
     for tj in world.trainingjobs:
@@ -105,9 +144,11 @@ def pending_gangs(world: World) -> list[Pending]:
         ns, gang = meta.get("namespace", ""), status.get("gang")
         pods = unbound.get((ns, gang), []) if gang else []
         claimed.add((ns, gang or ""))
+        said = scheduler_reason(pods, world.events, (ns, gang)) if gang else None
         out.append(_pending(ns, meta.get("name", ""), gang, pods, groups.get((ns, gang or "")),
+                            str(said) if said else
                             status.get("pendingReason") or "waiting for the operator",
-                            spec, meta, job=True))
+                            spec, meta, job=True, running=placed.get((ns, gang or ""), 0)))
     for (ns, group), pods in unbound.items():
         pg = groups.get((ns, group))
         owned = pg is not None and any(
@@ -115,17 +156,16 @@ def pending_gangs(world: World) -> list[Pending]:
             for r in (pg.get("metadata") or {}).get("ownerReferences") or [])
         if (ns, group) in claimed or owned:
             continue
-        reason = next((c.get("message") or c.get("reason") for p in pods
-                       for c in (p.get("status") or {}).get("conditions") or []
-                       if c.get("type") == "PodScheduled" and c.get("status") == "False"),
-                      None) or "waiting for the scheduler"
-        out.append(_pending(ns, group, group, pods, pg, reason, {},
-                            (pg or {}).get("metadata") or {}, job=False))
+        said = scheduler_reason(pods, world.events, (ns, group))
+        out.append(_pending(ns, group, group, pods, pg,
+                            str(said) if said else "waiting for the scheduler", {},
+                            (pg or {}).get("metadata") or {}, job=False,
+                            running=placed.get((ns, group), 0)))
     return sorted(out, key=lambda p: (-p.priority, p.created, p.key))
 
 
 def _pending(ns: str, name: str, gang: str | None, pods: list[JSON], group: JSON | None,
-             reason: str, spec: JSON, meta: JSON, *, job: bool) -> Pending:
+             reason: str, spec: JSON, meta: JSON, *, job: bool, running: int = 0) -> Pending:
     members = [pod_info(p).request for p in pods if (p.get("metadata") or {}).get("uid")]
     if not members and spec:
         # The gang's pods are not created yet: the job's shape (nodes x gpusPerPod).
@@ -134,13 +174,29 @@ def _pending(ns: str, name: str, gang: str | None, pods: list[JSON], group: JSON
                               gang=gang or name, priority=int(spec.get("priority") or 0))
                    for i in range(int(spec.get("nodes") or 0))]
     labels = meta.get("labels") or {}
-    queue = str(spec.get("queue") or labels.get(QUEUE_LABEL)
-                or next((((p.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
-                         for p in pods), None) or "default")
+    label = (spec.get("queue") or labels.get(QUEUE_LABEL)
+             or next((((p.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+                      for p in pods), None))
     priority = max((m.priority for m in members), default=int(spec.get("priority") or 0))
-    return Pending(ns, name, gang, queue, priority, _epoch(meta.get("creationTimestamp")),
+    low, high = _elastic_range(group, spec)
+    return Pending(ns, name, gang, str(label or "default"), priority,
+                   _epoch(meta.get("creationTimestamp")),
                    sum(m.requests.get(GPU, 0) for m in members), len(members), reason, job,
-                   members, group)
+                   members, group, label, low, high, running)
+
+
+def _elastic_range(group: JSON | None, spec: JSON) -> tuple[int | None, int | None]:
+    """(minMember, max-members) of an elastic PodGroup, else of the job's ``elastic``."""
+    if group is not None:
+        info = pod_group_info(group)
+        if info.max_members is not None:
+            return info.min_member, info.max_members
+        if MAX_MEMBERS_ANNOTATION in ((group.get("metadata") or {}).get("annotations") or {}):
+            return None, None  # unreadable: the scheduler treats it as rigid
+    elastic = spec.get("elastic") or {}
+    if elastic.get("maxNodes"):
+        return int(elastic.get("minNodes") or 1), int(elastic["maxNodes"])
+    return None, None
 
 
 class Counterfactuals:
@@ -159,13 +215,22 @@ class Counterfactuals:
         self._nodes = {(n.get("metadata") or {}).get("name", ""): n for n in world.nodes}
         self.state = ClusterState([node_info(n, self.levels) for n in world.nodes],
                                   levels=self.levels)
-        self.config = SchedulerConfig(levels=self.levels) if self.levels else SchedulerConfig()
+        self._book(world)
         self.running: dict[str, list[tuple[PodRequest, str]]] = defaultdict(list)
         self._pods: dict[str, tuple[JSON, str]] = {}
         """uid -> (the pod object, its gang's key)."""
         for uid, pod in self._bound(world.pods).items():
             self._add_pod(uid, pod)
-        self.queues = queue_rows([p for p in world.pods if holds_capacity(p)], world.queues)
+
+    def _book(self, world: World) -> None:
+        """The scheduler's ledger as published, and its config (the gangs' topology
+        policy); without one, the default config at the nodes' levels."""
+        self.book = book_of(world)
+        if self.book is not None and tuple(self.book.config.levels) == self.levels:
+            self.config = self.book.config
+        else:
+            self.config = SchedulerConfig(levels=self.levels) if self.levels \
+                else SchedulerConfig()
 
     def _bound(self, pods: list[JSON]) -> dict[str, JSON]:
         """uid -> pod, for the pods that hold capacity on a known node."""
@@ -223,41 +288,48 @@ class Counterfactuals:
                 if uid not in self._pods:
                     self._add_pod(uid, pod)
                     changed += 1
-            self.queues = queue_rows([p for p in world.pods if holds_capacity(p)],
-                                     world.queues)
+            self._book(world)
             return changed
 
-    def gang(self, p: Pending) -> Gang:
-        topology = None
-        if p.topology_group is not None:
-            topology = pod_group_info(p.topology_group).topology
-        return Gang(p.gang or p.name, tuple(p.members), namespace=p.namespace,
-                    topology=topology or self.config.topology_for(len(p.members)),
-                    priority=p.priority, creation_timestamp=p.created)
+    def gang(self, p: Pending) -> Gang | Waiting:
+        """The gang as the scheduler assembles it (``assemble``): its PodGroup's topology
+        or the config's policy, an elastic gang's range less the members it runs."""
+        if p.topology_group is None:
+            # No PodGroup yet (a job's gang not created): the job's shape, rigid.
+            return Gang(p.gang or p.name, tuple(p.members), namespace=p.namespace,
+                        topology=self.config.topology_for(len(p.members)),
+                        priority=p.priority, creation_timestamp=p.created)
+        placed = [self.state.node(n) for _, n in self.running.get(f"{p.namespace}/{p.gang}", [])]
+        return assemble(f"{p.namespace}/{p.gang}", pod_group_info(p.topology_group),
+                        p.members, placed, self.config)
 
-    def quota(self, p: Pending) -> str | None:
-        rows = {q.name: q for q in self.queues}
-        mine = rows.get(p.queue)
-        if mine is None or mine.nominal_quota is None:
+    def queue_of(self, p: Pending) -> str | None:
+        """The queue the scheduler charges the gang to (None: no such LocalQueue)."""
+        return p.queue if self.book is None else self.book.queue_of(p.namespace, p.label)
+
+    def quota(self, p: Pending, gang: Gang | Waiting | None = None) -> str | None:
+        """The scheduler's admission answer on its published ledger: why quota (or
+        fair-share order) holds the gang now; None: quota admits it."""
+        if self.book is None:
             return None
-        left = mine.nominal_quota - mine.in_use
-        if p.gpus <= left:
-            return None
-        text = (f"needs {p.gpus} GPUs of quota; queue {p.queue} uses {mine.in_use} of its "
-                f"nominal {mine.nominal_quota}")
-        peers = [q for q in self.queues if q.cohort and q.cohort == mine.cohort
-                 and q.name != p.queue and q.borrowed]
-        for q in peers:
-            text += f"; {q.name} borrows {q.borrowed} from the cohort {q.cohort}"
-        return text
+        queue = self.queue_of(p)
+        if queue is None:
+            return None  # the scheduler's own reason names the missing LocalQueue
+        gang = gang if gang is not None else self.gang(p)
+        members = gang.members if isinstance(gang, Gang) else tuple(p.members)
+        need = gang_amounts(Gang(p.name, members, namespace=p.namespace))
+        return self.book.refusal(queue, need)
 
     def explain_now(self, p: Pending) -> Why:
         """Reason, quota and placement now, without the counterfactual search."""
-        quota = self.quota(p)
         if not p.members:
-            return Why(p, quota, "no pods to place yet", "-")
+            return Why(p, self.quota(p), "no pods to place yet", "-")
         with self._lock:
-            result = place_gang(self.state, self.gang(p))
+            gang = self.gang(p)
+            quota = self.quota(p, gang)
+            if isinstance(gang, Waiting):
+                return Why(p, quota, gang.reason, "-")
+            result = place_gang(self.state, gang)
         now = f"fits now on {where(result)}" if isinstance(result, Placement) \
             else result.reason
         return Why(p, quota, now, "not searched: only the first gangs the scheduler will "
@@ -268,15 +340,17 @@ class Counterfactuals:
             return self._explain(p)
 
     def _explain(self, p: Pending) -> Why:
-        quota = self.quota(p)
         if not p.members:
-            return Why(p, quota, "no pods to place yet", "-")
+            return Why(p, self.quota(p), "no pods to place yet", "-")
         gang = self.gang(p)
+        quota = self.quota(p, gang)
+        if isinstance(gang, Waiting):
+            return Why(p, quota, gang.reason, "-")
         result = place_gang(self.state, gang)
         if isinstance(result, Placement):
             now = f"fits now on {where(result)}"
             if quota:
-                return Why(p, quota, now, "runs once its queue has the quota: " + quota)
+                return Why(p, quota, now, self._quota_counterfactual(p, gang))
             return Why(p, quota, now, "nothing has to change: the scheduler places it on "
                        "its next cycle")
         now = result.reason
@@ -284,6 +358,13 @@ class Counterfactuals:
         if single is not None:
             return Why(p, quota, now, single)
         return Why(p, quota, now, self._defragment(gang))
+
+    def _quota_counterfactual(self, p: Pending, gang: Gang) -> str:
+        queue = self.queue_of(p)
+        found = None
+        if self.book is not None and queue is not None:
+            found = self.book.would_start(queue, gang_amounts(gang))
+        return f"placement fits; {found}" if found else "placement fits"
 
     def _once_finished(self, gang: Gang) -> str | None:
         need = sum(m.requests.get(GPU, 0) for m in gang.members)
@@ -341,6 +422,12 @@ def where(placement: Placement) -> str:
     return f"{placement.level} {placement.domain.rsplit('/', 1)[-1]}"
 
 
+def book_of(world: World) -> QueueBook | None:
+    """The scheduler's published ledger and config, as ``trainmaster status`` reads them."""
+    return QueueBook.build(world.configs, world.ledger,
+                           [p for p in world.pods if holds_capacity(p)], world.localqueues)
+
+
 def why_pending(world: World, limit: int | None = None,
                 counterfactuals: int | None = None) -> list[Why]:
     """The first ``limit`` pending gangs in the scheduler's order, each placed now; the
@@ -358,4 +445,8 @@ def why_pending(world: World, limit: int | None = None,
 
 
 def queue_summary(world: World) -> list[QueueRow]:
+    """The queues as the scheduler published them (its ledger), else by pod label: the
+    rows `trainmaster status` shows."""
+    if world.ledger is not None:
+        return ledger_rows(world.ledger)
     return queue_rows([p for p in world.pods if holds_capacity(p)], world.queues)

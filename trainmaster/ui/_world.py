@@ -32,6 +32,7 @@ from trainmaster.kubeclient import (
     Kube,
     Reflector,
     api_path,
+    localqueue_path,
     node_path,
     pod_path,
     podgroup_path,
@@ -84,6 +85,9 @@ class World:
     """The scheduler's whole config documents (queues, cohorts, fairSharing)."""
     ledger: list[dict[str, Any]] | None = None
     """The queue entries the scheduler published (None: none published)."""
+    localqueues: list[JSON] = field(default_factory=list)
+    """Every LocalQueue (a person's UI only: the in-cluster UI has no right to read them,
+    and then a team namespace's gang shows its queue unresolved)."""
     samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
     """(namespace, job) -> checkpoints seen, oldest first."""
     live: dict[tuple[str, str], LiveProgress] = field(default_factory=dict)
@@ -157,6 +161,10 @@ class Store:
             params={"labelSelector": QUEUE_LEDGER_SELECTOR})
         self.reflectors = [self.nodes, self.pods, *self.jobs, self.groups, *self.event_lists,
                            self.configs, self.ledgers]
+        self.localqueues = None if scope.configs is not None else self._reflector(
+            localqueue_path(None), "localqueues", optional=True)
+        if self.localqueues is not None:
+            self.reflectors.append(self.localqueues)
 
     def _reflector(self, path: str, name: str,
                    also: Callable[[str, JSON], None] | None = None,
@@ -256,6 +264,7 @@ class Store:
             queues=scheduler_queues(self.configs.store.values()),
             configs=scheduler_configs(self.configs.store.values()),
             ledger=ledger_entries(self.ledgers.store.values()),
+            localqueues=list(self.localqueues.store.values()) if self.localqueues else [],
             samples={k: list(v) for k, v in self._samples.items()},
             live=dict(self.live),
             live_note=self.live_note,

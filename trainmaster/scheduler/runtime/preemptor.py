@@ -30,6 +30,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from trainmaster.api import (
+    FAIR_SHARING,
+    HIGHER_PRIORITY,
+    RECLAIM,
+    PreemptionRecord,
+    preemption_annotations,
+)
 from trainmaster.kubeclient import ApiError, Kube, pod_path
 
 from .._keys import (
@@ -276,8 +283,9 @@ class Preemptor:
     def _announce(self, victim: Victim, gang: Gang, queue: str,
                   found: Preemption | None = None) -> None:
         ref = self._ref(victim.gang, victim.pods[0][0])
-        why = (f"fair sharing, its side's share {victim.share:.3g}" if victim.share
-               else "reclaiming its queue's quota" if victim.borrowed else "higher priority")
+        kind = FAIR_SHARING if victim.share else RECLAIM if victim.borrowed \
+            else HIGHER_PRIORITY
+        why = f"{kind}, its side's share {victim.share:.3g}" if victim.share else kind
         cost = (f"shrunk by {len(victim.pods)} members (elastic): {victim.gpus} GPUs freed, "
                 f"{victim.work_lost:.0f} GPU-seconds of rescale" if victim.shrink else
                 f"{victim.gpus} GPUs freed, {victim.work_lost:.0f} GPU-seconds since the last "
@@ -288,6 +296,9 @@ class Preemptor:
             ref, "Warning", EVENT_PREEMPTED,
             f"preempted by {gang.key} (priority {gang.priority}, queue {queue}, {why})"
             f"{where}: {cost}",
+            preemption_annotations(PreemptionRecord(
+                gang.key, gang.priority, queue, kind, victim.gpus, victim.work_lost,
+                victim.shrink, len(victim.pods))),
         )
 
     async def _evict_all(self, pods: Sequence[PodRequest], gang: Gang) -> None:

@@ -23,13 +23,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from .._keys import PODGROUP_API_VERSION, PODGROUP_KIND
+from .._keys import (
+    EVENT_FAILED_SCHEDULING,
+    NAMESPACE_NOT_SERVED,
+    PODGROUP_API_VERSION,
+    PODGROUP_KIND,
+)
 from ..framework.model import PodRequest
 from ..framework.results import Placement
 from .convert import PodGroupInfo
 from .events import EventRecorder, ObjectRef, now_rfc3339
 
-NOT_SERVED = "NamespaceNotServed"
+NOT_SERVED = NAMESPACE_NOT_SERVED
 """Reason of the Event and the PodScheduled condition of a pod in a namespace this
 scheduler does not serve."""
 
@@ -82,7 +87,7 @@ class Reporter:
             self._recorder.pod_unschedulable(
                 pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid)
             )
-        self._recorder.event(_ref(group, pods), "Warning", "FailedScheduling", message)
+        self._recorder.event(_ref(group, pods), "Warning", EVENT_FAILED_SCHEDULING, message)
         self._last[key] = _Reported(message, self._clock(), since)
         return True
 
