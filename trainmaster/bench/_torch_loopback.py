@@ -28,6 +28,13 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import (
+    CHECKPOINT_DIR_ENV,
+    GANG_UID_ENV,
+    JOB_ENV,
+    METRICS_PORT_ENV,
+    RDZV_PORT_ENV,
+)
 from trainmaster.bench._errors import BenchError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,10 +118,10 @@ def _pod_env(folder: Path, index: int, port: int, bundle: Path) -> tuple[str, di
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     env.update({
         "JOB_COMPLETION_INDEX": str(index), "MASTER_ADDR": "127.0.0.1",
-        "TRAINMASTER_RDZV_PORT": str(port), "TRAINMASTER_GANG_UID": f"bench-{port}",
-        "TRAINMASTER_CHECKPOINT_DIR": str(folder / "checkpoints"),
-        "TRAINMASTER_LAUNCHER": str(bundle), "TRAINMASTER_JOB": "",
-        "TRAINMASTER_METRICS_PORT": "", "TM_HP_DATA_DIR": str(folder / "data"),
+        RDZV_PORT_ENV: str(port), GANG_UID_ENV: f"bench-{port}",
+        CHECKPOINT_DIR_ENV: str(folder / "checkpoints"),
+        "TRAINMASTER_LAUNCHER": str(bundle), JOB_ENV: "",
+        METRICS_PORT_ENV: "", "TM_HP_DATA_DIR": str(folder / "data"),
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "HOME": os.environ.get("HOME", "/tmp"),
     })

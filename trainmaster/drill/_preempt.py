@@ -15,7 +15,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainmaster.api import QUEUE_LABEL, TOPOLOGY_DOMAIN_ANNOTATION, TOPOLOGY_MODE_ANNOTATION
+from trainmaster.api import (
+    POD_GROUP_LABEL,
+    QUEUE_LABEL,
+    TOPOLOGY_DOMAIN_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+)
 from trainmaster.cluster import ClusterError
 from trainmaster.drill._drill import DrillResult, _logs, _measure, wait_training
 from trainmaster.drill._faults import Killed
@@ -24,7 +29,7 @@ from trainmaster.kubeclient import SyncKube, pod_path, podgroup_path
 from trainmaster.objects import priority_class_name
 
 PREEMPTOR = "preemptor"
-PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+PODGROUP_LABEL = POD_GROUP_LABEL
 
 
 def _top_queue(stack: RealStack) -> tuple[str, int]:
