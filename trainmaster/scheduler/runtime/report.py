@@ -111,7 +111,7 @@ class Reporter:
             self._recorder.event(event_ref(None, [pod]), "Warning", reason, message)
         if group is not None:
             self._recorder.event(event_ref(group, pods), "Warning", reason, message)
-        if self._group_status is not None:
+        if self._group_status is not None and reason != NOT_SERVED:  # no rights there
             self._group_status.unschedulable(group, message, since, reason)
         self._last[key] = _Reported(message, self._clock(), since)
         return True
