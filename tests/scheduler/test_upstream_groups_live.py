@@ -17,6 +17,7 @@ from kubernetes import client
 
 from tests.conftest import LocalCluster
 from tests.scheduler.live import PODGROUPS, SchedulerProcess, Scratch, processes, wait_for
+from tests.scheduler.test_queues_live import priority_classes
 
 pytestmark = pytest.mark.integration
 
@@ -47,9 +48,12 @@ def _workload_and_group(scratch: Scratch, name: str, min_count: int,
     })
 
 
-def _member(scratch: Scratch, name: str, group: str, label: str | None = None) -> dict[str, Any]:
+def _member(scratch: Scratch, name: str, group: str, label: str | None = None,
+            priority_class: str | None = None) -> dict[str, Any]:
     body = scratch.pod(name, gpus=8, group=label)
     body["spec"]["schedulingGroup"] = {"podGroupName": group}
+    if priority_class:
+        body["spec"]["priorityClassName"] = priority_class
     return body
 
 
@@ -151,3 +155,45 @@ def test_cluster_up_keeps_the_topology_constraint_next_to_a_plugins_podgroup(
             *UPSTREAM, scratch.namespace, "podgroups", "same-workers")
         assert plugins["spec"]["minMember"] == 1
         assert upstream["spec"]["schedulingConstraints"] == {"topology": [{"key": LEAF_KEY}]}
+
+
+def test_a_high_priority_upstream_gang_preempts_a_lower_one_whole(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    for leaf in ("leaf-a", "leaf-b"):
+        for i in range(2):
+            scratch.add_node(f"{leaf}-{i}", leaf=leaf)
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"queues": [], "preemption": True}))
+    with priority_classes(scratch, {"low": 10, "high": 1000}) as pc, \
+            _cleanup_groups(scratch), processes() as procs:
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one",
+                                      "--config", str(config)))
+        lows = {}
+        for gang in ("low-a", "low-b"):
+            _workload_and_group(scratch, gang, 2)
+            scratch.create_pods([_member(scratch, f"{gang}-{i}", f"{gang}-workers",
+                                         priority_class=pc["low"]) for i in range(2)])
+            lows[gang] = {f"{gang}-{i}" for i in range(2)}
+        wait_for(lambda: len(scratch.bound()) == 4, "both low gangs bound")
+
+        _workload_and_group(scratch, "high", 2)
+        scratch.create_pods([_member(scratch, f"high-{i}", "high-workers",
+                                     priority_class=pc["high"]) for i in range(2)])
+        high = {"high-0", "high-1"}
+        after = wait_for(lambda: (b := scratch.bound()) and high <= set(b) and b,
+                         "high bound", 120)
+        assert len({scratch.leaf_of(after[n]) for n in high}) == 1
+        names = {p.metadata.name for p in scratch.pods() if p.metadata.deletion_timestamp is None}
+        gone = [g for g, pods in lows.items() if not pods & names]
+        kept = [g for g, pods in lows.items() if pods <= names]
+        assert len(gone) == 1 and len(kept) == 1, names  # one whole gang evicted, one kept
+        events = scratch.core.list_namespaced_event(scratch.namespace).items
+        preempted = [e for e in events if e.reason == "Preempted"
+                     and e.involved_object.kind == "PodGroup"]
+        assert preempted and all(
+            e.involved_object.api_version == "scheduling.k8s.io/v1beta1"
+            and e.involved_object.name == f"{gone[0]}-workers" for e in preempted)
+        done = wait_for(lambda: _status(scratch, "high-workers", "True"), "high's condition")
+        assert done["reason"] == "Scheduled"
