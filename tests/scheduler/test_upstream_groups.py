@@ -165,3 +165,46 @@ def test_true_is_terminal_and_plugins_groups_get_no_status_write() -> None:
     (_, _, body), = api.calls
     assert api.calls[0][1] == STATUS_PATH.format("b")
     assert body["metadata"] == {"name": "b", "namespace": "ns"}
+
+
+def test_an_upstream_gang_resolves_its_queue_label_through_the_namespace_local_queue() -> None:
+    """In a team namespace the upstream PodGroup's queue label names a LocalQueue: the
+    gang is charged to the queue it points at; one naming no LocalQueue there is told so
+    on its PodGroup's condition and never bound."""
+    from trainmaster.kubeclient import localqueue_path
+
+    def local_queue(name: str, namespace: str, cluster_queue: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"lq-{name}",
+                             "resourceVersion": "1"}, "spec": {"clusterQueue": cluster_queue}}
+
+    def in_team(obj: dict[str, Any], queue: str) -> dict[str, Any]:
+        obj["metadata"]["namespace"] = "team-a"
+        obj["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = queue
+        return obj
+
+    pods = [in_team(member(f"a{i}", "ga"), "lq-a") for i in range(2)]
+    pods += [in_team(member(f"b{i}", "gb"), "nope") for i in range(2)]
+    groups = [in_team(upstream_obj("ga"), "lq-a"), in_team(upstream_obj("gb"), "nope")]
+    cluster = Cluster([node_obj(f"n{i}") for i in range(4)], pods, [], groups)
+    cluster.lists[localqueue_path("team-a")] = [local_queue("lq-a", "team-a", "alpha")]
+    config = SchedulerConfig.from_mapping({
+        "reportIntervalSeconds": 0, "namespaces": ["team-a"],
+        "localQueueNamespaces": ["team-a"],
+        "queues": [{"name": "alpha", "nominalQuota": 64}]})
+    api, rt = fake_runtime(cluster, config)
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.writer.drain(1)
+        await rt.shutdown()
+
+    asyncio.run(run())
+    assert sorted(cluster.binds) == ["a0", "a1"]
+    assert rt.cache.ledger.used("alpha") == 16
+    path = "/apis/scheduling.k8s.io/v1beta1/namespaces/team-a/podgroups/gb/status"
+    (refused,) = [b["status"]["conditions"][0] for m, p, b in api.calls
+                  if m == "PATCH" and p == path]
+    assert (refused["status"], refused["reason"]) == ("False", "LocalQueueNotFound")
+    assert "LocalQueue team-a/nope not found" in refused["message"]
