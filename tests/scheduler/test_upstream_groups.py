@@ -150,11 +150,12 @@ def test_true_is_terminal_and_plugins_groups_get_no_status_write() -> None:
     status = GroupStatus(api, writer, "trainmaster-scheduler")  # type: ignore[arg-type]
 
     async def run() -> None:
-        writer.start()
         status.unschedulable(already, "no room", "2026-01-01T00:00:00Z")
         status.unschedulable(pod_group_info(group_obj("c", 2)), "no room", "x")
+        status.unschedulable(fresh, "queued, still unwritten when it is placed", "x")
         status.scheduled(fresh, "placed")
         status.unschedulable(fresh, "late", "x")  # after our own True, before its echo
+        writer.start()
         await writer.drain(1)
         await writer.stop()
 

@@ -154,6 +154,8 @@ class GroupStatus:
         params = {"fieldManager": self._field_manager, "force": "true"}
 
         async def write() -> None:
+            if status == "False" and group.uid in self._scheduled:
+                return  # placed since this report was queued: a late False would lie
             try:
                 await self._api.request("PATCH", path, params=params, body=body,
                                         content_type="application/apply-patch+yaml")
