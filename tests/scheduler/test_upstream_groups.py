@@ -209,3 +209,27 @@ def test_an_upstream_gang_resolves_its_queue_label_through_the_namespace_local_q
                   if m == "PATCH" and p == path]
     assert (refused["status"], refused["reason"]) == ("False", "LocalQueueNotFound")
     assert "LocalQueue team-a/nope not found" in refused["message"]
+
+
+def test_a_cluster_without_the_upstream_api_is_scheduled_as_before() -> None:
+    """The API off (the gate): its list is 404, and the scheduler runs without it."""
+    from trainmaster.kubeclient import ApiError
+
+    class WithoutUpstream(Cluster):
+        def __call__(self, method: str, path: str, body: Any) -> dict[str, Any]:
+            if path.startswith("/apis/scheduling.k8s.io/"):
+                raise ApiError(404, "the server could not find the requested resource")
+            return super().__call__(method, path, body)
+
+    pods = [pod_obj(f"x{i}", group="g", gpus=8) for i in range(2)]
+    cluster = WithoutUpstream([node_obj("n1"), node_obj("n2")], pods, [group_obj("g", 2)])
+    _, rt = fake_runtime(cluster, CONFIG)
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.shutdown()
+
+    asyncio.run(run())
+    assert sorted(cluster.binds) == ["x0", "x1"]
