@@ -258,3 +258,43 @@ def test_bench_placement_cli_prints_one_json_object_and_refuses_bad_sizes(
     assert {"cold_ms", "warm_ms", "node_event_ms", "rss_mb"} <= set(result)
     assert main(["bench", "placement", "--nodes", "0"]) == 2
     assert "--nodes must be at least 1" in capsys.readouterr().err
+
+
+def test_upstream_variant_names_the_same_gangs_and_gets_the_same_shape() -> None:
+    """trainmaster-upstream's gangs: upstream PodGroups, pods naming them in
+    spec.schedulingGroup (not the label), and the scheduler assembles each into the gang
+    the scheduler-plugins variant gives: same members, minimum and topology."""
+    from trainmaster.bench._workload import upstream_pod_group
+    from trainmaster.scheduler.runtime.convert import pod_group_info, pod_info
+    from trainmaster.scheduler.runtime.gangs import Waiting, assemble
+    from trainmaster.scheduler.runtime.upstream_groups import upstream_group_info
+
+    assert "trainmaster-upstream" not in BenchOptions().contenders()
+    assert BenchOptions(only=("trainmaster-upstream", "trainmaster")).contenders() == (
+        "trainmaster", "trainmaster-upstream")
+    upstream = make("trainmaster-upstream")
+    assert isinstance(upstream, Trainmaster) and upstream.upstream_groups
+    assert not make("trainmaster").upstream_groups
+    ctx = RunContext(Path("/k"), "ns", Path("/w"), 64)
+    config = SchedulerConfig.from_mapping(upstream.config(ctx))
+    for gang in workload(1000, seed=1):
+        group = upstream_pod_group(gang, "ns")
+        assert group["apiVersion"] == "scheduling.k8s.io/v1beta1"
+        assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": gang.size}}}
+        up_pods = [pod(gang, i, "ns", "trainmaster-scheduler", upstream=True)
+                   for i in range(gang.size)]
+        assert all("scheduling.x-k8s.io/pod-group" not in p["metadata"]["labels"]
+                   and p["spec"]["schedulingGroup"] == {"podGroupName": gang.name}
+                   for p in up_pods)
+        group["metadata"]["uid"] = "u"
+        up = assemble(f"ns/scheduling.k8s.io:{gang.name}",
+                      upstream_group_info(group, config.levels),
+                      [pod_info({**p, "metadata": {**p["metadata"], "uid": str(i)}}).request
+                       for i, p in enumerate(up_pods)], [], config)
+        plain = [pod(gang, i, "ns", "trainmaster-scheduler") for i in range(gang.size)]
+        plugins = assemble(f"ns/{gang.name}", pod_group_info(pod_group(gang, "ns")),
+                           [pod_info({**p, "metadata": {**p["metadata"], "uid": str(i)}}
+                                     ).request for i, p in enumerate(plain)], [], config)
+        assert not isinstance(up, Waiting) and not isinstance(plugins, Waiting)
+        assert (up.topology, up.required_members, [m.name for m in up.members]) == (
+            plugins.topology, plugins.required_members, [m.name for m in plugins.members])

@@ -50,6 +50,7 @@ from trainmaster.api._conditions import (
     NON_RETRYABLE,
     PENDING,
     POD_SCHEDULED,
+    PODGROUP_INITIALLY_SCHEDULED,
     PREEMPTION_BY_SCHEDULER,
     REASON_COMPLETED,
     REASON_GANG_CREATED,
@@ -131,6 +132,8 @@ from trainmaster.api._group import (
     TRAININGJOB_PLURAL,
     TRAININGJOB_SHORT_NAMES,
     VERSION,
+    WORKLOAD_API_VERSION,
+    WORKLOAD_GROUP,
     SpecApiVersion,
 )
 from trainmaster.api._keys import (
@@ -301,6 +304,7 @@ __all__ = [
     "PENDING",
     "PODGROUP_API_VERSION",
     "PODGROUP_GROUP",
+    "PODGROUP_INITIALLY_SCHEDULED",
     "PODGROUP_KIND",
     "PODGROUP_PLURAL",
     "PODGROUP_VERSION",
@@ -365,6 +369,8 @@ __all__ = [
     "WARMUP_FAILED",
     "WARMUP_TIMEOUT",
     "WARM_NODE_LABEL",
+    "WORKLOAD_API_VERSION",
+    "WORKLOAD_GROUP",
     "GangShape",
     "PolicyRule",
     "PreemptionRecord",

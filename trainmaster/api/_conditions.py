@@ -95,6 +95,9 @@ UNSCHEDULABLE: Final = "Unschedulable"
 NAMESPACE_NOT_SERVED: Final = "NamespaceNotServed"
 """Pod PodScheduled=False reason and Warning Event reason: the pod names
 trainmaster-scheduler in a namespace it does not serve (``scheduler.namespaces``)."""
+PODGROUP_INITIALLY_SCHEDULED: Final = "PodGroupInitiallyScheduled"
+"""An upstream (scheduling.k8s.io) PodGroup's condition: True once the whole gang was
+placed (terminal: never False again), False with reason Unschedulable until then."""
 NODE_READY: Final = "Ready"
 NIC_CONDITION: Final = "NICHealthy"
 """Node condition the NIC agent sets; the operator fences on NICHealthy=False."""

@@ -38,6 +38,12 @@ PODGROUP_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
 PODGROUP_KIND: Final = "PodGroup"
 PODGROUP_PLURAL: Final = "podgroups"
 
+WORKLOAD_GROUP: Final = "scheduling.k8s.io"
+"""The upstream gang API (Kubernetes 1.35+: Workload, PodGroup, a pod's
+``spec.schedulingGroup``), which trainmaster-scheduler reads too (docs/interop.md)."""
+WORKLOAD_API_VERSION: Final = "scheduling.k8s.io/v1beta1"
+"""The version read: beta in Kubernetes 1.37, behind the GenericWorkload gate."""
+
 CRD_API_VERSION: Final = "apiextensions.k8s.io/v1"
 
 FIELD_MANAGER: Final = "trainmaster"

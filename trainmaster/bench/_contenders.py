@@ -22,6 +22,9 @@ trainmaster takes its Lease alone.
   among the gang's members (weight 100).
 * ``bind-ceiling``: a same-client baseline, not the API server's limit: trainmaster's
   own Python client binding round-robin with no decisions (see ``_ceiling``).
+* ``trainmaster-upstream`` (only when named with ``--only``): trainmaster-scheduler as
+  ``trainmaster``, on the same gangs expressed through the upstream gang API
+  (``scheduling.k8s.io/v1beta1`` PodGroups, the pods' ``spec.schedulingGroup``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ KUBE_TUNED_AFFINITY = "kube-scheduler-tuned-affinity"
 BIND_CEILING = "bind-ceiling"
 CONTENDERS = (TRAINMASTER, KUBE_NODECISIONS, KUBE_DEFAULT, KUBE_TUNED, KUBE_TUNED_AFFINITY,
               BIND_CEILING)
+TRAINMASTER_UPSTREAM = "trainmaster-upstream"
+OPTIONAL_CONTENDERS = (TRAINMASTER_UPSTREAM,)
+"""Run only when ``--only`` names them."""
 LIMIT = KUBE_NODECISIONS
 """The contender whose time is 100% of the limit."""
 KUBE_VARIANTS = {KUBE_NODECISIONS: "nodecisions", KUBE_DEFAULT: "default",
@@ -72,6 +78,8 @@ class Contender(Protocol):
     scheduler_name: str
     pod_affinity: bool
     """Its pods carry a preferred inter-pod affinity among the gang's members."""
+    upstream_groups: bool
+    """Its gangs are upstream PodGroups its pods name in ``spec.schedulingGroup``."""
 
     async def prepare(self, ctx: RunContext) -> None: ...
 
@@ -159,6 +167,7 @@ class Trainmaster:
     name = TRAINMASTER
     scheduler_name = TRAINMASTER_SCHEDULER
     pod_affinity = False
+    upstream_groups = False
 
     def __init__(self, tree: Path | None = None) -> None:
         self._proc: _Process | None = None
@@ -187,6 +196,8 @@ class Trainmaster:
         from trainmaster.bench._trees import python_argv, tree_env
 
         stem = "trainmaster-scheduler" if self.tree is None else "trainmaster-scheduler-tree"
+        if self.upstream_groups:  # its own config and log, apart from trainmaster's
+            stem += "-upstream"
         path = ctx.workdir / f"{stem}.yaml"
         path.write_text(yaml.safe_dump(self.config(ctx), sort_keys=False))
         python = [sys.executable] if self.tree is None else python_argv()
@@ -210,6 +221,11 @@ class Trainmaster:
         return None if self._proc is None else self._proc.memory()
 
 
+class TrainmasterUpstream(Trainmaster):
+    name = TRAINMASTER_UPSTREAM
+    upstream_groups = True
+
+
 class BindCeiling(Trainmaster):
     name = BIND_CEILING
 
@@ -227,6 +243,7 @@ class KubeScheduler:
     """The stock kube-scheduler binary in one of ``KUBE_VARIANTS`` (see the module doc)."""
 
     scheduler_name = DEFAULT_SCHEDULER
+    upstream_groups = False
 
     def __init__(self, variant: str) -> None:
         if variant not in KUBE_VARIANTS.values():
@@ -295,6 +312,9 @@ def make(name: str) -> Contender:
         return Trainmaster()
     if name == BIND_CEILING:
         return BindCeiling()
+    if name == TRAINMASTER_UPSTREAM:
+        return TrainmasterUpstream()
     if name in KUBE_VARIANTS:
         return KubeScheduler(KUBE_VARIANTS[name])
-    raise ValueError(f"unknown scheduler {name!r}; choose from {', '.join(CONTENDERS)}")
+    raise ValueError(f"unknown scheduler {name!r}; choose from "
+                     f"{', '.join(CONTENDERS + OPTIONAL_CONTENDERS)}")

@@ -159,7 +159,8 @@ async def placement_quality(api: Kube, namespace: str, leaf_level: str = "leaf")
         node = pod["spec"].get("nodeName")
         if node:
             bound += 1
-        group = (pod["metadata"].get("labels") or {}).get(POD_GROUP_LABEL)
+        group = ((pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+                 or (pod["metadata"].get("labels") or {}).get(POD_GROUP_LABEL))
         if group and node:
             gangs[group].append(node)
     split = tuple(sorted(

@@ -27,11 +27,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trainmaster.api import BENCH_LABEL
+from trainmaster.api import BENCH_LABEL, WORKLOAD_API_VERSION
 from trainmaster.bench._cluster import bench_cluster
 from trainmaster.bench._contenders import (
     CONTENDERS,
     LIMIT,
+    OPTIONAL_CONTENDERS,
     TRAINMASTER,
     Contender,
     RunContext,
@@ -50,9 +51,16 @@ from trainmaster.bench._kube import (
 )
 from trainmaster.bench._measure import BindWatcher, placement_quality
 from trainmaster.bench._trees import checked_tree
-from trainmaster.bench._workload import GPUS_PER_POD, GangSpec, pod, pod_group, workload
+from trainmaster.bench._workload import (
+    GPUS_PER_POD,
+    GangSpec,
+    pod,
+    pod_group,
+    upstream_pod_group,
+    workload,
+)
 from trainmaster.cluster import cluster_sizing
-from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
+from trainmaster.kubeclient import ApiError, Kube, api_path, node_path, pod_path, podgroup_path
 from trainmaster.polling import WaitTimeout
 from trainmaster.scheduler import pod_requests
 
@@ -124,10 +132,12 @@ class BenchOptions:
     (``trainmaster@PATH``) in every round: before and after in one run (``_trees``)."""
 
     def contenders(self) -> tuple[str, ...]:
+        known = CONTENDERS + OPTIONAL_CONTENDERS
         for name in self.only:
-            if name not in CONTENDERS:
-                raise BenchError(f"unknown scheduler {name!r}; choose from {', '.join(CONTENDERS)}")
+            if name not in known:
+                raise BenchError(f"unknown scheduler {name!r}; choose from {', '.join(known)}")
         names = tuple(c for c in CONTENDERS if not self.only or c in self.only)
+        names += tuple(c for c in OPTIONAL_CONTENDERS if c in self.only)
         if self.also_tree is not None:
             names += (f"{TRAINMASTER}@{checked_tree(self.also_tree)}",)
         return names
@@ -159,13 +169,20 @@ async def _gpus_in_use(api: Kube, nodes: set[str]) -> int:
 
 
 async def _populate(api: Kube, namespace: str, gangs: Sequence[GangSpec],
-                    scheduler: str, rdma: Sequence[str], affinity: bool = False) -> None:
+                    scheduler: str, rdma: Sequence[str], affinity: bool = False,
+                    upstream: bool = False) -> None:
     await create_namespace(api, namespace, {BENCH_LABEL: "true"})
-    groups = [(podgroup_path(namespace), pod_group(g, namespace)) for g in gangs]
+    groups = ([(upstream_podgroup_path(namespace), upstream_pod_group(g, namespace))
+               for g in gangs] if upstream else
+              [(podgroup_path(namespace), pod_group(g, namespace)) for g in gangs])
     await create_all(api, groups)
-    pods = [(pod_path(namespace), pod(g, i, namespace, scheduler, rdma, affinity))
+    pods = [(pod_path(namespace), pod(g, i, namespace, scheduler, rdma, affinity, upstream))
             for g in gangs for i in range(g.size)]
     await create_all(api, pods)
+
+
+def upstream_podgroup_path(namespace: str) -> str:
+    return api_path(WORKLOAD_API_VERSION, "podgroups", namespace)
 
 
 def bench_namespace(contender: str) -> str:
@@ -184,7 +201,7 @@ async def _one(api: Kube, contender: Contender, options: BenchOptions, kubeconfi
     total = sum(g.size for g in gangs)
     report(f"{name}: creating {len(gangs)} PodGroups and {total} pending pods in {namespace}")
     await _populate(api, namespace, gangs, contender.scheduler_name, rdma,
-                    contender.pod_affinity)
+                    contender.pod_affinity, contender.upstream_groups)
     try:
         if await count_pods(api, namespace) != total:
             raise RuntimeError(f"{namespace}: not every pod was created")

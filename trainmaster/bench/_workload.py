@@ -6,6 +6,13 @@ bench stack's policy: a gang of one must sit on one node, larger gangs prefer on
 kube-scheduler ignores PodGroups (it has no gangs); the pods are the same apart from
 ``schedulerName``, and, for the affinity variant, the preferred inter-pod affinity a
 kube-scheduler user would write to keep a gang in one leaf (``gang_affinity``).
+
+The upstream variant expresses the same gangs through the upstream gang API: an
+``scheduling.k8s.io/v1beta1`` PodGroup (``minCount`` = its size) that its pods name in
+``spec.schedulingGroup`` instead of the label. That API can only *require* a domain, so
+the group carries no constraint and the scheduler's policy by size gives it the same
+topology as the annotations above (the bench stack's policy: one node required for a
+gang of one, else one leaf preferred).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from trainmaster.api import (
     POD_GROUP_LABEL,
     TOPOLOGY_DOMAIN_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
+    WORKLOAD_API_VERSION,
     topology_label,
 )
 
@@ -81,6 +89,17 @@ def pod_group(gang: GangSpec, namespace: str) -> dict[str, Any]:
     }
 
 
+def upstream_pod_group(gang: GangSpec, namespace: str) -> dict[str, Any]:
+    """The gang as an upstream PodGroup (module doc)."""
+    return {
+        "apiVersion": WORKLOAD_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": gang.name, "namespace": namespace,
+                     "labels": {BENCH_LABEL: "true"}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": gang.size}}},
+    }
+
+
 def gang_affinity(gang: GangSpec, leaf_level: str = "leaf") -> dict[str, Any]:
     """Prefer (weight 100) the leaf of the gang's members already placed."""
     return {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -94,10 +113,11 @@ def gang_affinity(gang: GangSpec, leaf_level: str = "leaf") -> dict[str, Any]:
 
 def pod(
     gang: GangSpec, index: int, namespace: str, scheduler: str, rdma: Sequence[str] = (),
-    affinity: bool = False,
+    affinity: bool = False, upstream: bool = False,
 ) -> dict[str, Any]:
     """One member; ``rdma`` names the RDMA resources every node has (one of each);
-    ``affinity`` adds ``gang_affinity``."""
+    ``affinity`` adds ``gang_affinity``; ``upstream`` names the gang's upstream PodGroup
+    in ``spec.schedulingGroup`` instead of the label."""
     requests = {
         GPU_RESOURCE: str(GPUS_PER_POD),
         "cpu": "16",
@@ -129,4 +149,7 @@ def pod(
     }
     if affinity:
         body["spec"]["affinity"] = gang_affinity(gang)
+    if upstream:
+        del body["metadata"]["labels"][POD_GROUP_LABEL]
+        body["spec"]["schedulingGroup"] = {"podGroupName": gang.name}
     return body

@@ -36,7 +36,8 @@ def scheduler_cmd(
                      "kube-scheduler-nodecisions (the API server's bind limit), "
                      "kube-scheduler-default, kube-scheduler-tuned, "
                      "kube-scheduler-tuned-affinity, bind-ceiling (a same-client "
-                     "baseline)."),
+                     "baseline); trainmaster-upstream (the same gangs as upstream "
+                     "scheduling.k8s.io PodGroups) only when named."),
     ] = None,
     kubeconfig: Annotated[
         Path | None,

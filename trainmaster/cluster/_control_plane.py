@@ -32,6 +32,7 @@ from trainmaster.api import KUBECONFIG_STATE_EXTENSION as STATE_EXTENSION
 from trainmaster.cluster import _monitoring, _network_crds, _real_nodes
 from trainmaster.cluster import _processes as procs
 from trainmaster.cluster._certs import write_pki
+from trainmaster.cluster._gang_api import FEATURE_GATES, RUNTIME_CONFIG
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.cluster._register import register_nodes, wait_nodes_ready
 from trainmaster.cluster._sizing import ClusterSizing, cluster_sizing
@@ -323,6 +324,8 @@ def _start_all(
             "--max-requests-inflight=3000",
             "--max-mutating-requests-inflight=1500",
             "--v=1",
+            FEATURE_GATES,
+            RUNTIME_CONFIG,
             *apiserver_args,
         ],
         [port],
@@ -355,6 +358,7 @@ def _start_all(
             "--kube-api-burst=2000",
             # kwok's Leases are longer at scale (see _sizing): judge them by their length.
             f"--node-monitor-grace-period={sizing.grace_seconds}s",
+            FEATURE_GATES,
             "--v=1",
         ],
         [],
@@ -374,6 +378,7 @@ def _start_all(
                 "--bind-address=127.0.0.1",
                 "--secure-port=0",
                 "--leader-elect=false",
+                FEATURE_GATES,
                 "--v=1",
             ],
             [],

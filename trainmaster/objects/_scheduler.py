@@ -12,6 +12,7 @@ from trainmaster.api import (
     APP_INSTANCE_LABEL,
     APP_NAME_LABEL,
     PREEMPT_LOWER,
+    WORKLOAD_GROUP,
     app_labels,
     queue_ledger_name,
 )
@@ -39,6 +40,9 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
+    # The upstream gang API's PodGroups (docs/interop.md); Workloads are not read: a
+    # PodGroup carries its template's policy and constraints.
+    {"apiGroups": [WORKLOAD_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
     # A pod naming this scheduler in a namespace it does not serve is told so where its
     # user looks: an Event (any namespace, as kube-scheduler's own role allows) and its
     # PodScheduled condition. Outside the served namespaces the ValidatingAdmissionPolicy
@@ -58,8 +62,10 @@ SCHEDULER_NAMESPACE_RULES: list[dict[str, Any]] = [
     # recreates them whole (docs/scheduler.md).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-    # The PodScheduled condition is patched (the PodGroup's status is never written).
+    # The PodScheduled condition is patched (a scheduler-plugins PodGroup's status is never
+    # written); an upstream PodGroup's PodGroupInitiallyScheduled condition is applied.
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+    {"apiGroups": [WORKLOAD_GROUP], "resources": ["podgroups/status"], "verbs": ["patch"]},
 ]
 """What the scheduler writes in each namespace it serves (a Role and RoleBinding there,
 never cluster-wide): it binds the pods of those namespaces and no others."""

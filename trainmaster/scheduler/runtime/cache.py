@@ -31,6 +31,7 @@ from .convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod
 from .gangs import gang_key_of
 from .local_queues import LocalQueues
 from .report import NOT_SERVED, not_served_message
+from .upstream_groups import upstream_group_info
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -304,7 +305,13 @@ class ClusterCache:
     # --- pod groups -------------------------------------------------------------------
 
     def on_group(self, kind: str, obj: JSON) -> None:
-        info = pod_group_info(obj)
+        self._set_group(kind, pod_group_info(obj))
+
+    def on_upstream_group(self, kind: str, obj: JSON) -> None:
+        """A scheduling.k8s.io PodGroup (``upstream_groups.py``)."""
+        self._set_group(kind, upstream_group_info(obj, self.levels))
+
+    def _set_group(self, kind: str, info: PodGroupInfo) -> None:
         if kind == DELETED:
             self.groups.pop(info.key, None)
         elif self.groups.get(info.key) == info:

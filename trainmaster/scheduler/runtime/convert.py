@@ -22,6 +22,7 @@ from .._keys import (
     DATASETS_ANNOTATION,
     MAX_MEMBERS_ANNOTATION,
     POD_GROUP_LABEL,
+    PODGROUP_API_VERSION,
     PREEMPT_LOWER,
     QUEUE_LABEL,
     RESTART_ANNOTATION,
@@ -204,6 +205,17 @@ def _affinity(spec: Mapping[str, Any]) -> tuple[tuple[NodeSelectorRequirement, .
     return tuple(out), None
 
 
+UPSTREAM_PREFIX = "scheduling.k8s.io:"
+"""Gang names of upstream PodGroups start with this, so that a scheduler-plugins PodGroup of
+the same name in the same namespace stays another gang (no PodGroup name has a colon)."""
+
+
+def scheduling_group_gang(spec: Mapping[str, Any]) -> str | None:
+    """The gang name of the upstream PodGroup a pod names in ``spec.schedulingGroup``."""
+    name = (spec.get("schedulingGroup") or {}).get("podGroupName")
+    return f"{UPSTREAM_PREFIX}{name}" if name else None
+
+
 def pod_info(obj: JSON) -> PodInfo:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -224,7 +236,8 @@ def pod_info(obj: JSON) -> PodInfo:
         tolerations=tolerations,
         priority=int(spec.get("priority") or 0),
         creation_timestamp=_epoch(meta.get("creationTimestamp")),
-        gang=labels.get(POD_GROUP_LABEL) or None,
+        # The precedence rule (docs/interop.md): spec.schedulingGroup, then the label.
+        gang=scheduling_group_gang(spec) or labels.get(POD_GROUP_LABEL) or None,
         datasets=pod_datasets(meta.get("annotations") or {}),
     )
     return PodInfo(
@@ -247,7 +260,8 @@ def pod_info(obj: JSON) -> PodInfo:
 
 @dataclass(frozen=True, slots=True)
 class PodGroupInfo:
-    """A scheduler-plugins PodGroup as the runtime uses it."""
+    """A PodGroup as the runtime uses it: a scheduler-plugins one, or an upstream
+    ``scheduling.k8s.io`` one (``upstream_groups.py``) whose ``name`` is its gang name."""
 
     namespace: str
     name: str
@@ -267,9 +281,22 @@ class PodGroupInfo:
     """``trainmaster.io/max-members`` of an elastic gang (above ``min_member``); None:
     rigid, or an unreadable value (then the gang is rigid at minMember)."""
 
+    api_version: str = PODGROUP_API_VERSION
+    object_name: str = ""
+    """The object's own name when ``name`` (the gang name) differs from it."""
+    invalid: str | None = None
+    """Why the group can never be placed as it stands (its gang waits with this)."""
+    initially_scheduled: bool = False
+    """An upstream group's ``PodGroupInitiallyScheduled`` is already True."""
+
     @property
     def elastic(self) -> bool:
         return self.max_members is not None
+
+    @property
+    def ref_name(self) -> str:
+        """The name Events and status writes address."""
+        return self.object_name or self.name
 
     @property
     def key(self) -> str:

@@ -39,6 +39,7 @@ from ..framework.model import (
 )
 from .config import SchedulerConfig
 from .convert import PodGroupInfo
+from .upstream_groups import is_upstream, missing_message
 
 LONE_PREFIX = "pod:"
 
@@ -111,7 +112,11 @@ def assemble(
     """The gang to submit for ``key`` (a PodGroup key): ``members`` are its pending pods,
     ``placed_nodes`` the nodes of its members already placed (one entry per pod)."""
     if group is None:
+        if is_upstream(key):
+            return Waiting(key, missing_message(key))
         return Waiting(key, f"waiting for PodGroup {key} (pods name it in their label)")
+    if group.invalid is not None:
+        return Waiting(key, f"PodGroup {group.namespace}/{group.ref_name}: {group.invalid}")
     ordered = tuple(sorted(members, key=lambda p: p.name))
     placed = len(placed_nodes)
     required = group.min_member or placed + len(ordered)

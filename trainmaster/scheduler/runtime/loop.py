@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from trainmaster.kubeclient import ApiError, Kube, Reflector, node_path, pod_path, podgroup_path
 
-from .._keys import PODGROUP_API_VERSION, PODGROUP_KIND, PODGROUP_PLURAL
+from .._keys import PODGROUP_PLURAL
 from ..framework.model import Gang
 from ..framework.results import Placement
 from ..framework.status import Code, Status
@@ -38,7 +38,7 @@ from .cache import UNFINISHED_PODS, ClusterCache
 from .catch_up import catch_up
 from .config import SchedulerConfig
 from .cycle import Cycle
-from .events import ApiWriter, EventRecorder, ObjectRef, default_identity
+from .events import ApiWriter, EventRecorder, default_identity
 from .gang_scheduler import CycleResult, GangScheduler
 from .gangs import LONE_PREFIX, Waiting, assemble, lone_gang
 from .history import UsageHistory
@@ -48,8 +48,9 @@ from .metrics import SchedulerMetrics
 from .preemptor import Preemptor, QuotaAdmission, nominations
 from .queue import queue_key
 from .records import GangRecords
-from .report import Reporter
+from .report import Reporter, event_ref
 from .tasks import cancel_all
+from .upstream_groups import GroupStatus, upstream_reflector
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -89,7 +90,8 @@ class SchedulerRuntime:
         self.writer = ApiWriter(quiet=self.binder.quiet)
         self.recorder = EventRecorder(api, self.writer, config.scheduler_name, self.identity)
         self.reporter = Reporter(self.recorder, config.report_interval, clock,
-                                 is_pending=self._is_pending)
+                                 is_pending=self._is_pending, group_status=GroupStatus(
+                                     api, self.writer, config.scheduler_name))
         self.admission = QuotaAdmission(self.cache)
         self.ledger = LedgerPublisher(api, self.writer, config.scheduler_name,
                                       config.leader_election.lease_namespace)
@@ -104,6 +106,7 @@ class SchedulerRuntime:
                       params={"fieldSelector": UNFINISHED_PODS}, skip=self.cache.skip_pod_event),
             Reflector(api, podgroup_path(), self.cache.on_group, name=PODGROUP_PLURAL,
                       optional=True),
+            upstream_reflector(api, self.cache.on_upstream_group),
         ]  # fmt: skip
         self.reflectors += [local_queue_reflector(api, ns, self.cache.on_local_queue)
                             for ns in config.local_queue_namespaces]
@@ -486,10 +489,7 @@ class SchedulerRuntime:
         record.bind_failures += 1
         record.held_until = self._clock() + self._backoff(record.bind_failures)
         self.cache.changed.set()
-        ref = (ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
-                         PODGROUP_API_VERSION) if group is not None
-               else ObjectRef("Pod", gang.namespace, gang.members[0].name,
-                              gang.members[0].uid))
+        ref = event_ref(group, gang.members)
         reasons = "; ".join(sorted(set(outcome.errors.values()))) or "members vanished"
         message = f"bound {outcome.bound} of {gang.required_members} required pods ({reasons})"
         if outcome.undone:

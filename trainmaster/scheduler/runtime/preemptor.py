@@ -43,7 +43,6 @@ from .._keys import (
     DISRUPTION_TARGET,
     EVENT_PREEMPTED,
     EVENT_PREEMPTING,
-    PODGROUP_API_VERSION,
     PODGROUP_KIND,
     PREEMPTION_BY_SCHEDULER,
 )
@@ -272,8 +271,8 @@ class Preemptor:
 
     def _ref(self, key: str, pod: PodRequest) -> ObjectRef:
         group = self.cache.groups.get(key)
-        return (ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
-                          PODGROUP_API_VERSION) if group is not None
+        return (ObjectRef(PODGROUP_KIND, group.namespace, group.ref_name, group.uid,
+                          group.api_version) if group is not None
                 else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
 
     def _announce_preemptor(self, found: Preemption, gang: Gang) -> None:

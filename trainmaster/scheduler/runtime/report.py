@@ -23,16 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from .._keys import (
-    EVENT_FAILED_SCHEDULING,
-    NAMESPACE_NOT_SERVED,
-    PODGROUP_API_VERSION,
-    PODGROUP_KIND,
-)
+from .._keys import EVENT_FAILED_SCHEDULING, NAMESPACE_NOT_SERVED, PODGROUP_KIND
 from ..framework.model import PodRequest
 from ..framework.results import Placement
 from .convert import PodGroupInfo
 from .events import EventRecorder, ObjectRef, now_rfc3339
+from .upstream_groups import GroupStatus
 
 NOT_SERVED = NAMESPACE_NOT_SERVED
 """Reason of the Event and the PodScheduled condition of a pod in a namespace this
@@ -54,10 +50,11 @@ def not_served_message(scheduler: str, namespace: str, served: Sequence[str]) ->
             "a served namespace")
 
 
-def _ref(group: PodGroupInfo | None, pods: Sequence[PodRequest]) -> ObjectRef:
+def event_ref(group: PodGroupInfo | None, pods: Sequence[PodRequest]) -> ObjectRef:
+    """What an Event about a gang is on: its PodGroup, else its (first) pod."""
     if group is not None:
-        return ObjectRef(PODGROUP_KIND, group.namespace, group.name, group.uid,
-                         PODGROUP_API_VERSION)
+        return ObjectRef(PODGROUP_KIND, group.namespace, group.ref_name, group.uid,
+                         group.api_version)
     pod = pods[0]
     return ObjectRef("Pod", pod.namespace, pod.name, pod.uid)
 
@@ -69,8 +66,11 @@ class Reporter:
         interval: float,
         clock: Callable[[], float] = time.monotonic,
         is_pending: Callable[[str], bool] = lambda uid: True,
+        group_status: GroupStatus | None = None,
     ) -> None:
         self._recorder = recorder
+        self._group_status = group_status
+        """Writes an upstream PodGroup's status condition next to its Event."""
         self._is_pending = is_pending
         self._interval = interval
         self._clock = clock
@@ -87,7 +87,9 @@ class Reporter:
             self._recorder.pod_unschedulable(
                 pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid)
             )
-        self._recorder.event(_ref(group, pods), "Warning", EVENT_FAILED_SCHEDULING, message)
+        self._recorder.event(event_ref(group, pods), "Warning", EVENT_FAILED_SCHEDULING, message)
+        if self._group_status is not None:
+            self._group_status.unschedulable(group, message, since)
         self._last[key] = _Reported(message, self._clock(), since)
         return True
 
@@ -106,9 +108,11 @@ class Reporter:
                 pod.namespace, pod.name, message, since, partial(self._is_pending, pod.uid),
                 reason=reason,
             )
-            self._recorder.event(_ref(None, [pod]), "Warning", reason, message)
+            self._recorder.event(event_ref(None, [pod]), "Warning", reason, message)
         if group is not None:
-            self._recorder.event(_ref(group, pods), "Warning", reason, message)
+            self._recorder.event(event_ref(group, pods), "Warning", reason, message)
+        if self._group_status is not None and reason != NOT_SERVED:  # no rights there
+            self._group_status.unschedulable(group, message, since, reason)
         self._last[key] = _Reported(message, self._clock(), since)
         return True
 
@@ -137,7 +141,9 @@ class Reporter:
                 f"Placed {len(pods)} pods on {nodes} node(s) in {placement.level} "
                 f"{placement.domain}"
             )
-        self._recorder.event(_ref(group, pods), "Normal", "Scheduled", message)
+        self._recorder.event(event_ref(group, pods), "Normal", "Scheduled", message)
+        if self._group_status is not None:
+            self._group_status.scheduled(group, message)
 
     def forget(self, key: str) -> None:
         self._last.pop(key, None)
