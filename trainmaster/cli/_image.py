@@ -24,6 +24,11 @@ app.add_typer(image_app, name="image")
 _err = lazy_console(stderr=True, highlight=False)
 
 
+# What the torch image's build says as it goes (trainmaster.image._torch_layer, _torch_image).
+TORCH_STEPS = ("the torch layer", "installing ", "compiling bytecode", "no bytecode",
+               "writing the layer", "packing ")
+
+
 def _console_progress(verbose: bool) -> Progress:
     """The image build's progress on stderr (made here: the image package is imported
     only when an image is built)."""
@@ -46,7 +51,8 @@ def _console_progress(verbose: bool) -> Progress:
 
         def line(self, text: str) -> None:
             # mmdebstrap and pip say a lot; show the steps they announce, all of it with -v.
-            if self.verbose or text.startswith(("I: ", "E: ", "W: ")) or "wheels," in text:
+            if self.verbose or text.startswith(("I: ", "E: ", "W: ")) or "wheels," in text \
+                    or text.startswith(TORCH_STEPS):
                 _err.print(f"[dim]{self._elapsed()}      {text[:150]}[/dim]")
 
         def bytes(self, done: int, total: int) -> None:

@@ -16,10 +16,12 @@ level 6 of the trainmaster layer took three times the CPU on a busy 2-core host.
 
 from __future__ import annotations
 
+import compileall
 import gzip
 import hashlib
 import json
 import os
+import py_compile
 import shutil
 import stat
 import sys
@@ -40,7 +42,7 @@ from trainmaster.image._wheels import GLIBC_MINOR
 
 TORCH_EXTRA = "torch"
 """The optional-dependency group of pyproject.toml that pins torch."""
-TORCH_RECIPE = "1"  # bump when the way the layer is assembled changes
+TORCH_RECIPE = "2"  # bump when the way the layer is assembled changes
 SITE_PACKAGES = f"{VENV}/lib/python{PYTHON_VERSION}/site-packages"
 LAYER_GZIP_LEVEL = 1
 # torch's own console script, written for the image's interpreter (uv's --target scripts
@@ -168,6 +170,17 @@ def torch_layer(root: Path, cache: Path, on_line: LineFn, force: bool = False) -
                   "--constraint", str(constraints), *torch_requirements(root)],
                  log, on_line, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
         shutil.rmtree(site / "bin", ignore_errors=True)
+        # Bytecode, as the trainmaster layer keeps it: the image runs with
+        # PYTHONDONTWRITEBYTECODE, so without it every worker that torchrun restarts would
+        # compile torch's Python again. unchecked-hash: valid whatever the files' mtimes
+        # (the layer sets them to 0), and the same bytes for the same sources.
+        # A file that does not compile (a test fixture in some wheel) is left without.
+        if f"{sys.version_info[0]}.{sys.version_info[1]}" == PYTHON_VERSION:
+            on_line("compiling bytecode (unchecked-hash)")
+            compileall.compile_dir(site, quiet=2, workers=0,
+                                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        else:
+            on_line(f"no bytecode: this Python is not the image's {PYTHON_VERSION}")
         on_line("writing the layer (tar, gzip level 1)")
         staged = work / "out"
         staged.mkdir()
@@ -235,7 +248,8 @@ def _info(name: str, path: Path | None, kind: bytes, mode: int, size: int = 0
 
 
 def write_layer(site: Path, out: Path) -> tuple[Descriptor, str, int]:
-    """The layer: `site`'s files under the venv's site-packages, and bin/torchrun."""
+    """The layer: `site`'s files (their bytecode included) under the venv's
+    site-packages, and bin/torchrun."""
     prefix = SITE_PACKAGES.lstrip("/")
     with out.open("wb") as raw:
         stream = _TwoHashes(raw)
@@ -254,7 +268,7 @@ def write_layer(site: Path, out: Path) -> tuple[Descriptor, str, int]:
                     tar.addfile(_info(name, path, tarfile.SYMTYPE, 0o777))
                 elif stat.S_ISDIR(st.st_mode):
                     tar.addfile(_info(name, path, tarfile.DIRTYPE, 0o755))
-                elif "__pycache__" not in path.parts:
+                else:
                     mode = 0o755 if st.st_mode & 0o111 else 0o644
                     with path.open("rb") as src:
                         tar.addfile(_info(name, path, tarfile.REGTYPE, mode, st.st_size), src)
