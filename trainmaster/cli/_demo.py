@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -34,14 +36,14 @@ def demo(
     ] = True,
 ) -> None:
     """Start a local cluster from a stack with real nodes, deploy trainmaster on it as pods,
-    train the stack's CPU example job on the real nodes, kill one rank's process and show
-    the job resuming from its last checkpoint."""
+    train the stack's real job on the real nodes (stacks/demo: the PyTorch transformer under
+    torchrun), kill one worker and show it resuming from its last checkpoint."""
     from rich.console import Console
 
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.cluster import ClusterError
-    from trainmaster.demo import run_demo
-    from trainmaster.drill import pulumi_stack_spec, source_root
+    from trainmaster.demo import real_node_images, run_demo
+    from trainmaster.drill import build_stack_images, pulumi_stack_spec, source_root
     from trainmaster.toolchain import (
         CLUSTER_FAMILIES,
         MONITORING_STACK_FAMILIES,
@@ -61,10 +63,18 @@ def demo(
             spec = pulumi_stack_spec(source_root(), stack)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc), param_hint="--stack") from None
+    # The images (the torch layer takes minutes cold) build beside the Go tools.
+    err.print("building the images beside the tools (each cached by its inputs)",
+              highlight=False)
+    images_done = _beside(lambda: build_stack_images(spec, real_node_images(spec),
+                                                     lambda _: None))
     build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
                          *(MONITORING_STACK_FAMILIES if monitoring else ()),
                          *(PULUMI_FAMILIES if pulumi_stack is not None else ())],
                         why="`trainmaster demo`")
+    failed = images_done()
+    if failed:  # the demo builds them again below, and reports the error in its place
+        err.print(f"building the images beside the tools failed: {failed}", highlight=False)
     try:
         if err.is_terminal:
             with err.status("starting") as status:
@@ -161,6 +171,29 @@ def _print_gang_restart(out: Any, drill: DrillResult, checkpoints: Path) -> None
     out.print(f"  steps lost: {drill.lost_steps} (last step logged before the kill: "
               f"{drill.last_step_before})")
     out.print(f"  every rank trained again {drill.recover_seconds:.1f}s after the kill")
+
+
+def _beside(work: Callable[[], object]) -> Callable[[], str | None]:
+    """Run `work` in a thread (a cold demo builds the Go tools meanwhile, which hides most
+    of the torch layer's minutes). Returns a wait that gives its error, if any: the demo
+    then builds again in its place and reports it there. Wait before building the same
+    images again."""
+    failed: list[str] = []
+
+    def run() -> None:
+        try:
+            work()
+        except Exception as exc:
+            failed.append(str(exc))
+
+    worker = threading.Thread(target=run, name="images-beside-the-tools", daemon=True)
+    worker.start()
+
+    def wait() -> str | None:
+        worker.join()
+        return failed[0] if failed else None
+
+    return wait
 
 
 def next_commands(monitoring: bool) -> list[str]:

@@ -28,6 +28,7 @@ from trainmaster.drill._inplace import InPlaceResult, run_worker_kill, wait_torc
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
     RealStack,
+    build_stack_images,
     host_volume,
     job_pods,
     job_status,
@@ -51,6 +52,7 @@ __all__ = [
     "InPlaceResult",
     "Killed",
     "RealStack",
+    "build_stack_images",
     "dataset_nodes",
     "ensure_scenario",
     "host_volume",

@@ -188,6 +188,42 @@ def deploy_stack(project_dir: Path, stack: str, kubeconfig: Path, report: Report
             f"{time.monotonic() - started:.0f}s")
 
 
+def _on_real(image: str, job_images: Collection[str] | None) -> set[str]:
+    from trainmaster.image import torch_reference
+
+    on_real = set(job_images) if job_images is not None else {image}
+    unknown = on_real - {image, torch_reference(image)}
+    if unknown:
+        raise ClusterError(f"no image is built here for {', '.join(sorted(unknown))}: the "
+                           f"real nodes can run {image} and {torch_reference(image)}")
+    return on_real
+
+
+def build_stack_images(spec_path: Path, job_images: Collection[str] | None,
+                       report: Report) -> list[Path]:
+    """Build (or find cached) the images the real nodes need: the trainmaster image (the
+    controllers' and the warm-ups'), and the torch image when a job placed on the real
+    nodes runs it. Returns their archives."""
+    from trainmaster.image import build_image, build_torch_image, torch_reference
+
+    image = load_spec(spec_path).image.reference
+    on_real = _on_real(image, job_images)
+    doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), on_real)
+    report(f"building the image {image} (cached by its inputs)")
+    archives = [build_image(source_root(), image, _BuildSteps(report)).archive]
+    if torch_reference(image) in {j.get("image") for j in doc.get("jobs") or []
+                                  if j.get("name") in moved}:
+        report(f"building the image {torch_reference(image)} (the torch layer cached by "
+               "torch's pins, under the trainmaster layer)")
+        started = time.monotonic()
+        torch_built = build_torch_image(source_root(), torch_reference(image),
+                                        _BuildSteps(report))
+        report(f"{torch_built.reference}: {'cached' if torch_built.cached else 'built'} in "
+               f"{time.monotonic() - started:.0f}s, {torch_built.archive_bytes / 1e9:.2f} GB")
+        archives.append(torch_built.archive)
+    return archives
+
+
 def start_real_stack(spec_path: Path, real_nodes: int = 2,
                      report: Report = lambda _: None, pulumi_stack: str | None = None,
                      monitoring: bool = False, job_images: Collection[str] | None = None
@@ -200,34 +236,16 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
     `job_images`: the images whose jobs run on the real nodes (default: the trainmaster
     image; the demo's is its torch image, built and loaded too).
     """
-    from trainmaster.image import build_image, build_torch_image, torch_reference
-
     spec = load_spec(spec_path)
     image = spec.image.reference
-    on_real = set(job_images) if job_images is not None else {image}
-    unknown = on_real - {image, torch_reference(image)}
-    if unknown:
-        raise ClusterError(f"no image is built here for {', '.join(sorted(unknown))}: the "
-                           f"real nodes can run {image} and {torch_reference(image)}")
+    on_real = _on_real(image, job_images)
     doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), on_real)
     if pulumi_stack is not None and doc != yaml.safe_load(spec_path.read_text()):
         raise ClusterError(
             f"{spec_path}: the stack {pulumi_stack} does not place trainmaster's controllers "
             f"and its jobs of {', '.join(sorted(on_real))} on the real nodes; see "
             "stacks/demo/cluster.yaml")
-    report(f"building the image {image} (cached by its inputs)")
-    built = build_image(source_root(), image, _BuildSteps(report))
-    archives = [built.archive]
-    if torch_reference(image) in {j.get("image") for j in doc.get("jobs") or []
-                                  if j.get("name") in moved}:
-        report(f"building the image {torch_reference(image)} (the torch layer cached by "
-               "torch's pins, under the trainmaster layer)")
-        started = time.monotonic()
-        torch_built = build_torch_image(source_root(), torch_reference(image),
-                                        _BuildSteps(report))
-        report(f"{torch_built.reference}: {'cached' if torch_built.cached else 'built'} in "
-               f"{time.monotonic() - started:.0f}s, {torch_built.archive_bytes / 1e9:.2f} GB")
-        archives.append(torch_built.archive)
+    archives = build_stack_images(spec_path, job_images, report)
     result = cluster.up(spec_path, real_nodes=real_nodes, report=report,
                         monitoring=monitoring)
     record = result.record
