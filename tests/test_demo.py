@@ -39,6 +39,9 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
     try:
         proc = subprocess.run([sys.executable, "-m", "trainmaster", "demo"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=1500)
+        # Kept with pytest's temporary folders (the last three runs): what the demo printed.
+        (tmp_path / "demo.stdout").write_text(proc.stdout)
+        (tmp_path / "demo.stderr").write_text(proc.stderr)
         assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
         out = proc.stdout
         assert "lm: restarted in place by torchrun and resumed at its checkpointed step" \
