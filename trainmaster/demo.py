@@ -14,6 +14,12 @@ a real training job that survives a real kill.
    brought the gang back: the step it resumed at and the steps lost;
 4. with the monitoring stack (the default; `--no-monitoring` leaves it out): wait for the
    kill's TrainingGangRestarted alert to fire in Prometheus and reach Alertmanager.
+
+When the real job runs under torchrun (stacks/demo's `lm`: examples/transformer in the
+torch image), step 3 kills one worker process instead and measures torchrun restarting
+the workers in place (trainmaster.drill._inplace): no gang restart, so no restart alert.
+Either way the demo reads where each dataset is warm (every node a reader may use, its
+state label, the warm-up pods still Pending: trainmaster.drill._warmups).
 """
 
 from __future__ import annotations
@@ -23,17 +29,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainmaster.api import REAL_NODE_LABEL
 from trainmaster.drill import (
+    DatasetNodes,
     DrillResult,
+    InPlaceResult,
     RealStack,
     pods_table,
     run_drill,
+    run_worker_kill,
     serve_demo_datasets,
+    stack_datasets,
     start_real_stack,
     wait_controllers,
+    wait_torch_training,
     wait_training,
 )
 from trainmaster.kubeclient import SyncKube
+from trainmaster.spec import load_spec
 
 Report = Callable[[str], None]
 DEMO_REAL_NODES = 2
@@ -59,10 +72,21 @@ class DemoResult:
     stack: RealStack
     pods_before: str
     """The pods once the job trains (`kubectl get pods -o wide` plus ServiceAccounts)."""
-    drill: DrillResult
+    drill: DrillResult | None
+    """A `python` job's kill and the operator's gang restart."""
     pods_after: str
     alert: AlertSeen | None = None
     """With the monitoring stack: when the kill's alert fired."""
+    inplace: InPlaceResult | None = None
+    """A torchrun job's worker kill and torchrun's restart in place."""
+    datasets: tuple[DatasetNodes, ...] = ()
+    """Where each dataset a job reads is warm, once the job trains."""
+
+    @property
+    def ok(self) -> bool:
+        recovered = (self.inplace.ok if self.inplace is not None
+                     else self.drill is not None and self.drill.ok)
+        return recovered and all(d.ready for d in self.datasets)
 
 
 def wait_job_scraped(stack: RealStack, report: Report, timeout: float = 240) -> int:
@@ -112,20 +136,55 @@ def wait_restart_alert(stack: RealStack, killed_at: float, report: Report,
     return AlertSeen(RESTART_ALERT, fired - killed_at, received - killed_at)
 
 
+def real_node_images(spec_path: Path) -> set[str] | None:
+    """The images of the jobs the spec itself places on the real nodes (stacks/demo: the
+    torch image of lm); None when it places none (the drill's default then applies: the
+    trainmaster image's jobs are placed there in memory)."""
+    spec = load_spec(spec_path)
+    found = {j.image for j in spec.jobs if j.node_selector.get(REAL_NODE_LABEL) == "true"}
+    return found or None
+
+
+def wait_datasets(stack: RealStack, report: Report, timeout: float = 180
+                  ) -> tuple[DatasetNodes, ...]:
+    """Each dataset's nodes once all are ready, or as they are at the timeout (the demo
+    then says which are not)."""
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = tuple(stack_datasets(kube, stack.spec))
+            for d in found:
+                report(d.lines()[0])
+            if all(d.ready for d in found) or time.monotonic() > deadline:
+                return found
+            time.sleep(2)
+
+
 def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
              pulumi_stack: str | None = None, monitoring: bool = True) -> DemoResult:
     # With the monitoring stack (unless --no-monitoring): its targets and the restart alert
     # are shown by `trainmaster cluster monitoring`.
-    stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack, monitoring)
+    stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack, monitoring,
+                             job_images=real_node_images(spec_path))
     serve_demo_datasets(stack.record, stack.spec, report)  # the stack's s3:// datasets
     wait_controllers(stack, report)
+    namespaces = [f"{stack.namespace}-system", stack.namespace]
+    if stack.job.launcher == "torchrun":
+        # The torch job: a worker killed, torchrun restarts the workers in place.
+        with SyncKube.connect(stack.kubeconfig) as kube:
+            wait_torch_training(stack, kube, report, min_step=1, timeout=1200)
+        datasets = wait_datasets(stack, report)
+        before = pods_table(stack.kubeconfig, namespaces)
+        inplace = run_worker_kill(stack, report)
+        after = pods_table(stack.kubeconfig, namespaces)
+        return DemoResult(stack, before, None, after, inplace=inplace, datasets=datasets)
     with SyncKube.connect(stack.kubeconfig) as kube:
         wait_training(stack, kube, report)
-    namespaces = [f"{stack.namespace}-system", stack.namespace]
+    datasets = wait_datasets(stack, report)
     before = pods_table(stack.kubeconfig, namespaces)
     if monitoring:
         wait_job_scraped(stack, report)
     drill = run_drill(stack, DEMO_SCENARIO, report)
     after = pods_table(stack.kubeconfig, namespaces)
     alert = wait_restart_alert(stack, drill.killed_at, report) if monitoring else None
-    return DemoResult(stack, before, drill, after, alert)
+    return DemoResult(stack, before, drill, after, alert, datasets=datasets)

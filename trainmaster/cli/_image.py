@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -21,6 +22,11 @@ image_app = typer.Typer(
 )
 app.add_typer(image_app, name="image")
 _err = lazy_console(stderr=True, highlight=False)
+
+
+# What the torch image's build says as it goes (trainmaster.image._torch_layer, _torch_image).
+TORCH_STEPS = ("the torch layer", "installing ", "compiling bytecode", "no bytecode",
+               "writing the layer", "packing ")
 
 
 def _console_progress(verbose: bool) -> Progress:
@@ -45,7 +51,8 @@ def _console_progress(verbose: bool) -> Progress:
 
         def line(self, text: str) -> None:
             # mmdebstrap and pip say a lot; show the steps they announce, all of it with -v.
-            if self.verbose or text.startswith(("I: ", "E: ", "W: ")) or "wheels," in text:
+            if self.verbose or text.startswith(("I: ", "E: ", "W: ")) or "wheels," in text \
+                    or text.startswith(TORCH_STEPS):
                 _err.print(f"[dim]{self._elapsed()}      {text[:150]}[/dim]")
 
         def bytes(self, done: int, total: int) -> None:
@@ -79,16 +86,28 @@ def build_cmd(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Also copy the OCI archive here.")] = None,
     force: Annotated[bool, typer.Option(help="Rebuild even if the inputs are unchanged.")] = False,
+    torch: Annotated[bool, typer.Option(
+        "--torch", help="Build the torch image instead: this image with PyPI's torch (the "
+                        "`torch` extra, pinned by uv.lock) in a layer beneath it "
+                        "(<name>-torch:<version>).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v",
                                           help="Show every line of the tools.")] = False,
 ) -> None:
     """Build the image as an OCI archive (cached by the digest of its inputs)."""
-    from trainmaster.image import build_image
+    from trainmaster.image import build_image, build_torch_image, torch_reference
     from trainmaster.spec import ImageSpec  # the spec model: ~1 s, only when building
 
     reference = tag or ImageSpec().reference
-    built = build_image(source, reference, _console_progress(verbose), force=force, output=output)
+    if torch:
+        reference = reference if tag else torch_reference(reference)
+        built = build_torch_image(source, reference, _console_progress(verbose), force=force)
+        if output is not None:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(built.archive, output)
+    else:
+        built = build_image(source, reference, _console_progress(verbose), force=force,
+                            output=output)
     if as_json:
         typer.echo(json.dumps(built.as_json(), indent=2))
     else:

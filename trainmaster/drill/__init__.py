@@ -1,6 +1,7 @@
 """The real training job on a local cluster's real nodes, and recovery drills on it (a
 process or container really killed, the gang restarted by the operator from its own
-checkpoint). Used by `trainmaster demo`, the realnode tests and `bench recovery --real`."""
+checkpoint; a torchrun worker killed and restarted in place), and where the datasets are
+warm. Used by `trainmaster demo`, the realnode tests and `bench recovery --real`."""
 
 from trainmaster.drill._datasets import (
     S3_PORT,
@@ -24,10 +25,12 @@ from trainmaster.drill._elastic import (
 )
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._hang import run_hang
+from trainmaster.drill._inplace import InPlaceResult, run_worker_kill, wait_torch_training
 from trainmaster.drill._preempt import run_preemption_drill
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
     RealStack,
+    build_stack_images,
     host_volume,
     job_pods,
     job_status,
@@ -38,16 +41,21 @@ from trainmaster.drill._stack import (
     start_real_stack,
     wait_controllers,
 )
+from trainmaster.drill._warmups import DatasetNodes, dataset_nodes, stack_datasets
 
 __all__ = [
     "ELASTIC_SCENARIOS",
     "ON_REAL_NODES",
     "S3_PORT",
     "SCENARIOS",
+    "DatasetNodes",
     "DrillResult",
     "ElasticResult",
+    "InPlaceResult",
     "Killed",
     "RealStack",
+    "build_stack_images",
+    "dataset_nodes",
     "ensure_scenario",
     "host_volume",
     "job_pods",
@@ -60,12 +68,15 @@ __all__ = [
     "run_elastic_drill",
     "run_hang",
     "run_preemption_drill",
+    "run_worker_kill",
     "s3_endpoint",
     "serve_demo_datasets",
     "serve_s3_dataset",
     "source_root",
+    "stack_datasets",
     "start_real_stack",
     "story_shards",
     "wait_controllers",
+    "wait_torch_training",
     "wait_training",
 ]

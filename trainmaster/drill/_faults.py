@@ -85,12 +85,13 @@ def _ppid(pid: int) -> int:
 
 def training_process(pids: list[int]) -> tuple[int, list[str]]:
     """The process that runs the training script: of the container's processes whose
-    command line names it (the `trainmaster launch` wrapper names it too), the one whose
-    parent is another of them, or the only one."""
+    command line names it (the `trainmaster launch` wrapper names it too, and so does
+    torchrun, whose worker it is), the one that is no other's parent."""
     commands = {pid: _cmdline(pid) for pid in pids}
     named = {pid: argv for pid, argv in commands.items()
              if any(a.endswith(TRAINING_SCRIPT) for a in argv)}
-    leaves = [pid for pid in named if _ppid(pid) in named] or list(named)
+    parents = {_ppid(pid) for pid in named}
+    leaves = [pid for pid in named if pid not in parents]
     if len(leaves) != 1:
         raise ClusterError(f"expected one {TRAINING_SCRIPT} process among {pids}, found "
                            f"{ {p: ' '.join(a) for p, a in named.items()} }")

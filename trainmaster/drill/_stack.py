@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,9 +93,11 @@ class _BuildSteps(Progress):
         self.report(f"building the image: step {index}/5 {name}: {detail}")
 
 
-def placed_on_real_nodes(doc: dict[str, Any], image: str) -> tuple[dict[str, Any], list[str]]:
-    """The spec document with trainmaster's controllers and every job that runs `image` on
-    the real nodes; and those jobs' names."""
+def placed_on_real_nodes(doc: dict[str, Any], images: str | Collection[str]
+                         ) -> tuple[dict[str, Any], list[str]]:
+    """The spec document with trainmaster's controllers and every job that runs one of
+    `images` on the real nodes; and those jobs' names."""
+    wanted = {images} if isinstance(images, str) else set(images)
     out = copy.deepcopy(doc)
     out["system"] = copy.deepcopy(ON_REAL_NODES)
     # The NIC agent watches the real nodes' rail interfaces (their annotation
@@ -106,7 +108,7 @@ def placed_on_real_nodes(doc: dict[str, Any], image: str) -> tuple[dict[str, Any
         ON_REAL_NODES["nodeSelector"])
     moved = []
     for job in out.get("jobs") or []:
-        if job.get("image") == image:
+        if job.get("image") in wanted:
             job.update(copy.deepcopy(ON_REAL_NODES))
             moved.append(str(job["name"]))
     return out, moved
@@ -186,26 +188,64 @@ def deploy_stack(project_dir: Path, stack: str, kubeconfig: Path, report: Report
             f"{time.monotonic() - started:.0f}s")
 
 
+def _on_real(image: str, job_images: Collection[str] | None) -> set[str]:
+    from trainmaster.image import torch_reference
+
+    on_real = set(job_images) if job_images is not None else {image}
+    unknown = on_real - {image, torch_reference(image)}
+    if unknown:
+        raise ClusterError(f"no image is built here for {', '.join(sorted(unknown))}: the "
+                           f"real nodes can run {image} and {torch_reference(image)}")
+    return on_real
+
+
+def build_stack_images(spec_path: Path, job_images: Collection[str] | None,
+                       report: Report) -> list[Path]:
+    """Build (or find cached) the images the real nodes need: the trainmaster image (the
+    controllers' and the warm-ups'), and the torch image when a job placed on the real
+    nodes runs it. Returns their archives."""
+    from trainmaster.image import build_image, build_torch_image, torch_reference
+
+    image = load_spec(spec_path).image.reference
+    on_real = _on_real(image, job_images)
+    doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), on_real)
+    report(f"building the image {image} (cached by its inputs)")
+    archives = [build_image(source_root(), image, _BuildSteps(report)).archive]
+    if torch_reference(image) in {j.get("image") for j in doc.get("jobs") or []
+                                  if j.get("name") in moved}:
+        report(f"building the image {torch_reference(image)} (the torch layer cached by "
+               "torch's pins, under the trainmaster layer)")
+        started = time.monotonic()
+        torch_built = build_torch_image(source_root(), torch_reference(image),
+                                        _BuildSteps(report))
+        report(f"{torch_built.reference}: {'cached' if torch_built.cached else 'built'} in "
+               f"{time.monotonic() - started:.0f}s, {torch_built.archive_bytes / 1e9:.2f} GB")
+        archives.append(torch_built.archive)
+    return archives
+
+
 def start_real_stack(spec_path: Path, real_nodes: int = 2,
                      report: Report = lambda _: None, pulumi_stack: str | None = None,
-                     monitoring: bool = False) -> RealStack:
+                     monitoring: bool = False, job_images: Collection[str] | None = None
+                     ) -> RealStack:
     """Everything in this module's docstring; `cluster down` stops all of it.
 
     With `pulumi_stack`, `spec_path` is that stack's spec (placement written in) and the
     Pulumi engine deploys it; else the spec is placed in memory and applied. `monitoring`:
     `cluster up --monitoring` (Prometheus operator, Prometheus, Alertmanager on the nodes).
+    `job_images`: the images whose jobs run on the real nodes (default: the trainmaster
+    image; the demo's is its torch image, built and loaded too).
     """
-    from trainmaster.image import build_image
-
     spec = load_spec(spec_path)
     image = spec.image.reference
-    doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), image)
+    on_real = _on_real(image, job_images)
+    doc, moved = placed_on_real_nodes(yaml.safe_load(spec_path.read_text()), on_real)
     if pulumi_stack is not None and doc != yaml.safe_load(spec_path.read_text()):
         raise ClusterError(
             f"{spec_path}: the stack {pulumi_stack} does not place trainmaster's controllers "
-            "and its trainmaster-image jobs on the real nodes; see stacks/demo/cluster.yaml")
-    report(f"building the image {image} (cached by its inputs)")
-    built = build_image(source_root(), image, _BuildSteps(report))
+            f"and its jobs of {', '.join(sorted(on_real))} on the real nodes; see "
+            "stacks/demo/cluster.yaml")
+    archives = build_stack_images(spec_path, job_images, report)
     result = cluster.up(spec_path, real_nodes=real_nodes, report=report,
                         monitoring=monitoring)
     record = result.record
@@ -222,12 +262,17 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
     real_jobs = [j for j in spec.jobs if j.name in moved and j.checkpoint is not None]
     if not real_jobs:
         raise ClusterError(
-            f"{spec_path}: no job runs the image {image} with a checkpoint, so nothing can "
+            f"{spec_path}: no job runs {', '.join(sorted(on_real))} with a checkpoint, so "
+            "nothing can "
             "train on the real nodes; add one (see examples/data-parallel)")
     job = real_jobs[0]
     assert job.checkpoint is not None
-    report(f"loading {image} into {', '.join(record.real_nodes)}")
-    cluster.import_image(state_dir, built.archive)
+    for archive in archives:
+        report(f"loading {archive.name} into {', '.join(record.real_nodes)}")
+        started = time.monotonic()
+        cluster.import_image(state_dir, archive)
+        report(f"loaded {archive.name} into {len(record.real_nodes)} nodes in "
+               f"{time.monotonic() - started:.0f}s")
     folder = state_dir / "volumes" / job.checkpoint.volume
     with SyncKube.connect(Path(record.kubeconfig)) as kube:
         report(f"checkpoint volume {job.checkpoint.volume}: host folder {folder}, shared by "

@@ -1,5 +1,6 @@
-"""An OCI image archive written by hand: one gzip layer, its config, a manifest and an
-index, in the image-layout (oci-layout, index.json, blobs/sha256/...), packed as one tar.
+"""An OCI image archive written by hand: gzip layers (one, or the torch image's two), its
+config, a manifest and an index, in the image-layout (oci-layout, index.json,
+blobs/sha256/...), packed as one tar.
 
 Why not umoci: it would unpack the rootfs tar into a directory only to tar it again, and
 that round trip needs root (or rootless ownership tricks) to keep file owners. The layout
@@ -103,7 +104,8 @@ def _blob(data: dict[str, Any]) -> tuple[bytes, str]:
     return raw, f"sha256:{hashlib.sha256(raw).hexdigest()}"
 
 
-def config_document(config: ImageConfig, diff_id: str) -> dict[str, Any]:
+def config_document(config: ImageConfig, diff_id: str | list[str]) -> dict[str, Any]:
+    diff_ids = [diff_id] if isinstance(diff_id, str) else diff_id
     created = config.created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "created": created,
@@ -115,9 +117,13 @@ def config_document(config: ImageConfig, diff_id: str) -> dict[str, Any]:
             "WorkingDir": "/",
             "Labels": dict(config.labels),
         },
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        # One entry per layer: the torch image's bottom one is the torch layer.
         "history": [{"created": created,
-                     "created_by": "trainmaster image build (mmdebstrap + wheels)"}],
+                     "created_by": ("trainmaster image build (mmdebstrap + wheels)"
+                                    if i == len(diff_ids) - 1 else
+                                    "trainmaster image build (the torch layer: uv + wheels)")}
+                    for i in range(len(diff_ids))],
     }
 
 
@@ -126,20 +132,73 @@ def _tag(reference: str) -> str:
     return last.split(":", 1)[1] if ":" in last else "latest"
 
 
+@dataclass(frozen=True)
+class LayerBlob:
+    """One layer of an image: its compressed bytes (a file, or a member of another image's
+    archive, read without unpacking it) and what the manifest and config say of it."""
+
+    descriptor: Descriptor
+    diff_id: str
+    path: Path
+    member: str | None = None
+    """With `member`, `path` is a tar (an OCI archive) and the blob is that member."""
+
+    def copy_into(self, tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(_blob_path(self.descriptor.digest))
+        info.size = self.descriptor.size
+        info.mode = 0o644
+        if self.member is None:
+            with self.path.open("rb") as src:
+                tar.addfile(info, src)
+            return
+        with tarfile.open(self.path) as outer:
+            blob = outer.extractfile(self.member)
+            if blob is None:
+                raise ValueError(f"{self.path} has no blob {self.member}")
+            tar.addfile(info, blob)
+
+
+def archive_layers(archive: Path) -> list[LayerBlob]:
+    """The layers of the (first) image of an OCI archive, as written by write_archive."""
+    with tarfile.open(archive) as tar:
+        def doc(name: str) -> dict[str, Any]:
+            member = tar.extractfile(name)
+            if member is None:
+                raise ValueError(f"{archive} has no {name}")
+            loaded: dict[str, Any] = json.loads(member.read())
+            return loaded
+
+        entry = doc("index.json")["manifests"][0]
+        manifest = doc(_blob_path(entry["digest"]))
+        config = doc(_blob_path(manifest["config"]["digest"]))
+    return [LayerBlob(Descriptor(layer["mediaType"], layer["digest"], layer["size"]), diff_id,
+                      archive, _blob_path(layer["digest"]))
+            for layer, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"],
+                                      strict=True)]
+
+
 def write_archive(
     layer_blob: Path, layer: Descriptor, diff_id: str, config: ImageConfig, reference: str,
     archive: Path,
 ) -> Written:
     """The OCI archive (a tar of the image layout) for one image named `reference`."""
-    config_raw, config_digest = _blob(config_document(config, diff_id))
+    return write_layered_archive([LayerBlob(layer, diff_id, layer_blob)], config, reference,
+                                 archive)
+
+
+def write_layered_archive(layers: list[LayerBlob], config: ImageConfig, reference: str,
+                          archive: Path) -> Written:
+    """The OCI archive of an image of `layers` (the first is the bottom one)."""
+    diff_ids = [layer.diff_id for layer in layers]
+    config_raw, config_digest = _blob(config_document(config, diff_ids))
     config_desc = Descriptor(MEDIA_CONFIG, config_digest, len(config_raw))
     manifest = {
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
         "config": config_desc.as_json(),
-        "layers": [layer.as_json()],
+        "layers": [layer.descriptor.as_json() for layer in layers],
         "annotations": {"org.opencontainers.image.created": config_document(
-            config, diff_id)["created"]},
+            config, diff_ids)["created"]},
     }
     manifest_raw, manifest_digest = _blob(manifest)
     manifest_desc = Descriptor(MEDIA_MANIFEST, manifest_digest, len(manifest_raw))
@@ -165,12 +224,10 @@ def write_archive(
         _add_bytes(tar, "index.json", index_raw)
         _add_bytes(tar, _blob_path(config_digest), config_raw)
         _add_bytes(tar, _blob_path(manifest_digest), manifest_raw)
-        info = tarfile.TarInfo(_blob_path(layer.digest))
-        info.size = layer.size
-        info.mode = 0o644
-        with layer_blob.open("rb") as src:
-            tar.addfile(info, src)
-    return Written(archive, manifest_desc, config_desc, layer, diff_id)
+        for layer in layers:
+            layer.copy_into(tar)
+    return Written(archive, manifest_desc, config_desc, layers[-1].descriptor,
+                   layers[-1].diff_id)
 
 
 def _blob_path(digest: str) -> str:

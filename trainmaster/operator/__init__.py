@@ -28,7 +28,7 @@ from trainmaster.operator._model import (
 from trainmaster.operator._runner import OperatorThread, operate, run_operator
 from trainmaster.operator._runtime import OperatorConfig
 from trainmaster.operator._specs import SpecRef
-from trainmaster.operator._warm_targets import cache_states, node_name
+from trainmaster.operator._warm_targets import cache_states, job_can_use, node_name, readers
 
 __all__ = [
     "FAILED",
@@ -56,9 +56,11 @@ __all__ = [
     "fenced_record",
     "find_fault",
     "gang_view",
+    "job_can_use",
     "node_health",
     "node_name",
     "operate",
+    "readers",
     "run_operator",
     "unfence",
     "unfence_nodes",

@@ -1,0 +1,61 @@
+"""Which process a worker kill hits, found among real processes: under torchrun three
+processes name the training script (the launch wrapper, torchrun, the worker), and the
+fault must reach the worker, the one that is no other's parent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainmaster.drill._faults import _ppid, training_process
+
+# Each level starts the next with the script's path in its arguments, as the launch
+# wrapper starts torchrun and torchrun its worker.
+_LEVEL = """
+import subprocess, sys, time
+depth = int(sys.argv[2])
+if depth > 1:
+    child = subprocess.Popen([sys.executable, sys.argv[0], sys.argv[1], str(depth - 1)])
+time.sleep(60)
+"""
+
+
+def _chain(tmp_path: Path, depth: int) -> tuple[subprocess.Popen[bytes], list[int]]:
+    script = tmp_path / "train.py"
+    script.write_text(_LEVEL)
+    top = subprocess.Popen([sys.executable, str(script), str(script), str(depth)])
+    pids = [top.pid]
+    deadline = time.monotonic() + 20
+    while len(pids) < depth and time.monotonic() < deadline:
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                    and _ppid(int(p.name)) == pids[-1]]
+        if children:
+            pids.append(children[0])
+        else:
+            time.sleep(0.05)
+    assert len(pids) == depth
+    return top, pids
+
+
+def test_the_worker_under_torchrun_is_chosen_not_torchrun(tmp_path: Path) -> None:
+    top, pids = _chain(tmp_path, 3)  # wrapper -> torchrun -> worker
+    try:
+        pid, argv = training_process(pids)
+        assert pid == pids[-1]
+        assert argv[1].endswith("train.py")
+    finally:
+        for pid in reversed(pids):
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        top.wait()
+
+
+def test_the_python_launcher_s_script_is_chosen_not_the_wrapper(tmp_path: Path) -> None:
+    top, pids = _chain(tmp_path, 2)  # wrapper -> script
+    try:
+        assert training_process(pids)[0] == pids[-1]
+    finally:
+        for pid in reversed(pids):
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        top.wait()
