@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from trainmaster.api import JOB_LABEL
+from trainmaster.api import DATASET_LABEL_PREFIX, JOB_LABEL
 from trainmaster.cli._app import app
 
 if TYPE_CHECKING:
@@ -92,7 +92,8 @@ def demo(
     out.print(result.pods_before, highlight=False)
     out.print()
     if result.datasets:
-        out.print("Datasets in the node-local cache (node label dataset.trainmaster.io/<name>):")
+        out.print("Datasets in the node-local cache "
+                  f"(node label {DATASET_LABEL_PREFIX}<name>):")
         for dataset in result.datasets:
             for line in dataset.lines():
                 out.print(line, highlight=False)
