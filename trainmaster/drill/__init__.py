@@ -9,6 +9,7 @@ from trainmaster.drill._datasets import (
     serve_s3_dataset,
 )
 from trainmaster.drill._drill import (
+    MOVES_THE_GANG,
     SCENARIOS,
     DrillResult,
     ensure_scenario,
@@ -23,6 +24,7 @@ from trainmaster.drill._elastic import (
 )
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._hang import run_hang
+from trainmaster.drill._nic import NIC_ALERT, NicDownResult, run_nic_down
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
     RealStack,
@@ -35,16 +37,20 @@ from trainmaster.drill._stack import (
     source_root,
     start_real_stack,
     wait_controllers,
+    wait_prometheus,
 )
 
 __all__ = [
     "ELASTIC_SCENARIOS",
+    "MOVES_THE_GANG",
+    "NIC_ALERT",
     "ON_REAL_NODES",
     "S3_PORT",
     "SCENARIOS",
     "DrillResult",
     "ElasticResult",
     "Killed",
+    "NicDownResult",
     "RealStack",
     "ensure_scenario",
     "host_volume",
@@ -57,11 +63,13 @@ __all__ = [
     "run_drill",
     "run_elastic_drill",
     "run_hang",
+    "run_nic_down",
     "s3_endpoint",
     "serve_demo_datasets",
     "serve_s3_dataset",
     "source_root",
     "start_real_stack",
     "wait_controllers",
+    "wait_prometheus",
     "wait_training",
 ]
