@@ -1,4 +1,4 @@
-"""The README's main job works end to end: a cluster with 2 real nodes, the committed demo
+"""The README's main job works end to end: a cluster with 3 real nodes, the committed demo
 stack deployed by `trainmaster pulumi up` (the real engine), the scheduler and the operator
 as pods on the real nodes, the real training job killed and resumed at its checkpoint,
 and `cluster down` stopping everything."""
@@ -47,8 +47,8 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         # The controllers run as pods on the real nodes under their own ServiceAccounts.
         for name in ("trainmaster-scheduler", "dev-operator"):
             assert re.search(rf"trainmaster-system +{name}-\S+ +1/1 +Running +\d+ +10\.244\.\S+ "
-                             rf"+leaf-0-node-[01] +{name}\n", out), out
-        assert re.search(r"trainmaster +dp-example-r1-0-\S+ +1/1 +Running .* leaf-0-node-[01] +"
+                             rf"+leaf-0-node-[012] +{name}\n", out), out
+        assert re.search(r"trainmaster +dp-example-r1-0-\S+ +1/1 +Running .* leaf-0-node-[012] +"
                          r"dp-example-trainer", out), out
         # The stack came from the real Pulumi engine: its summary, and its field manager
         # on what it applied.
@@ -71,7 +71,8 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         managers = {(f.manager, f.operation) for f in deployment.metadata.managed_fields}
         assert any(m.startswith("pulumi-kubernetes") for m, _ in managers), managers
         assert not any(m == "trainmaster" for m, _ in managers), managers
-        assert record["real_nodes"] == ["leaf-0-node-0", "leaf-0-node-1"]
+        assert record["real_nodes"] == ["leaf-0-node-0", "leaf-0-node-1", "leaf-0-node-2"]
+        _check_traffic(out)
         pids = [p["pid"] for p in record["processes"]]
     finally:
         down = subprocess.run([sys.executable, "-m", "trainmaster", "cluster", "down",
@@ -79,3 +80,23 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
                               timeout=300)
     assert down.returncode == 0, down.stderr
     assert not any(_alive(pid) for pid in pids)
+
+
+GRADIENT_BYTES = (64 + 1) * 8
+"""examples/data-parallel: 64 features and the loss, float64, each way per step."""
+
+
+def _check_traffic(out: str) -> None:
+    """Rank 0's bytes per interface: the all-reduce on the first rail (at least the
+    gradients' payload each way every step), the other rails and storage nearly idle."""
+    step = re.search(r"Bytes through each interface of rank 0 \(\S+\) since its pod "
+                     r"started, at step (\d+)", out)
+    assert step, out
+    rows = {m.group(1): (int(m.group(2).replace(",", "")), int(m.group(3).replace(",", "")))
+            for m in re.finditer(r"^  (\w+) +.*rx +([\d,]+) B  tx +([\d,]+) B$", out, re.M)}
+    assert {"eth0", "net1", "net2", "net3", "net4", "storage0"} <= set(rows), rows
+    steps = int(step.group(1))
+    rail = rows["net1"]
+    assert min(rail) >= GRADIENT_BYTES * (steps - 1), (steps, rows)
+    for idle in ("net2", "net3", "net4", "storage0"):
+        assert sum(rows[idle]) * 10 < sum(rail), (idle, rows)

@@ -25,8 +25,10 @@ from pathlib import Path
 
 from trainmaster.drill import (
     DrillResult,
+    InterfaceBytes,
     RealStack,
     pods_table,
+    rank_traffic,
     run_drill,
     serve_demo_datasets,
     start_real_stack,
@@ -36,7 +38,8 @@ from trainmaster.drill import (
 from trainmaster.kubeclient import SyncKube
 
 Report = Callable[[str], None]
-DEMO_REAL_NODES = 2
+DEMO_REAL_NODES = 3
+"""Two for the gang, one for it to move to when a node is fenced (docs/real-nodes.md)."""
 DEMO_SCENARIO = "process-kill"
 DEMO_STACK = "demo"
 
@@ -63,6 +66,8 @@ class DemoResult:
     pods_after: str
     alert: AlertSeen | None = None
     """With the monitoring stack: when the kill's alert fired."""
+    traffic: tuple[str, int, tuple[InterfaceBytes, ...]] = ("", 0, ())
+    """Rank 0's pod, its step, and its bytes per interface, read before the kill."""
 
 
 def wait_job_scraped(stack: RealStack, report: Report, timeout: float = 240) -> int:
@@ -125,7 +130,25 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
     before = pods_table(stack.kubeconfig, namespaces)
     if monitoring:
         wait_job_scraped(stack, report)
+    traffic = rank_zero_traffic(stack, report)
     drill = run_drill(stack, DEMO_SCENARIO, report)
     after = pods_table(stack.kubeconfig, namespaces)
     alert = wait_restart_alert(stack, drill.killed_at, report) if monitoring else None
-    return DemoResult(stack, before, drill, after, alert)
+    return DemoResult(stack, before, drill, after, alert, traffic)
+
+
+def rank_zero_traffic(stack: RealStack, report: Report
+                      ) -> tuple[str, int, tuple[InterfaceBytes, ...]]:
+    """Rank 0's bytes per interface (it serves the all-reduce), and the step it is at."""
+    from trainmaster.drill import pod_log
+
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        _, pods = wait_training(stack, kube, report)
+    from trainmaster.api import COMPLETION_INDEX_ANNOTATION
+
+    rank0 = min(pods, key=lambda p: int((p["metadata"].get("annotations") or {}).get(
+        COMPLETION_INDEX_ANNOTATION, "0")))
+    name = rank0["metadata"]["name"]
+    log = pod_log(stack.nodes, stack.namespace, name)
+    step = (log.last_step() or 0) if log else 0
+    return name, step, tuple(rank_traffic(stack.nodes, rank0))

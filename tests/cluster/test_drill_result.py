@@ -65,3 +65,21 @@ def test_a_nic_down_drill_is_ok_only_when_every_step_happened() -> None:
     # Fencing is sticky: a node unfenced by itself, or not schedulable after unfence, fails.
     assert not _nic_result(fenced_after_clear=False).ok
     assert not _nic_result(schedulable_after_unfence=False).ok
+
+
+def test_net_dev_counters_are_read_per_interface() -> None:
+    from pathlib import Path
+
+    from trainmaster.drill import parse_net_dev
+
+    sample = (
+        "Inter-|   Receive                            |  Transmit\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n"
+        "    lo:     840      10    0    0    0     0          0         0      840      10"
+        "    0    0    0     0       0          0\n"
+        "  net1: 5123456    4000    0    0    0     0          0         0  6123456     4100"
+        "    0    0    0     0       0          0\n")
+    assert parse_net_dev(sample) == {"lo": (840, 840), "net1": (5123456, 6123456)}
+    # The kernel's own file parses the same way, loopback included.
+    mine = parse_net_dev(Path("/proc/self/net/dev").read_text())
+    assert "lo" in mine and all(rx >= 0 and tx >= 0 for rx, tx in mine.values())

@@ -24,6 +24,7 @@ from trainmaster.drill._elastic import (
 )
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._hang import run_hang
+from trainmaster.drill._logs import pod_log
 from trainmaster.drill._nic import NIC_ALERT, NicDownResult, run_nic_down
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
@@ -39,6 +40,7 @@ from trainmaster.drill._stack import (
     wait_controllers,
     wait_prometheus,
 )
+from trainmaster.drill._traffic import InterfaceBytes, parse_net_dev, rank_traffic
 
 __all__ = [
     "ELASTIC_SCENARIOS",
@@ -49,6 +51,7 @@ __all__ = [
     "SCENARIOS",
     "DrillResult",
     "ElasticResult",
+    "InterfaceBytes",
     "Killed",
     "NicDownResult",
     "RealStack",
@@ -57,9 +60,12 @@ __all__ = [
     "job_pods",
     "job_status",
     "make_elastic",
+    "parse_net_dev",
     "placed_on_real_nodes",
+    "pod_log",
     "pods_table",
     "pulumi_stack_spec",
+    "rank_traffic",
     "run_drill",
     "run_elastic_drill",
     "run_hang",
