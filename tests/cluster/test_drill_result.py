@@ -34,7 +34,8 @@ def test_the_checkpoint_at_start_is_the_newest_complete_before_the_decision(tmp_
 def _nic_result(**changes: Any) -> Any:
     from trainmaster.drill import DrillResult, Killed, NicDownResult
 
-    killed = Killed("ip link set tm3n1r0 down", "leaf-0-node-1", "dp-example-r0-1-x")
+    killed = Killed("ip link set tm3n1r0 down", "leaf-0-node-1", "dp-example-r0-1-x",
+                    device="tm3n1r0")
     drill = DrillResult("nic-down", killed, 0, 20.0, 40.0, 40, 40, "/checkpoints/step-40",
                         43, 60, ("leaf-0-node-0", "leaf-0-node-2"), 40, 1.0)
     fields: dict[str, Any] = dict(

@@ -42,6 +42,8 @@ class Killed:
     pod: str
     undo: Callable[[], None] | None = None
     """Puts the node back as it was (a stopped kubelet resumed), if the fault needs it."""
+    device: str = ""
+    """The node's interface the fault took down, if it was one."""
 
 
 def container_id(pod: dict[str, Any], container: str = "trainer") -> str:
@@ -162,4 +164,4 @@ def take_rail_down(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str
         _host.run(["ip", "link", "set", interface, "up"], check=False)
 
     return Killed(f"ip link set {interface} down", node.name, pod["metadata"]["name"],
-                  link_up)
+                  link_up, interface)

@@ -104,8 +104,8 @@ def run_nic_down(stack: RealStack, report: Report, api: Endpoints | None = None,
             return
         node = kube.get(node_path(killed.node))
         condition = _condition(node)
-        interface = killed.what.split()[4]  # "ip link set <interface> down"
-        if (seen.detect is None and condition.get("status") == "False"
+        interface = killed.device
+        if (seen.detect is None and condition.get("status") == "False" and interface
                 and interface in condition.get("message", "")):
             seen.detect, seen.message = time.time() - at, str(condition.get("message"))
             report(f"{SCENARIO}: {killed.node} {NIC_CONDITION}=False after "
@@ -127,7 +127,7 @@ def run_nic_down(stack: RealStack, report: Report, api: Endpoints | None = None,
 
     drill = run_drill(stack, SCENARIO, report, timeout, after_checkpoint, watch, hold)
     assert seen.detect is not None and seen.fence is not None
-    interface = drill.killed.what.split()[4]
+    interface = drill.killed.device
     return _after_link_up(stack, drill, interface, seen, report, timeout)
 
 
