@@ -38,6 +38,7 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=1500)
         assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
         out = proc.stdout
+        print(out, proc.stderr[-600:], sep="\n", flush=True)  # what the demo showed (-s)
         assert "dp-example: resumed at its checkpointed step" in proc.stderr
         resumed = re.search(r"resumed at step (\d+) \(rank 0: \"resumed from "
                             r"/checkpoints/dp-example/step-(\d+) at step", out)
