@@ -1,4 +1,4 @@
-"""The README's main job works end to end: a cluster with 2 real nodes, the committed demo
+"""The README's main job works end to end: a cluster with 3 real nodes, the committed demo
 stack deployed by `trainmaster pulumi up` (the real engine), the scheduler and the operator
 as pods on the real nodes, the headline job (examples/transformer in the torch image, under
 torchrun) training on the real nodes from the node-local cache of the demo's S3 dataset,
@@ -44,6 +44,7 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         (tmp_path / "demo.stderr").write_text(proc.stderr)
         assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
         out = proc.stdout
+        print(out, proc.stderr[-600:], sep="\n", flush=True)  # what the demo showed (-s)
         assert "lm: restarted in place by torchrun and resumed at its checkpointed step" \
             in proc.stderr, proc.stderr[-3000:]
         # torchrun restarted the workers: the same pods and attempt, no container restart.
@@ -64,15 +65,15 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         ready = re.search(r"dataset tinystories: ready on (\d+) of the (\d+) nodes its "
                           r"readers may use; 0 warm-up pods Pending", out)
         assert ready and ready.group(1) == ready.group(2), out
-        for node in ("leaf-0-node-0", "leaf-0-node-1"):
+        for node in ("leaf-0-node-0", "leaf-0-node-1", "leaf-0-node-2"):
             assert re.search(rf"  {node} +ready +\(readers: lm\)", out), out
         assert re.search(r"  leaf-1-node-\d +ready +\(readers: gpt-small\)", out), out
         # The controllers run as pods on the real nodes under their own ServiceAccounts.
         for name in ("trainmaster-scheduler", "dev-operator"):
             assert re.search(rf"trainmaster-system +{name}-\S+ +1/1 +Running +\d+ +10\.244\.\S+ "
-                             rf"+leaf-0-node-[01] +{name}\n", out), out
+                             rf"+leaf-0-node-[012] +{name}\n", out), out
         assert len(re.findall(r"trainmaster +lm-r0-[01]-\S+ +1/1 +Running +0 .* "
-                              r"leaf-0-node-[01] +lm-trainer", out)) == 4, out
+                              r"leaf-0-node-[012] +lm-trainer", out)) == 4, out
         # The stack came from the real Pulumi engine: its summary, and its field manager
         # on what it applied.
         assert re.search(r"Deployed by trainmaster pulumi up --stack demo: \d+ create", out), out
@@ -84,7 +85,7 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         managers = {(f.manager, f.operation) for f in deployment.metadata.managed_fields}
         assert any(m.startswith("pulumi-kubernetes") for m, _ in managers), managers
         assert not any(m == "trainmaster" for m, _ in managers), managers
-        assert record["real_nodes"] == ["leaf-0-node-0", "leaf-0-node-1"]
+        assert record["real_nodes"] == ["leaf-0-node-0", "leaf-0-node-1", "leaf-0-node-2"]
         # Read again from the API (issue 43 on the real nodes): both carry the dataset's
         # state `ready`, and no warm-up pod of it waits.
         core = client.CoreV1Api(generated_client(Path(record["kubeconfig"])))
@@ -94,6 +95,7 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         warmups = core.list_namespaced_pod(
             "trainmaster", label_selector="trainmaster.io/dataset=tinystories").items
         assert not [p.metadata.name for p in warmups if p.status.phase == "Pending"]
+        _check_traffic(out)
         pids = [p["pid"] for p in record["processes"]]
     finally:
         down = subprocess.run([sys.executable, "-m", "trainmaster", "cluster", "down",
@@ -101,3 +103,24 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
                               timeout=300)
     assert down.returncode == 0, down.stderr
     assert not any(_alive(pid) for pid in pids)
+
+
+GRADIENT_BYTES = (64 + 1) * 8
+"""A floor on the all-reduce's bytes each way per step: examples/data-parallel's 64
+features and loss in float64; examples/transformer's gradients are far more."""
+
+
+def _check_traffic(out: str) -> None:
+    """Rank 0's bytes per interface: the all-reduce on the first rail (at least the
+    gradients' payload each way every step), the other rails and storage nearly idle."""
+    step = re.search(r"Bytes through each interface of one rank \(\S+\) since its pod "
+                     r"started, at step (\d+)", out)
+    assert step, out
+    rows = {m.group(1): (int(m.group(2).replace(",", "")), int(m.group(3).replace(",", "")))
+            for m in re.finditer(r"^  (\w+) +.*rx +([\d,]+) B  tx +([\d,]+) B$", out, re.M)}
+    assert {"eth0", "net1", "net2", "net3", "net4", "storage0"} <= set(rows), rows
+    steps = int(step.group(1))
+    rail = rows["net1"]
+    assert min(rail) >= GRADIENT_BYTES * (steps - 1), (steps, rows)
+    for idle in ("net2", "net3", "net4", "storage0"):
+        assert sum(rows[idle]) * 10 < sum(rail), (idle, rows)

@@ -28,14 +28,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trainmaster.api import REAL_NODE_LABEL
 from trainmaster.drill import (
     DatasetNodes,
     DrillResult,
     InPlaceResult,
+    InterfaceBytes,
     RealStack,
+    logged_step,
     pods_table,
+    rank_traffic,
     run_drill,
     run_worker_kill,
     serve_demo_datasets,
@@ -49,7 +53,8 @@ from trainmaster.kubeclient import SyncKube
 from trainmaster.spec import load_spec
 
 Report = Callable[[str], None]
-DEMO_REAL_NODES = 2
+DEMO_REAL_NODES = 3
+"""Two for the gang, one for it to move to when a node is fenced (docs/real-nodes.md)."""
 DEMO_SCENARIO = "process-kill"
 DEMO_STACK = "demo"
 
@@ -77,6 +82,8 @@ class DemoResult:
     pods_after: str
     alert: AlertSeen | None = None
     """With the monitoring stack: when the kill's alert fired."""
+    traffic: tuple[str, int, tuple[InterfaceBytes, ...]] = ("", 0, ())
+    """One rank's pod, its step, and its bytes per interface, read before the kill."""
     inplace: InPlaceResult | None = None
     """A torchrun job's worker kill and torchrun's restart in place."""
     datasets: tuple[DatasetNodes, ...] = ()
@@ -172,19 +179,48 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
     if stack.job.launcher == "torchrun":
         # The torch job: a worker killed, torchrun restarts the workers in place.
         with SyncKube.connect(stack.kubeconfig) as kube:
-            wait_torch_training(stack, kube, report, min_step=1, timeout=1200)
+            _, pods = wait_torch_training(stack, kube, report, min_step=1, timeout=1200)
         datasets = wait_datasets(stack, report)
         before = pods_table(stack.kubeconfig, namespaces)
+        traffic = torch_pod_traffic(stack, pods)
         inplace = run_worker_kill(stack, report)
         after = pods_table(stack.kubeconfig, namespaces)
-        return DemoResult(stack, before, None, after, inplace=inplace, datasets=datasets)
+        return DemoResult(stack, before, None, after, traffic=traffic, inplace=inplace,
+                          datasets=datasets)
     with SyncKube.connect(stack.kubeconfig) as kube:
         wait_training(stack, kube, report)
     datasets = wait_datasets(stack, report)
     before = pods_table(stack.kubeconfig, namespaces)
     if monitoring:
         wait_job_scraped(stack, report)
+    traffic = rank_zero_traffic(stack, report)
     drill = run_drill(stack, DEMO_SCENARIO, report)
     after = pods_table(stack.kubeconfig, namespaces)
     alert = wait_restart_alert(stack, drill.killed_at, report) if monitoring else None
-    return DemoResult(stack, before, drill, after, alert, datasets=datasets)
+    return DemoResult(stack, before, drill, after, alert, traffic, datasets=datasets)
+
+
+def rank_zero_traffic(stack: RealStack, report: Report
+                      ) -> tuple[str, int, tuple[InterfaceBytes, ...]]:
+    """Rank 0's bytes per interface (it serves the all-reduce), and the step it is at."""
+    from trainmaster.drill import pod_log
+
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        _, pods = wait_training(stack, kube, report)
+    from trainmaster.api import COMPLETION_INDEX_ANNOTATION
+
+    rank0 = min(pods, key=lambda p: int((p["metadata"].get("annotations") or {}).get(
+        COMPLETION_INDEX_ANNOTATION, "0")))
+    name = rank0["metadata"]["name"]
+    log = pod_log(stack.nodes, stack.namespace, name)
+    step = (log.last_step() or 0) if log else 0
+    return name, step, tuple(rank_traffic(stack.nodes, rank0))
+
+
+def torch_pod_traffic(stack: RealStack, pods: list[dict[str, Any]]
+                      ) -> tuple[str, int, tuple[InterfaceBytes, ...]]:
+    """The first pod's bytes per interface and the step the job's logs have reached (under
+    torchrun the ranks are the rendezvous', so any pod carries its share of the ring)."""
+    pod = min(pods, key=lambda p: str(p["metadata"]["name"]))
+    step = logged_step(stack, pods)
+    return pod["metadata"]["name"], step, tuple(rank_traffic(stack.nodes, pod))

@@ -16,7 +16,6 @@ from trainmaster.errors import TrainmasterError
 from trainmaster.polling import WaitTimeout
 
 if TYPE_CHECKING:
-    from trainmaster.cluster import Endpoints
     from trainmaster.drill import RealStack
 
 _out = lazy_console()
@@ -43,9 +42,10 @@ def recovery_cmd(
         typer.Option("--scenario", help="Only this scenario (repeatable): pod-failure, "
                      "node-not-ready, missing-heartbeat; with --real: process-kill, "
                      "container-kill, node-not-ready, elastic-shrink and elastic-grow (one "
-                     "drill, its own 3-node stack with the job elastic 1..3), and hang "
-                     "(SIGSTOP a rank; timed to the stalled-job alert, with the monitoring "
-                     "stack: not run unless named)."),
+                     "drill, its own 3-node stack with the job elastic 1..3), and, not run "
+                     "unless named, hang (SIGSTOP a rank; timed to the stalled-job alert) "
+                     "and nic-down (a rank's node's rail interface set down: NICHealthy, "
+                     "fence, resume elsewhere, NIC alert), both with the monitoring stack."),
     ] = None,
     baseline: Annotated[
         bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
@@ -156,23 +156,16 @@ def _num(value: float | None) -> str:
 
 
 HANG = "hang"
+NIC_DOWN = "nic-down"
+NAMED_ONLY = (HANG, NIC_DOWN)
+"""Scenarios run only when named: they need the monitoring stack."""
 
 
 def _hang_row(stack: RealStack, report: Callable[[str], None], timeout: float
               ) -> dict[str, object]:
-    from trainmaster.cluster import ClusterError, endpoints
-    from trainmaster.drill import run_hang
-    from trainmaster.polling import wait_until
+    from trainmaster.drill import run_hang, wait_prometheus
 
-    def answering() -> Endpoints | None:
-        try:
-            api = endpoints(stack.kubeconfig, stack.spec.monitoring.scrape_namespace)
-            api.prom("/api/v1/status/buildinfo")
-            return api
-        except ClusterError:
-            return None
-
-    api = wait_until(answering, timeout=300, every=3, what="Prometheus to answer")
+    api = wait_prometheus(stack)
     result = run_hang(stack, api, report, timeout)
     return {"scenario": HANG, "alert_seconds": round(result.fired_seconds, 1),
             "threshold_seconds": result.threshold_seconds,
@@ -189,14 +182,14 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
     )
     from trainmaster.toolchain import CLUSTER_FAMILIES, MONITORING_STACK_FAMILIES, NODE_FAMILIES
 
-    names = scenarios or [*SCENARIOS, *ELASTIC_SCENARIOS]
+    names = scenarios or [*(n for n in SCENARIOS if n not in NAMED_ONLY), *ELASTIC_SCENARIOS]
     elastic = [n for n in names if n in ELASTIC_SCENARIOS]
     names = [n for n in names if n not in ELASTIC_SCENARIOS]
-    # The node drill leaves its node fenced: it goes last.
+    # The node drill leaves its node fenced: it goes last (nic-down lifts its fence).
     names.sort(key=lambda n: n == "node-not-ready")
-    # `hang` (SIGSTOP a rank) is timed to the stalled-job alert: it needs the monitoring
-    # stack, and restarts nothing (trainmaster/drill/_hang.py).
-    hang = HANG in names
+    # `hang` (SIGSTOP a rank) is timed to the stalled-job alert and `nic-down` to the NIC
+    # alert: they need the monitoring stack (trainmaster/drill/_hang.py, _nic.py).
+    hang = any(n in NAMED_ONLY for n in names)
     try:
         for name in names:
             if name != HANG:
@@ -261,13 +254,20 @@ def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
                 report: Callable[[str], None], monitoring: bool = False
                 ) -> list[dict[str, object]]:
     from trainmaster.cluster import ClusterError, down_state_dir
-    from trainmaster.drill import run_drill, start_real_stack
+    from trainmaster.drill import (
+        MOVES_THE_GANG,
+        run_drill,
+        run_nic_down,
+        start_real_stack,
+        wait_prometheus,
+    )
 
     rows: list[dict[str, object]] = []
     try:
-        # A gang of whole nodes moves off a NotReady node only if two others are free.
-        stack = start_real_stack(spec, 3 if "node-not-ready" in names else 2, report,
-                                 monitoring=monitoring)
+        # A gang of whole nodes moves off a NotReady (or fenced) node only if two others
+        # are free.
+        moves = any(n in MOVES_THE_GANG for n in names)
+        stack = start_real_stack(spec, 3 if moves else 2, report, monitoring=monitoring)
     except ClusterError as exc:
         raise RecoveryBenchError(str(exc)) from None
     try:
@@ -281,6 +281,13 @@ def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
             for name in names:
                 if name == HANG:
                     rows.append(_hang_row(stack, report, timeout))
+                    report(f"{name}: {json.dumps(rows[-1])}")
+                    continue
+                if name == NIC_DOWN:
+                    nic = run_nic_down(stack, report, wait_prometheus(stack), timeout, after)
+                    after = max(after, nic.drill.last_checkpoint_step or 0,
+                                nic.drill.checkpoint_at_start or 0)
+                    rows.append(nic.row())
                     report(f"{name}: {json.dumps(rows[-1])}")
                     continue
                 result = run_drill(stack, name, report, timeout, after)

@@ -27,7 +27,7 @@ def demo(
         "memory and server-side applied (no Pulumi).")] = None,
     real_nodes: Annotated[int, typer.Option(
         "--real-nodes", help="Run the spec's first N nodes as real nodes (kubelet + "
-        "containerd + runc on this host; needs root).")] = 2,
+        "containerd + runc on this host; needs root).")] = 3,
     monitoring: Annotated[bool, typer.Option(
         "--monitoring/--no-monitoring", help="Also run the Prometheus operator, Prometheus "
         "and Alertmanager on the real nodes (`cluster up --monitoring`; docs/monitoring.md) "
@@ -90,6 +90,9 @@ def demo(
     out.print(f"Deployed by {real.deployed}")
     out.print(f"Pods while {real.job.name} trains (kubectl get pods -o wide):")
     out.print(result.pods_before, highlight=False)
+    out.print()
+    for line in traffic_lines(result.traffic):
+        out.print(line, highlight=False, markup=False)
     out.print()
     if result.datasets:
         out.print("Datasets in the node-local cache "
@@ -195,6 +198,16 @@ def _beside(work: Callable[[], object]) -> Callable[[], str | None]:
         return failed[0] if failed else None
 
     return wait
+def traffic_lines(traffic: tuple[str, int, tuple[Any, ...]]) -> list[str]:
+    """One rank's bytes per interface (trainmaster.drill.rank_traffic), one line each."""
+    pod, step, counts = traffic
+    lines = [f"Bytes through each interface of one rank ({pod}) since its pod started, at "
+             f"step {step} (/proc/<pid>/net/dev in its network namespace):"]
+    for c in counts:
+        where = c.network or "-"
+        lines.append(f"  {c.interface:<9} {where:<36} {','.join(c.addresses):<15} "
+                     f"rx {c.rx:>11,} B  tx {c.tx:>11,} B")
+    return lines
 
 
 def next_commands(monitoring: bool) -> list[str]:

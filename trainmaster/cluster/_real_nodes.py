@@ -84,6 +84,10 @@ class NodeLayout:
     def cni_network(self) -> str:
         return f"trainmaster-s{self.slot}n{self.index}"
 
+    def rail(self, rail: int) -> str:
+        """The node's interface on a rail of the stand-in fabric (its HCA's netdev)."""
+        return _fabric.node_rail(self.slot, self.index, rail)
+
 
 def layouts(state_dir: Path, slot: int, names: list[str]) -> list[NodeLayout]:
     return [

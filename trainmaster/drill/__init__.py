@@ -11,6 +11,7 @@ from trainmaster.drill._datasets import (
     story_shards,
 )
 from trainmaster.drill._drill import (
+    MOVES_THE_GANG,
     SCENARIOS,
     DrillResult,
     ensure_scenario,
@@ -25,7 +26,14 @@ from trainmaster.drill._elastic import (
 )
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._hang import run_hang
-from trainmaster.drill._inplace import InPlaceResult, run_worker_kill, wait_torch_training
+from trainmaster.drill._inplace import (
+    InPlaceResult,
+    logged_step,
+    run_worker_kill,
+    wait_torch_training,
+)
+from trainmaster.drill._logs import pod_log
+from trainmaster.drill._nic import NIC_ALERT, NicDownResult, run_nic_down
 from trainmaster.drill._preempt import run_preemption_drill
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
@@ -40,11 +48,15 @@ from trainmaster.drill._stack import (
     source_root,
     start_real_stack,
     wait_controllers,
+    wait_prometheus,
 )
+from trainmaster.drill._traffic import InterfaceBytes, parse_net_dev, rank_traffic
 from trainmaster.drill._warmups import DatasetNodes, dataset_nodes, stack_datasets
 
 __all__ = [
     "ELASTIC_SCENARIOS",
+    "MOVES_THE_GANG",
+    "NIC_ALERT",
     "ON_REAL_NODES",
     "S3_PORT",
     "SCENARIOS",
@@ -52,7 +64,9 @@ __all__ = [
     "DrillResult",
     "ElasticResult",
     "InPlaceResult",
+    "InterfaceBytes",
     "Killed",
+    "NicDownResult",
     "RealStack",
     "build_stack_images",
     "dataset_nodes",
@@ -60,13 +74,18 @@ __all__ = [
     "host_volume",
     "job_pods",
     "job_status",
+    "logged_step",
     "make_elastic",
+    "parse_net_dev",
     "placed_on_real_nodes",
+    "pod_log",
     "pods_table",
     "pulumi_stack_spec",
+    "rank_traffic",
     "run_drill",
     "run_elastic_drill",
     "run_hang",
+    "run_nic_down",
     "run_preemption_drill",
     "run_worker_kill",
     "s3_endpoint",
@@ -77,6 +96,7 @@ __all__ = [
     "start_real_stack",
     "story_shards",
     "wait_controllers",
+    "wait_prometheus",
     "wait_torch_training",
     "wait_training",
 ]

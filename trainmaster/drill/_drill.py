@@ -23,7 +23,13 @@ from typing import Any
 
 from trainmaster.api import COMPLETION_INDEX_ANNOTATION, GANG_UID_LABEL, parse_time
 from trainmaster.cluster import ClusterError
-from trainmaster.drill._faults import Killed, kill_container, kill_process, stop_kubelet
+from trainmaster.drill._faults import (
+    Killed,
+    kill_container,
+    kill_process,
+    stop_kubelet,
+    take_rail_down,
+)
 from trainmaster.drill._logs import RankLog, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube
@@ -34,8 +40,9 @@ SCENARIOS: dict[str, Fault] = {
     "process-kill": kill_process,
     "container-kill": kill_container,
     "node-not-ready": stop_kubelet,
+    "nic-down": take_rail_down,
 }
-MOVES_THE_GANG = {"node-not-ready"}
+MOVES_THE_GANG = {"node-not-ready", "nic-down"}
 """Scenarios after which the gang must run without the faulted node."""
 
 
@@ -124,8 +131,15 @@ def wait_training(stack: RealStack, kube: SyncKube, report: Report, timeout: flo
     return found
 
 
+Watch = Callable[[SyncKube, Killed, float], None]
+"""Called at every look while the drill waits (the kube client, the fault, its time)."""
+
+
 def run_drill(stack: RealStack, scenario: str, report: Report, timeout: float = 300,
-              after_checkpoint: int = 0) -> DrillResult:
+              after_checkpoint: int = 0, watch: Watch | None = None,
+              hold: Callable[[SyncKube, DrillResult], None] | None = None) -> DrillResult:
+    """`watch` is called at every look until the gang trains again; `hold`, with the
+    result, before the fault is undone (a rail stays down until its alert has fired)."""
     fault = SCENARIOS[scenario]
     with SyncKube.connect(stack.kubeconfig) as kube:
         attempt, pods = wait_training(stack, kube, report, timeout, after_checkpoint)
@@ -134,8 +148,12 @@ def run_drill(stack: RealStack, scenario: str, report: Report, timeout: float = 
         killed_at = time.time()
         killed = fault(stack.nodes, stack.record, victim)
         try:
-            return _measure(stack, kube, scenario, killed, killed_at, attempt, pods, before,
-                            report, timeout)
+            looked = (lambda: watch(kube, killed, killed_at)) if watch else (lambda: None)
+            result = _measure(stack, kube, scenario, killed, killed_at, attempt, pods, before,
+                              report, timeout, looked)
+            if hold is not None:
+                hold(kube, result)
+            return result
         finally:
             if killed.undo is not None:
                 killed.undo()
@@ -143,13 +161,15 @@ def run_drill(stack: RealStack, scenario: str, report: Report, timeout: float = 
 
 def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
              killed_at: float, attempt: int, pods: list[dict[str, Any]],
-             before: dict[int, int], report: Report, timeout: float) -> DrillResult:
+             before: dict[int, int], report: Report, timeout: float,
+             looked: Callable[[], None]) -> DrillResult:
     ns, name = stack.namespace, stack.job.name
     report(f"{scenario}: killed {killed.what} of {killed.pod} on {killed.node}")
 
     def moved_on() -> dict[str, Any] | None:
         # The killed attempt's ranks may log a little more before they notice; their log
         # files go with their pods, so read them while they are there.
+        looked()
         for i, lg in _logs(stack, pods).items():
             if lg is not None:
                 before[i] = max(before.get(i, 0), lg.last_step() or 0)
@@ -165,6 +185,7 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
            f"{_completed_vs_decision(stack, last_checkpoint, restarted)}")
 
     def back() -> tuple[float, int, tuple[str, int] | None, tuple[str, ...], str] | None:
+        looked()
         status = job_status(kube, ns, name)
         now = int(status.get("attempt", 0))
         new = [p for p in job_pods(kube, ns, name, now)

@@ -9,6 +9,9 @@ the way it would on any cluster.
   alive and makes no progress, as a rank stuck in a collective or on a hung file system
   does; the launcher beside it keeps serving its metrics, whose heartbeat stops moving.
   `Killed.undo` (SIGCONT) lets it go on;
+- `take_rail_down`: `ip link set <interface> down` on the node's interface of rail 0 (its
+  HCA's netdev on the stand-in fabric): the node is cut off that rail as by a pulled cable;
+  `Killed.undo` sets it up again;
 - `stop_kubelet`: SIGSTOP to the node's kubelet: it stops renewing its Lease and reporting
   status, so the node controller marks the node NotReady (its containers run on, as they
   do when a kubelet hangs); `Killed.undo` (SIGCONT) brings it back.
@@ -39,6 +42,8 @@ class Killed:
     pod: str
     undo: Callable[[], None] | None = None
     """Puts the node back as it was (a stopped kubelet resumed), if the fault needs it."""
+    device: str = ""
+    """The node's interface the fault took down, if it was one."""
 
 
 def container_id(pod: dict[str, Any], container: str = "trainer") -> str:
@@ -148,3 +153,16 @@ def stop_kubelet(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, 
             os.kill(pid, signal.SIGCONT)
 
     return Killed(f"kubelet pid {pid} (SIGSTOP)", node.name, pod["metadata"]["name"], resume)
+
+
+def take_rail_down(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+                   ) -> Killed:
+    node = _node(nodes, pod)
+    interface = node.rail(0)  # the rail the launcher's all-reduce uses first
+    _host.run(["ip", "link", "set", interface, "down"])
+
+    def link_up() -> None:
+        _host.run(["ip", "link", "set", interface, "up"], check=False)
+
+    return Killed(f"ip link set {interface} down", node.name, pod["metadata"]["name"],
+                  link_up, interface)

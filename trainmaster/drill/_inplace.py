@@ -97,6 +97,12 @@ def losses(lines: list[LogLine]) -> list[tuple[float, int, float]]:
             if (m := LOSS.match(ln.text))]
 
 
+def logged_step(stack: RealStack, pods: list[dict[str, Any]]) -> int:
+    """The newest step any of the pods' ranks has logged a loss for (0 before the first)."""
+    seen = losses(_lines(stack, pods))
+    return max((step for _, step, _ in seen), default=0)
+
+
 def _restarts(pods: list[dict[str, Any]]) -> int:
     return sum(int(c.get("restartCount", 0)) for p in pods
                for c in (p.get("status") or {}).get("containerStatuses") or [])

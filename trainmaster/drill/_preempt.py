@@ -101,6 +101,6 @@ def run_preemption_drill(stack: RealStack, report: Report, timeout: float = 300,
                         remove)
         try:
             return _measure(stack, kube, "preemption", killed, arrived, attempt, pods,
-                            before, report, timeout)
+                            before, report, timeout, lambda: None)
         finally:
             remove()

@@ -312,6 +312,20 @@ def wait_controllers(stack: RealStack, report: Report, timeout: float = 240) -> 
         _wait(ready, "trainmaster-scheduler and the operator to run on the real nodes", timeout)
 
 
+def wait_prometheus(stack: RealStack, timeout: float = 300) -> cluster.Endpoints:
+    """The monitoring stack's Prometheus and Alertmanager, once Prometheus answers."""
+    def answering() -> cluster.Endpoints | None:
+        try:
+            api = cluster.endpoints(stack.kubeconfig, stack.spec.monitoring.scrape_namespace)
+            api.prom("/api/v1/status/buildinfo")
+            return api
+        except ClusterError:
+            return None
+
+    found: cluster.Endpoints = _wait(answering, "Prometheus to answer", timeout, 3)
+    return found
+
+
 def job_pods(kube: SyncKube, ns: str, job: str, attempt: int | None = None
              ) -> list[dict[str, Any]]:
     from trainmaster.api import ATTEMPT_LABEL, JOB_LABEL
