@@ -37,7 +37,9 @@ def nic_down_cmd(
     timeout: Annotated[float, typer.Option(help="Seconds each step may take.")] = 300,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the JSON row.")] = False,
 ) -> None:
-    """Take one rail interface of a node running a rank down (`ip link set … down`): time
+    """Take a rail of a rank's node down and time the recovery.
+
+    One rail interface of a node running a rank goes down (`ip link set DEV down`): times
     the NIC agent's NICHealthy=False, the operator's fence, the gang training again from
     its checkpoint on the other real nodes and the NIC alert in Prometheus and
     Alertmanager; then set the link up, wait for NICHealthy=True and lift the (sticky)
