@@ -205,6 +205,7 @@ class GangScheduler:
             self._expire_nominations(now)
         nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
         ordered = self.queue.ordered()
+        self.wake.stats.tried += len(ordered)
         if isinstance(self.admission, OrderedAdmission):
             self.admission.cycle_start(ordered)
         for gang in ordered:
@@ -288,12 +289,17 @@ class GangScheduler:
             if gang is None:
                 continue
             before = self._reservations.get(key)
-            if key not in woken and before is not None:
+            # Woken for capacity that the gangs ahead of it took by now: parked again.
+            futile = key in woken and not wake.still_helps(key, self.snapshot,
+                                                           blocked.indices)
+            if (futile or key not in woken) and before is not None:
                 if self._still_valid(key, before, blocked):
                     held.append(before)
                     blocked.update(before.nodes)
                     continue
                 wake.stats.wakeups[RESERVATION] += 1
+            elif futile:
+                continue
             wake.unpark(key)
             tried += 1
             if nominated:

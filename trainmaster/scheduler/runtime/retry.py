@@ -34,6 +34,7 @@ import heapq
 from bisect import bisect_right, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..framework.model import GPU, Gang, TopologyMode
@@ -74,11 +75,13 @@ class RetryStats:
     """Gangs tried (placement attempted) over all cycles."""
     skipped: int = 0
     """Queued gangs not tried in a cycle (parked, nothing woke them)."""
+    rechecked: int = 0
+    """Gangs woken for capacity that gangs ahead of them had taken by their turn."""
 
     def to_json(self) -> dict[str, object]:
         return {"wakeups": {r: self.wakeups.get(r, 0) for r in REASONS},
                 "full_passes": self.full_passes, "backoffs": self.backoffs,
-                "tried": self.tried, "skipped": self.skipped}
+                "tried": self.tried, "skipped": self.skipped, "rechecked": self.rechecked}
 
 
 @dataclass(slots=True)
@@ -119,6 +122,10 @@ class WakeIndex:
         self.stats = RetryStats()
         self.pending: dict[str, str] = {}
         """Gang -> why it is tried at the next cycle."""
+        self.woken_by: dict[str, list[int]] = {}
+        """Gang woken for capacity -> the nodes that woke it: checked again just before
+        it is tried (``still_helps``), since the gangs tried before it in the same cycle
+        may have taken that capacity."""
         self._capacity: dict[str, _Capacity] = {}
         # (rank, GPUs per pod) -> sorted (need, order, key)
         self._by_need: dict[tuple[int, int], list[tuple[int, Order, str]]] = {}
@@ -185,16 +192,54 @@ class WakeIndex:
         """The gang left the queue (placed, removed)."""
         self.unpark(key)
         self.pending.pop(key, None)
+        self.woken_by.pop(key, None)
         self._failures.pop(key, None)
         self._timer_at.pop((key, BACKOFF), None)
         self._timer_at.pop((key, STARVING), None)
 
-    def wake(self, key: str, reason: str) -> None:
-        """Try ``key`` at the next cycle (or later in this one, see ``take_behind``)."""
-        self.unpark(key)
-        if key not in self.pending:
+    def wake(self, key: str, reason: str, node: int | None = None) -> None:
+        """Try ``key`` at the next cycle (or later in this one, see ``take_behind``).
+        ``node``: the node whose release woke it for capacity; such a gang stays in the
+        index until it is tried, so that every later release that may help it is noted
+        too (``still_helps`` checks them all)."""
+        before = self.pending.get(key)
+        if node is not None and key in self._capacity:
+            if before in (None, CAPACITY):
+                self.woken_by.setdefault(key, []).append(node)
+        else:  # woken for another reason: tried in any case
+            self.unpark(key)
+            self.woken_by.pop(key, None)
+        if before is None or (before == CAPACITY and node is None):
             self.pending[key] = reason
             self.stats.wakeups[reason] += 1
+
+    def still_helps(self, key: str, snapshot: ClusterState, blocked: AbstractSet[int]
+                    ) -> bool:
+        """Whether a node that woke ``key`` for capacity still holds one of its pods and
+        its domain still its whole need, outside ``blocked``; True if it was woken for
+        anything else. False: it would fail (the gangs tried before it took that
+        capacity), so it stays parked without a try."""
+        nodes = self.woken_by.pop(key, None)
+        cap = self._capacity.get(key)
+        if nodes is None or cap is None:
+            return True
+        cols = snapshot.columns
+        for i in nodes:
+            if i >= len(cols.free) or i in blocked:
+                continue
+            if cols.free[i].get(GPU, 0) < cap.per_pod:
+                continue
+            if cap.rank == 0:
+                return True
+            for dom in snapshot.ancestors(i):
+                if dom.rank == cap.rank:
+                    if dom.free.get(GPU, 0) >= cap.need:
+                        return True
+                    break
+            else:
+                return True
+        self.stats.rechecked += 1
+        return False
 
     # --- backoff and timers -----------------------------------------------------------
 
@@ -288,7 +333,7 @@ class WakeIndex:
             at_rank.setdefault(top, free_i)
             limit = holders.get(i)
             if limit is not None or behind is not None:
-                self._wake_limited(at_rank, free_i, limit, behind)
+                self._wake_limited(i, at_rank, free_i, limit, behind)
                 continue
             for (rank, per_pod), bucket in self._by_need.items():
                 if per_pod > free_i or not bucket:
@@ -298,10 +343,10 @@ class WakeIndex:
                     continue
                 k = bisect_right(bucket, free, key=lambda e: e[0])
                 for _, _, key in bucket[:k]:
-                    self.wake(key, CAPACITY)
+                    self.wake(key, CAPACITY, i)
 
-    def _wake_limited(self, at_rank: Mapping[int, int], free_i: int, limit: Order | None,
-                      behind: Order | None) -> None:
+    def _wake_limited(self, i: int, at_rank: Mapping[int, int], free_i: int,
+                      limit: Order | None, behind: Order | None) -> None:
         if limit is not None:
             end = bisect_right(self._by_order, (limit, "\uffff"))
             candidates = self._by_order[:end]
@@ -316,7 +361,7 @@ class WakeIndex:
                 continue
             free = at_rank.get(cap.rank)
             if free is not None and cap.need <= free:
-                self.wake(key, CAPACITY)
+                self.wake(key, CAPACITY, i)
 
     def preemptors_of(self, priority: int) -> None:
         """A gang of ``priority`` just started: the parked gangs above it may now preempt
