@@ -148,6 +148,9 @@ def test_a_pod_finishing_wakes_only_the_gangs_it_can_help() -> None:
     clock.now = 2.0
     result = sched.run_cycle()
     assert [p.gang for p in result.placed] == ["default/small0", "default/small1"]
+    # the other 18 found the node full at their turn: not tried
+    assert sched.wake.stats.tried == tried + 2
+    assert sched.wake.stats.rechecked == 18
     assert sched.wake.stats.wakeups["capacity"] >= 1
     assert "default/big" not in {f.gang for f in result.unschedulable}
 
