@@ -1,4 +1,6 @@
 """Gang queue and the scheduling cycle, with an anti-starvation policy.
+Over 500 lines: the cycle over every gang and the cycle with the wake-up index
+(``retry.py``) keep the same reservation and starvation state, so they share one class.
 
 Order: priority descending, then creation timestamp ascending, then ``namespace/name``.
 

@@ -1,4 +1,5 @@
 """The runtime: informers -> cache -> gang queue -> placement cycles -> concurrent binds.
+Over 500 lines: the loop, its burst path and the per-gang records share one object's state.
 
 One asyncio task runs cycles; informer handlers only update the cache and wake it. A
 cycle (``GangScheduler.run_cycle``: priority, then age, backfill, anti-starvation) is
@@ -15,8 +16,6 @@ bind released its place), or when the earliest backoff of an unschedulable gang 
 Restart safety: pods that already have ``spec.nodeName`` are listed as bound, never
 pending, and the Binding API itself refuses a second bind (409), which the binder
 turns into "taken". A gang found partly bound is finished, pinned to its domain (``gangs.py``).
-
-Over 500 lines: the loop, its burst path and the per-gang records share one object's state.
 """
 
 from __future__ import annotations
