@@ -39,7 +39,7 @@ PACKAGE_DIR = Path(trainmaster.scheduler.__file__).parent
 LAYERS: Mapping[str, int] = {"framework": 0, "state": 1, "plugins": 2, "placement": 3,
                              "runtime": 4}  # fmt: skip
 PURE_RUNTIME = frozenset({"runtime", "runtime.queue", "runtime.gang_scheduler",
-                          "runtime.cycle", "runtime.ports"})  # fmt: skip
+                          "runtime.cycle", "runtime.ports", "runtime.retry"})  # fmt: skip
 ANYWHERE = frozenset({"_keys"})
 CLIENTS = frozenset(
     {"aiohttp", "kubernetes", "kubernetes_asyncio", "prometheus_client", "yaml", "kopf"}

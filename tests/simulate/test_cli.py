@@ -25,8 +25,10 @@ def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["policy"] for r in out["results"]] == ["trainmaster", "first-fit", "spread",
                                                      "slurm-tree"]
     for r in out["results"]:
-        assert list(r) == KEYS
+        assert list(r) == [*KEYS, "retries"]
         assert r["jobs_finished"] == 60 and r["preemptions"] == 0
+        retries = r["retries"]  # every job arrived: each counted once as new
+        assert retries["wakeups"]["new"] >= 60 and retries["tried"] >= 60
 
 
 def test_trace_table_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,7 +106,7 @@ def test_spec_queues_from_the_example(capsys: pytest.CaptureFixture[str]) -> Non
                str(EXAMPLE / "jobs.csv"), "--policy", "trainmaster", "--json"])
     assert rc == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
-    assert list(result) == [*KEYS, "queues", "preemption"]
+    assert list(result) == [*KEYS, "queues", "preemption", "retries"]
     assert result["preemptions"] == 2 and result["jobs_finished"] == 5
     # (140 + 80) s x 16 GPUs; prod-train is the one highest-priority required job
     assert result["preemption"] == {"lost_gpu_hours": round(3520 / 3600, 3),

@@ -6,7 +6,8 @@ on the same fresh pending gangs; see ``_run`` for the procedure and ``_contender
 what each clock includes. ``placement_microbench`` and ``placement_at_scale`` are `trainmaster bench
 placement`: the placement core alone on a large simulated cluster (decisions, node
 events, memory); ``admission_at_scale`` is `bench placement --queues Q`: the same
-decision with admission through a cohort tree next to the flat one.
+decision with admission through a cohort tree next to the flat one; ``queue_bench`` is
+`bench queue`: the cycle with a deep queue, with and without the wake-up index.
 """
 
 from trainmaster.bench._admission import AdmissionResult, admission_at_scale
@@ -20,6 +21,7 @@ from trainmaster.bench._placement import (
     placement_microbench,
 )
 from trainmaster.bench._preemption import run_preemption_bench
+from trainmaster.bench._queue import QueueResult, QueueRun, queue_bench
 from trainmaster.bench._recovery import (
     BASELINES as RECOVERY_BASELINES,
 )
@@ -56,6 +58,8 @@ __all__ = [
     "ContenderResult",
     "FailoverOptions",
     "PlacementResult",
+    "QueueResult",
+    "QueueRun",
     "RecoveryOptions",
     "RecoveryRow",
     "ScaleResult",
@@ -68,6 +72,7 @@ __all__ = [
     "placement_at_scale",
     "placement_before_after",
     "placement_microbench",
+    "queue_bench",
     "run_failover_bench",
     "run_preemption_bench",
     "run_recovery_bench",

@@ -101,6 +101,7 @@ from .plugins.quota import (
 )
 from .runtime.cycle import Cycle
 from .runtime.gang_scheduler import GangScheduler
+from .runtime.retry import RetryPolicy, RetryStats
 from .state import BlockedNodes, ClusterState, LiveDomain
 
 if TYPE_CHECKING:
@@ -221,6 +222,8 @@ __all__ = [
     "ReservePlugin",
     "ResourceFigures",
     "ResourceQuota",
+    "RetryPolicy",
+    "RetryStats",
     "SchedulerConfig",
     "SchedulerRuntime",
     "ScorePlugin",

@@ -54,6 +54,12 @@ class LedgerAdmission:
     def refusal(self, gang: Gang) -> str | None:
         return self.ledger.refusal(self.queue_of(gang.key), gang_amounts(gang))
 
+    def retry_scope(self, gang: Gang) -> str | None:
+        return self.ledger.retry_scope(self.queue_of(gang.key))
+
+    def releases(self, scope: str) -> int:
+        return self.ledger.releases(scope)
+
     def cycle_start(self, gangs: Sequence[Gang]) -> None:
         if self.ledger.fair.enable:
             self.ledger.set_waiting((self.queue_of(g.key), gang_amounts(g)) for g in gangs)

@@ -50,6 +50,7 @@ from trainmaster.scheduler import (
     Placer,
     PodRequest,
     QueueLedger,
+    RetryPolicy,
     SchedulerConfig,
     Status,
     TopologyConstraint,
@@ -176,6 +177,7 @@ class Simulation:
         progress: Progress | None = None,
         elastic: ElasticModel | None = None,
         domain_search: bool = True,
+        retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self.cluster = cluster
         self.elastic = elastic
@@ -200,7 +202,7 @@ class Simulation:
         self.admitting = admission is not None
         self.sched = GangScheduler(self.snapshot, clock=lambda: self.now,
                                    starvation_after=config.gang_timeout_seconds,
-                                   placer=self.guard, admission=admission)
+                                   placer=self.guard, admission=admission, retry=retry)
         # Preemption can happen only with the switch on and someone to evict: gangs of
         # lower priority, or borrowers in a cohort.
         self.preemptor: Preemptor | None = None
@@ -725,6 +727,7 @@ class Simulation:
             rescales=self.rescales,
             required_high_waits=(self._required_high_waits()
                                  if self.preemptor is not None else None),
+            retries=self.sched.wake.stats.to_json(),
         )
 
     def _required_high_waits(self) -> list[float]:

@@ -167,6 +167,8 @@ class PolicyResult:
     required_high_waits: list[float] | None = None
     """Waits of the highest-priority jobs required at a switch level (with preemption
     on): what domain-freeing preemption is for."""
+    retries: dict[str, Any] | None = None
+    """The scheduler's retry counters (``RetryStats.to_json``): who was tried, why."""
 
     @property
     def gpu_allocation_waiting(self) -> float | None:
@@ -223,6 +225,7 @@ class PolicyResult:
             **({"elastic": self._elastic_json()} if self.elastic_jobs is not None else {}),
             **({"preemption": self._preemption_json(self.required_high_waits)}
                if self.required_high_waits is not None else {}),
+            **({"retries": self.retries} if self.retries is not None else {}),
         }
 
     def _preemption_json(self, waits: list[float]) -> dict[str, Any]:

@@ -222,6 +222,21 @@ class OrderedAdmission(Protocol):
         ...
 
 
+@runtime_checkable
+class ScopedAdmission(Protocol):
+    """An ``Admission`` that says what its refusals wait on, so a refused gang is
+    retried only when that moves (``runtime/retry.py``)."""
+
+    def retry_scope(self, gang: Gang) -> str | None:
+        """The scope whose releases may change ``gang``'s refusal (None: anything may,
+        retry it at every cycle)."""
+        ...
+
+    def releases(self, scope: str) -> int:
+        """A counter that moves with every release in ``scope``."""
+        ...
+
+
 def filter_key(pod: PodRequest, filters: Sequence[FilterPlugin]) -> Hashable:
     """Pods with equal keys get the same answer from ``filters`` on every node: each
     filter's own ``cache_key``, in order."""

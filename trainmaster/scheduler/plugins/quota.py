@@ -111,6 +111,8 @@ class QueueLedger:
         self._waiting: dict[str, dict[tuple[tuple[str, int], ...], int]] = {}
         self._average: dict[str, tuple[float, dict[str, float]]] = {}
         """Queue -> (when, its decayed average usage then), with a half-life."""
+        self._releases: dict[str, int] = {}
+        """Retry scope (``retry_scope``) -> releases in it so far."""
 
     def _build(self) -> None:
         for spec in self.cohorts.values():
@@ -159,8 +161,26 @@ class QueueLedger:
         if charged is not None:
             self._change(charged[0], charged[1], -1)
 
+    def retry_scope(self, queue: str) -> str | None:
+        """What a refusal of ``queue``'s gang can change with: releases anywhere in its
+        cohort tree (its root; the queue alone without a cohort). None when refusals also
+        change with time or with the other queues' waiting work (fair sharing, a usage
+        half-life): the scheduler then retries such a gang at every cycle."""
+        if self.fair.enable or self.fair.usage_half_life:
+            return None
+        node = self.nodes.get(queue)
+        return f"queue/{queue}" if node is None else repr(node.root())
+
+    def releases(self, scope: str) -> int:
+        """How many releases ``scope`` (``retry_scope``) has seen: a refused gang is
+        retried when this moves."""
+        return self._releases.get(scope, 0)
+
     def _change(self, queue: str, need: Amounts, sign: int) -> None:
         node = self.nodes.get(queue)
+        if sign < 0:
+            scope = f"queue/{queue}" if node is None else repr(node.root())
+            self._releases[scope] = self._releases.get(scope, 0) + 1
         if node is not None and self.fair.usage_half_life:
             self._advance(queue, node)
         used = self._used.setdefault(queue, {})

@@ -6,7 +6,8 @@ leaderElection {leaseName, leaseNamespace}, topologyPolicy, preemption, queues
 [{name, nominalQuota, cohort, borrowingLimit, lendingLimit, resources, fairSharing,
 preemption}], cohorts [{name, parent, resources, fairSharing}], fairSharing {enable,
 preemptionStrategies}, admissionFairSharing {usageHalfLifeSeconds}, defaultQueue,
-namespaces, localQueueNamespaces; by hand also nodeSelector). Keys the runtime does not
+namespaces, localQueueNamespaces; by hand also nodeSelector, retryIndex and
+fullPassSeconds). Keys the runtime does not
 know are an error rather than silently ignored, so a typo never means a default.
 """
 
@@ -34,6 +35,7 @@ from ..plugins.quota import (
 )
 from ..state.fair_share import STRATEGIES
 from .convert import base_units
+from .retry import RetryPolicy
 
 
 class ConfigError(ValueError):
@@ -88,6 +90,11 @@ class SchedulerConfig:
     backoff_max: float = 60.0
     """An unschedulable gang is retried on any cluster change, else after its backoff
     (doubling from ``backoff_initial`` up to ``backoff_max``)."""
+    retry_index: bool = True
+    """Retry only the gangs an event can help (docs/scheduler.md, "Who is retried");
+    False: every queued gang at every cycle, as before the index (for comparisons)."""
+    full_pass_seconds: float = 300.0
+    """Seconds between two cycles that retry every queued gang (the index's safety net)."""
     bind_attempts: int = 5
     """Tries per pod on transient errors (timeouts, 429, 5xx) before the gang is undone."""
     report_interval: float = 5.0
@@ -147,7 +154,7 @@ class SchedulerConfig:
             "metricsAddress", "metricsPort", "backoffInitialSeconds", "backoffMaxSeconds",
             "bindAttempts", "reportIntervalSeconds", "queues", "defaultQueue", "nodeSelector",
             "namespaces", "localQueueNamespaces", "usageHistoryIntervalSeconds",
-            "cohorts", "fairSharing", "admissionFairSharing",
+            "cohorts", "fairSharing", "admissionFairSharing", "retryIndex", "fullPassSeconds",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
         if unknown:
@@ -165,6 +172,8 @@ class SchedulerConfig:
             "metricsPort": ("metrics_port", int),
             "backoffInitialSeconds": ("backoff_initial", float),
             "backoffMaxSeconds": ("backoff_max", float),
+            "retryIndex": ("retry_index", bool),
+            "fullPassSeconds": ("full_pass_seconds", float),
             "bindAttempts": ("bind_attempts", int),
             "reportIntervalSeconds": ("report_interval", float),
             "usageHistoryIntervalSeconds": ("usage_history_interval", float),
@@ -220,6 +229,12 @@ class SchedulerConfig:
             raise ConfigError(f"{path}: the scheduler config must be a mapping")
         return cls.from_mapping(data)
 
+    def retry_policy(self) -> RetryPolicy:
+        """Who the cycle retries (``retry.py``), with this config's backoff."""
+        return RetryPolicy(index=self.retry_index, backoff_initial=self.backoff_initial,
+                           backoff_max=self.backoff_max,
+                           full_pass_every=self.full_pass_seconds)
+
     def validate(self) -> None:
         if self.bind_concurrency < 1:
             raise ConfigError("bindConcurrency must be >= 1")
@@ -227,6 +242,8 @@ class SchedulerConfig:
             raise ConfigError("clientQps must be > 0")
         if self.bind_attempts < 1:
             raise ConfigError("bindAttempts must be >= 1")
+        if self.full_pass_seconds <= 0:
+            raise ConfigError("fullPassSeconds must be > 0 (seconds between two full passes)")
         if len(set(self.levels)) != len(self.levels):
             raise ConfigError(f"levels repeat a name: {list(self.levels)}")
         allowed = {NODE_LEVEL, CLUSTER_LEVEL, *self.levels}

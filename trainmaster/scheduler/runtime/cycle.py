@@ -57,6 +57,7 @@ class Cycle:
         """Evictions free capacity at once (virtual time): run again at the same instant."""
         self.on_pass = on_pass
         """Called before each pass of the core's cycle."""
+        scheduler.preemption_wakes = post_filter is not None
 
     def run(self, quiet: Collection[str] = ()) -> CycleOutcome:
         """``quiet``: gangs whose failure the caller handles itself (no post-filter)."""

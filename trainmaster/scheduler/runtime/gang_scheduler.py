@@ -1,4 +1,6 @@
 """Gang queue and the scheduling cycle, with an anti-starvation policy.
+Over 500 lines: the cycle over every gang and the cycle with the wake-up index
+(``retry.py``) keep the same reservation and starvation state, so they share one class.
 
 Order: priority descending, then creation timestamp ascending, then ``namespace/name``.
 
@@ -25,12 +27,13 @@ binds them and calls ``confirm`` (or ``forget`` on failure).
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..framework.gangs import GangManager
-from ..framework.interface import Admission, OrderedAdmission
+from ..framework.interface import Admission, OrderedAdmission, ScopedAdmission
 from ..framework.model import Gang
 from ..framework.registry import Handle, PluginFactory, Profile
 from ..framework.results import Placement, Unschedulable
@@ -42,7 +45,18 @@ from ..placement.stability import PING_PONG_WINDOW_SECONDS, PreemptionGuard
 from ..plugins import DEFAULT_PLUGINS, REGISTRY
 from ..state import BlockCache, BlockedNodes, ClusterState, OvercommitError
 from .ports import Clock
-from .queue import GangQueue
+from .queue import GangQueue, queue_key
+from .retry import (
+    EVERY_CYCLE,
+    NEW,
+    PREEMPTION,
+    RESERVATION,
+    STARVING,
+    Order,
+    RetryPolicy,
+    WakeIndex,
+    capacity_terms,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +98,7 @@ class GangScheduler:
         weights: Mapping[str, int] | None = None,
         nomination_timeout: float = NOMINATION_TIMEOUT_SECONDS,
         ping_pong_window: float = PING_PONG_WINDOW_SECONDS,
+        retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self.snapshot = snapshot
         self.admission = admission
@@ -110,18 +125,34 @@ class GangScheduler:
         self._usable_at: dict[str, tuple[Reservation, int]] = {}
         # Kept reservations' node indices and masks, reused from cycle to cycle.
         self._block_cache = BlockCache(snapshot)
+        self.retry = retry
+        self.wake = WakeIndex(retry)
+        """Who is tried at the next cycle, and why (``retry.py``)."""
+        self.preemption_wakes = False
+        """A post-filter looks at failures: a gang starting wakes the parked gangs of
+        higher priority (they may now preempt it). Set by ``Cycle``."""
+        self._why: tuple[str, str | None] = ("", None)  # the last failure's kind, scope
+        self._released: list[tuple[Order, frozenset[str]]] = []  # reservations given up
+        self._unreserved: dict[str, Order] = {}  # starving gangs without a reservation
+        self._holders: dict[int, Order] = {}
+        self._holders_of: tuple[int, int] = (-1, -1)
+        self._res_changes = 0
+        self._nominees: frozenset[str] = frozenset()
 
     def submit(self, gang: Gang) -> None:
         """Queue a gang (or replace it, e.g. when more members arrived)."""
         self.queue.add(gang)
         self.gangs.add(gang)
+        self.wake.wake(gang.key, NEW)
 
     def remove(self, key: str) -> None:
         """Drop a gang from the queue (deleted, or done elsewhere)."""
-        self.queue.remove(key)
+        gang = self.queue.remove(key)
         self.gangs.remove(key)
+        self.wake.forget(key)
+        self._unreserved.pop(key, None)
         self._unschedulable_since.pop(key, None)
-        self._reservations.pop(key, None)
+        self._drop_reservation(key, None if gang is None else queue_key(gang))
         self._usable_at.pop(key, None)
         self.nominated.pop(key, None)
         self._nominated_at.pop(key, None)
@@ -153,7 +184,20 @@ class GangScheduler:
     def waiting_since(self, key: str) -> float | None:
         return self._unschedulable_since.get(key)
 
+    def next_wake(self) -> float | None:
+        """When a parked gang's backoff or starvation timer, or the next full pass, is
+        due (None: nothing queued waits for time)."""
+        if not self.retry.index or not len(self.queue):
+            return None
+        return self.wake.next_timer()
+
     def run_cycle(self) -> CycleResult:
+        if self.retry.index:
+            return self._run_indexed()
+        return self._run_all()
+
+    def _run_all(self) -> CycleResult:
+        """Every queued gang, in order (``RetryPolicy(index=False)``: before the index)."""
         now = self._clock()
         placed: list[Placement] = []
         failed: list[Unschedulable] = []
@@ -163,6 +207,7 @@ class GangScheduler:
             self._expire_nominations(now)
         nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
         ordered = self.queue.ordered()
+        self.wake.stats.tried += len(ordered)
         if isinstance(self.admission, OrderedAdmission):
             self.admission.cycle_start(ordered)
         for gang in ordered:
@@ -202,6 +247,196 @@ class GangScheduler:
         self._block_cache.end_cycle()
         return CycleResult(tuple(placed), tuple(failed), tuple(held))
 
+    # --- the cycle with the wake-up index (retry.py) -----------------------------------
+
+    def _run_indexed(self) -> CycleResult:
+        """The woken gangs and the reservation holders, in queue order; everything else
+        would fail again and is not tried (``retry.py``). Same decisions as ``_run_all``."""
+        now = self._clock()
+        wake = self.wake
+        placed: list[Placement] = []
+        failed: list[Unschedulable] = []
+        held: list[Reservation] = []
+        blocked = BlockedNodes(self.snapshot, cache=self._block_cache)
+        if self.nominated:
+            self._expire_nominations(now)
+        nominees = frozenset(self.nominated)
+        if self._nominees - nominees:  # freed nodes went back to everybody
+            wake.full_pass(now, self.queue.keys(), PREEMPTION)
+        self._nominees = nominees
+        nominated = frozenset().union(*self.nominated.values()) if self.nominated else None
+        if isinstance(self.admission, OrderedAdmission):
+            self.admission.cycle_start(self.queue.ordered())
+        releases = (self.admission.releases if isinstance(self.admission, ScopedAdmission)
+                    else None)
+        holders = self._holder_orders()
+        for order, names in self._released:
+            self._release_behind(order, names, holders)
+        self._released = []
+        wake.collect(now, self.snapshot, self.queue.keys(), holders, releases)
+        woken = dict(wake.pending)
+        wake.pending.clear()
+        heap = [(queue_key(g), k) for k in woken if (g := self.queue.get(k)) is not None]
+        heap += [(queue_key(g), k) for k in self._reservations
+                 if k not in woken and (g := self.queue.get(k)) is not None]
+        heapq.heapify(heap)
+        seen: set[str] = set()
+        tried = 0
+        while heap:
+            order, key = heapq.heappop(heap)
+            if key in seen:
+                continue
+            seen.add(key)
+            gang = self.queue.get(key)
+            if gang is None:
+                continue
+            before = self._reservations.get(key)
+            # Woken for capacity that the gangs ahead of it took by now: parked again.
+            futile = key in woken and not wake.still_helps(key, self.snapshot,
+                                                           blocked.indices)
+            if (futile or key not in woken) and before is not None:
+                if self._still_valid(key, before, blocked):
+                    held.append(before)
+                    blocked.update(before.nodes)
+                    continue
+                wake.stats.wakeups[RESERVATION] += 1
+            elif futile:
+                continue
+            wake.unpark(key)
+            tried += 1
+            if nominated:
+                own = self.nominated.get(gang.key, frozenset())
+                outcome = self._schedule_one(
+                    gang, BlockedNodes(self.snapshot, set(blocked) | (nominated - own)))
+            else:
+                outcome = self._schedule_one(gang, blocked)
+            if isinstance(outcome, Placement):
+                placed.append(outcome)
+                self.queue.remove(key)
+                if self.nominated.pop(key, None) is not None:
+                    nominated = (frozenset().union(*self.nominated.values())
+                                 if self.nominated else None)
+                    self._nominees = frozenset(self.nominated)
+                self._unschedulable_since.pop(key, None)
+                self._unreserved.pop(key, None)
+                wake.forget(key)
+                self._drop_reservation(key, order)
+                if self.preemption_wakes:
+                    wake.preemptors_of(gang.priority)
+            else:
+                failed.append(outcome)
+                reservation = self._failed(gang, outcome, order, now, blocked)
+                if reservation is not None:
+                    held.append(reservation)
+                    blocked.update(reservation.nodes)
+                after = self._reservations.get(key)
+                if before is not None and after is not before:
+                    self._res_changes += 1
+                    self._released.append(
+                        (order, before.nodes - (after.nodes if after else frozenset())))
+            for r_order, names in self._released:
+                self._release_behind(r_order, names, holders)
+            self._released = []
+            if self.snapshot.has_released():
+                wake.released(self.snapshot, self.snapshot.take_released(), holders)
+            if wake.pending:
+                for item in wake.take_behind(self._order_of, order):
+                    woken.setdefault(item[1], "")
+                    heapq.heappush(heap, item)
+        wake.stats.tried += tried
+        wake.stats.skipped += len(self.queue) + len(placed) - tried
+        self._block_cache.end_cycle()
+        return CycleResult(tuple(placed), tuple(failed), tuple(held))
+
+    def _order_of(self, key: str) -> Order | None:
+        gang = self.queue.get(key)
+        return None if gang is None else queue_key(gang)
+
+    def _failed(self, gang: Gang, outcome: Unschedulable, order: Order, now: float,
+                blocked: BlockedNodes) -> Reservation | None:
+        """Park a gang that failed (by why) and, if it starves, renew its reservation
+        as ``_run_all`` does."""
+        key, wake = gang.key, self.wake
+        wake.failed(key, now)
+        kind, scope = self._why
+        if outcome.code in (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.WAIT, Code.ERROR):
+            self._unschedulable_since.pop(key, None)
+            self._unreserved.pop(key, None)
+            self._reservations.pop(key, None)  # released by the caller (before / after)
+            self._usable_at.pop(key, None)
+            self._park(gang, outcome, order, kind, scope)
+            return None
+        self._park(gang, outcome, order, kind, scope)
+        if gang.grows:
+            return None
+        since = self._unschedulable_since.setdefault(key, now)
+        if now - since < self._starvation_after:
+            wake.timer(key, STARVING, since + self._starvation_after)
+            return None
+        needed = gang.sized(gang.required_members) if gang.elastic else gang
+        reservation = self._reserve_domain(needed, blocked)
+        if reservation is None:
+            self._unreserved[key] = order
+        else:
+            self._unreserved.pop(key, None)
+        return reservation
+
+    def _park(self, gang: Gang, outcome: Unschedulable, order: Order, kind: str,
+              scope: str | None) -> None:
+        wake = self.wake
+        if kind == "quota" and scope is not None and isinstance(self.admission,
+                                                                ScopedAdmission):
+            wake.park_quota(gang.key, scope, self.admission.releases(scope))
+        elif kind == "capacity" and outcome.code is Code.UNSCHEDULABLE:
+            terms = capacity_terms(self.snapshot, gang)
+            if terms is not None:
+                wake.park_capacity(gang.key, order, terms, gang.priority)
+            else:
+                wake.wake(gang.key, EVERY_CYCLE)
+        elif kind == "capacity" or outcome.code is Code.WAIT:
+            wake.park_other(gang.key)  # unresolvable, or too few members: node or gang
+        else:
+            wake.wake(gang.key, EVERY_CYCLE)
+
+    def _drop_reservation(self, key: str, order: Order | None) -> None:
+        dropped = self._reservations.pop(key, None)
+        self._usable_at.pop(key, None)
+        if dropped is not None:
+            self._res_changes += 1
+            if order is not None:
+                self._released.append((order, dropped.nodes))
+
+    def _release_behind(self, order: Order, names: frozenset[str],
+                        holders: Mapping[int, Order]) -> None:
+        """A reservation given up: its nodes are capacity for the gangs behind its
+        holder, and the starving gangs behind it may find a domain now."""
+        snap = self.snapshot
+        self.wake.released(snap, snap.indices(n for n in names if n in snap.node_index_map),
+                           {}, behind=order)
+        for key, o in list(self._unreserved.items()):
+            if o > order:
+                del self._unreserved[key]
+                self.wake.wake(key, RESERVATION)
+
+    def _still_valid(self, key: str, reservation: Reservation, blocked: BlockedNodes) -> bool:
+        return (not blocked.covers_all() and blocked.isdisjoint(reservation.nodes)
+                and self._all_usable(key, reservation))
+
+    def _holder_orders(self) -> dict[int, Order]:
+        """Node index -> the queue order of the gang that reserves it."""
+        stamp = (self._res_changes, self.snapshot.node_version)
+        if stamp != self._holders_of:
+            holders: dict[int, Order] = {}
+            for key, res in self._reservations.items():
+                gang = self.queue.get(key)
+                if gang is None:
+                    continue
+                order = queue_key(gang)
+                for i in self._block_cache.get(res.nodes)[0]:
+                    holders[i] = order
+            self._holders, self._holders_of = holders, stamp
+        return self._holders
+
     def _reserve_domain(self, gang: Gang, blocked: BlockedNodes) -> Reservation | None:
         previous = self._reservations.get(gang.key)
         if (
@@ -219,10 +454,12 @@ class GangScheduler:
             blocked=blocked,
         )
         if target is None or not target.nodes:
-            self._reservations.pop(gang.key, None)
+            if self._reservations.pop(gang.key, None) is not None:
+                self._res_changes += 1
             return None
         reservation = Reservation(gang.key, target.level, target.domain, target.nodes)
         self._reservations[gang.key] = reservation
+        self._res_changes += 1
         return reservation
 
     def _all_usable(self, key: str, reservation: Reservation) -> bool:
@@ -262,6 +499,8 @@ class GangScheduler:
         if self.admission is not None:
             refused = self.admission.refusal(gang)
             if refused is not None:
+                self._why = ("quota", self.admission.retry_scope(gang)
+                             if isinstance(self.admission, ScopedAdmission) else None)
                 code = (Code.UNSCHEDULABLE if isinstance(self.admission, OrderedAdmission)
                         and self.admission.preemptible(gang)
                         else Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
@@ -270,6 +509,7 @@ class GangScheduler:
             for plugin in self.profile.pre_filters:
                 status = plugin.pre_filter(gang.members[0])
                 if not status.is_success():
+                    self._why = ("pre_filter", None)
                     return Unschedulable(gang.key, status.message, status.code)
         result = self._place(
             self.snapshot,
@@ -279,9 +519,11 @@ class GangScheduler:
             blocked=blocked,
         )
         if isinstance(result, Unschedulable):
+            self._why = ("capacity", None)
             return result
         failure = self._reserve_and_permit(result)
         if failure is not None:
+            self._why = ("permit", None)
             return Unschedulable(gang.key, failure.message, failure.code)
         if self.admission is not None:
             self.admission.admitted(gang, result)

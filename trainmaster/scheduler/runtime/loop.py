@@ -1,4 +1,5 @@
 """The runtime: informers -> cache -> gang queue -> placement cycles -> concurrent binds.
+Over 500 lines: the loop, its burst path and the per-gang records share one object's state.
 
 One asyncio task runs cycles; informer handlers only update the cache and wake it. A
 cycle (``GangScheduler.run_cycle``: priority, then age, backfill, anti-starvation) is
@@ -158,6 +159,7 @@ class SchedulerRuntime:
             clock=self._clock,
             starvation_after=self.config.gang_timeout_seconds,
             admission=self.admission,
+            retry=self.config.retry_policy(),
         )
         self._cycle_host = Cycle(self._scheduler, self, self)
         self._watches = [asyncio.create_task(r.run(), name=f"watch-{r.name}")
@@ -363,7 +365,12 @@ class SchedulerRuntime:
         return True
 
     def _next_retry(self) -> float | None:
-        return self._records.next_retry()
+        if self._scheduler is None or not self._scheduler.retry.index:
+            return self._records.next_retry()
+        # The core's timers decide who is retried when (retry.py); a record's own
+        # retry_at would run cycles in which nobody is due.
+        due = (self._records.next_hold(), self._scheduler.next_wake())
+        return min((t for t in due if t is not None), default=None)
 
     def _backoff(self, failures: int) -> float:
         return float(min(self.config.backoff_initial * 2 ** (failures - 1),
@@ -418,6 +425,7 @@ class SchedulerRuntime:
         result = outcome.result()
         elapsed = outcome.core_seconds
         self.metrics.cycle.observe(elapsed)
+        self.metrics.observe_retries(self.scheduler.wake.stats)
         self.cycles += 1
         log.debug("cycle %d: %d gangs placed, %d not, %.1f ms", self.cycles, len(result.placed),
                   len(result.unschedulable), elapsed * 1000)

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from trainmaster.metrics_server import MetricsServer
 
 from ..state.fragmentation import FragmentationReport
+from .retry import REASONS, RetryStats
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
@@ -82,7 +83,44 @@ class SchedulerMetrics:
         self.total_gpus = Gauge(
             f"{ns}_allocatable_gpus", "Allocatable GPUs on schedulable nodes.", registry=r
         )
+        # The cycle's wake-up index (retry.py): who was tried again, and why.
+        self.wakeups = Counter(
+            f"{ns}_retry_wakeups", "Waiting gangs tried again, by what woke them (new, "
+            "capacity, quota, reservation, starving, backoff, full_pass, node_change, "
+            "preemption, every_cycle).", ["reason"], registry=r,
+        )  # fmt: skip
+        self.full_passes = Counter(
+            f"{ns}_retry_full_passes", "Cycles that tried every queued gang (periodic, or "
+            "after a node change).", registry=r,
+        )  # fmt: skip
+        self.backoffs = Counter(
+            f"{ns}_retry_backoffs", "Failed tries that put a gang into (longer) backoff.",
+            registry=r,
+        )
+        self.skipped = Counter(
+            f"{ns}_retry_skipped_gangs", "Queued gangs a cycle did not try (nothing that "
+            "happened could help them).", registry=r,
+        )  # fmt: skip
+        for reason in REASONS:
+            self.wakeups.labels(reason)
+        self._retries = RetryStats()
         self._http = MetricsServer(r)
+
+    def observe_retries(self, stats: RetryStats) -> None:
+        """Add what ``stats`` counted since the last call."""
+        seen = self._retries
+        for reason, count in stats.wakeups.items():
+            if count > seen.wakeups.get(reason, 0):
+                self.wakeups.labels(reason).inc(count - seen.wakeups.get(reason, 0))
+                seen.wakeups[reason] = count
+        if stats.full_passes > seen.full_passes:
+            self.full_passes.inc(stats.full_passes - seen.full_passes)
+        if stats.backoffs > seen.backoffs:
+            self.backoffs.inc(stats.backoffs - seen.backoffs)
+        if stats.skipped > seen.skipped:
+            self.skipped.inc(stats.skipped - seen.skipped)
+        seen.full_passes, seen.backoffs, seen.skipped = (stats.full_passes, stats.backoffs,
+                                                         stats.skipped)
 
     def observe_fragmentation(self, report: FragmentationReport) -> None:
         self.fragmentation.set(report.fragmentation_ratio)

@@ -104,6 +104,12 @@ class QuotaAdmission:
             self.refused[gang.key] = reason
         return reason
 
+    def retry_scope(self, gang: Gang) -> str | None:
+        return self.cache.ledger.retry_scope(self.queue_of_gang(gang))
+
+    def releases(self, scope: str) -> int:
+        return self.cache.ledger.releases(scope)
+
     def cycle_start(self, gangs: Sequence[Gang]) -> None:
         """Fair sharing: what every queue has waiting this cycle."""
         ledger = self.cache.ledger

@@ -8,7 +8,7 @@ its minimum comes before any job's scale-out, whatever the priorities.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 
 from ..framework.model import Gang
 
@@ -36,6 +36,12 @@ class GangQueue:
         if gang is not None:
             self._order = None
         return gang
+
+    def keys(self) -> KeysView[str]:
+        return self._gangs.keys()
+
+    def get(self, key: str) -> Gang | None:
+        return self._gangs.get(key)
 
     def __contains__(self, key: object) -> bool:
         return key in self._gangs

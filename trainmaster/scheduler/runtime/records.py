@@ -68,6 +68,11 @@ class GangRecords:
     def held(self) -> list[tuple[str, float]]:
         return [(k, r.held_until) for k, r in self._records.items() if r.held_until is not None]
 
+    def next_hold(self) -> float | None:
+        """When the earliest bind-failure hold ends."""
+        return min((r.held_until for r in self._records.values()
+                    if r.held_until is not None), default=None)
+
     def next_retry(self) -> float | None:
         times = [t for r in self._records.values() for t in (r.retry_at, r.held_until)
                  if t is not None]

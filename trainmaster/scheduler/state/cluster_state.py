@@ -115,6 +115,7 @@ class ClusterState(CapacityIndex, FilterIndex):
         self._alloc: list[Mapping[str, int]] = [n.allocatable for n in specs]
         self._requested: list[dict[str, int]] = [dict(n.requested) for n in specs]
         self._node_pods: list[set[str]] = [set() for _ in specs]
+        self._released: set[int] = set()  # see take_released (indices move with a build)
         for uid, entry in self._pods.items():
             add_into(self._requested[entry.node], entry.pod.effective_requests, 1)
             self._node_pods[entry.node].add(uid)
@@ -296,6 +297,16 @@ class ClusterState(CapacityIndex, FilterIndex):
         """Pods of the gang currently ``Assumed`` or ``Bound``."""
         return self._gang_counts.get(gang_key, 0)
 
+    def take_released(self) -> set[int]:
+        """Indices of the nodes that released resources (a pod removed or forgotten)
+        since the last call, and forget them: the scheduler's retry index wakes only the
+        gangs such a release can help. Valid for the current ``node_version`` only."""
+        released, self._released = self._released, set()
+        return released
+
+    def has_released(self) -> bool:
+        return bool(self._released)
+
     # --- state machine ----------------------------------------------------------------
 
     def _node_index(self, node: str) -> int:
@@ -314,6 +325,7 @@ class ClusterState(CapacityIndex, FilterIndex):
 
     def _untrack(self, uid: str) -> PodEntry:
         entry = self._pods.pop(uid)
+        self._released.add(entry.node)
         self._node_pods[entry.node].discard(uid)
         self._charge(entry.node, entry.pod.effective_requests, -1)
         gang = entry.pod.gang_key
