@@ -29,6 +29,7 @@ from ..state import ClusterState, PodState
 from .config import SchedulerConfig
 from .convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
 from .gangs import gang_key_of
+from .jobsets import jobset_group_info
 from .local_queues import LocalQueues
 from .report import NOT_SERVED, not_served_message
 
@@ -304,7 +305,13 @@ class ClusterCache:
     # --- pod groups -------------------------------------------------------------------
 
     def on_group(self, kind: str, obj: JSON) -> None:
-        info = pod_group_info(obj)
+        self._group(kind, pod_group_info(obj))
+
+    def on_jobset(self, kind: str, obj: JSON) -> None:
+        """A JobSet is its pods' gang (``jobsets.py``)."""
+        self._group(kind, jobset_group_info(obj, self.levels))
+
+    def _group(self, kind: str, info: PodGroupInfo) -> None:
         if kind == DELETED:
             self.groups.pop(info.key, None)
         elif self.groups.get(info.key) == info:

@@ -42,6 +42,7 @@ from ..framework.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from .jobset_labels import jobset_gang, jobset_part
 
 JSON = dict[str, Any]
 
@@ -224,8 +225,10 @@ def pod_info(obj: JSON) -> PodInfo:
         tolerations=tolerations,
         priority=int(spec.get("priority") or 0),
         creation_timestamp=_epoch(meta.get("creationTimestamp")),
-        gang=labels.get(POD_GROUP_LABEL) or None,
+        # A PodGroup label wins over a JobSet's (docs/interop.md, "Which gang").
+        gang=labels.get(POD_GROUP_LABEL) or jobset_gang(labels),
         datasets=pod_datasets(meta.get("annotations") or {}),
+        part="" if labels.get(POD_GROUP_LABEL) else jobset_part(labels),
     )
     return PodInfo(
         request=request,
@@ -266,6 +269,10 @@ class PodGroupInfo:
     max_members: int | None = None
     """``trainmaster.io/max-members`` of an elastic gang (above ``min_member``); None:
     rigid, or an unreadable value (then the gang is rigid at minMember)."""
+    part_level: str = ""
+    """A JobSet's exclusive-topology level: each Job in its own domain (``jobsets.py``)."""
+    problem: str | None = None
+    """Why the gang cannot be scheduled as its object stands (told, not guessed)."""
 
     @property
     def elastic(self) -> bool:

@@ -39,6 +39,7 @@ from ..framework.model import (
 )
 from .config import SchedulerConfig
 from .convert import PodGroupInfo
+from .jobset_labels import JOBSET_GANG_PREFIX
 
 LONE_PREFIX = "pod:"
 
@@ -111,14 +112,22 @@ def assemble(
     """The gang to submit for ``key`` (a PodGroup key): ``members`` are its pending pods,
     ``placed_nodes`` the nodes of its members already placed (one entry per pod)."""
     if group is None:
+        namespace, _, name = key.partition("/")
+        if name.startswith(JOBSET_GANG_PREFIX):
+            return Waiting(key, f"waiting for JobSet {namespace}/"
+                                f"{name[len(JOBSET_GANG_PREFIX):]} (its pods name it)")
         return Waiting(key, f"waiting for PodGroup {key} (pods name it in their label)")
+    if group.problem:
+        return Waiting(key, group.problem)
     ordered = tuple(sorted(members, key=lambda p: p.name))
     placed = len(placed_nodes)
     required = group.min_member or placed + len(ordered)
     if group.elastic:
         return _elastic(group, ordered, placed_nodes, config)
     topology = group.topology or config.topology_for(required)
-    if placed and topology.mode is TopologyMode.REQUIRED and topology.level != CLUSTER_LEVEL:
+    # A gang placed part by part is not pinned whole: its parts hold their own domains.
+    if (placed and not group.part_level and topology.mode is TopologyMode.REQUIRED
+            and topology.level != CLUSTER_LEVEL):
         pinned = _pinned(ordered, placed_nodes, topology.level)
         if pinned is not None:
             ordered = pinned
@@ -132,6 +141,7 @@ def assemble(
         priority=max((p.priority for p in ordered), default=0),
         creation_timestamp=group.creation_timestamp
         or min((p.creation_timestamp for p in ordered), default=0.0),
+        part_level=group.part_level,
     )
 
 
