@@ -237,6 +237,7 @@ def _spec_with(part: dict[str, Any]) -> dict[str, Any]:
 YAML = _blocks("yaml")
 LIVE_OBJECT_PAGES = {
     "docs/queues.md": "tests/scheduler/test_queues_doc_live.py",
+    "docs/interop.md": "tests/scheduler/test_interop_live.py",
 }
 """Pages with Kubernetes objects in YAML, and the live test that submits them."""
 

@@ -1,6 +1,6 @@
 """JobSets as gangs (unit): a JobSet's pods form one gang whose Jobs are its parts, each
 placed whole in its own domain of the exclusive-topology level, all or nothing. The live
-path (the real JobSet controller, the real scheduler) is tests/scheduler/test_jobset_live.py."""
+path (the real JobSet controller, the real scheduler) is tests/scheduler/test_interop_live.py."""
 
 from __future__ import annotations
 

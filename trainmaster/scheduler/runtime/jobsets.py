@@ -29,9 +29,8 @@ from trainmaster.kubeclient import Kube, Reflector, api_path
 from .._keys import HOSTNAME_LABEL, topology_label
 from ..framework.model import NODE_LEVEL
 from .convert import PodGroupInfo, pod_group_info
-from .jobset_labels import JOBSET_GANG_PREFIX
+from .jobset_labels import JOBSET_API_VERSION, JOBSET_GANG_PREFIX
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_PLURAL = "jobsets"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
