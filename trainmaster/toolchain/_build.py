@@ -253,7 +253,9 @@ def _go_install(go: str, recipe: Recipe, ldflags: str, cwd: Path, gobin: Path, l
     except subprocess.CalledProcessError as exc:
         with log.open() as fh:
             fh.seek(offset)
-            said = [line.strip() for line in fh if line.startswith("go: ")]
+            # Not go's progress lines ("go: downloading ..."): its error.
+            said = [line.strip() for line in fh if line.startswith("go: ")
+                    and not line.startswith(("go: downloading ", "go: finding "))]
         return said[0][len("go: "):] if said else f"go install exited {exc.returncode}"
     return ""
 
