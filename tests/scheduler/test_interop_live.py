@@ -247,3 +247,7 @@ def test_kueue_admits_the_pages_jobset_and_trainmaster_places_it_as_one_gang(
             wait_for(lambda: not suspended(scratch, "second"),
                      "Kueue to admit the second JobSet once the first's quota is back", 180)
             wait_for(lambda: bound(scratch, "second") == 4, "the second JobSet bound", 180)
+            # Its Workload gone with it, so the ClusterQueue's finalizer lets it go after.
+            scratch.custom.delete_namespaced_custom_object(
+                *JOBSETS[:2], scratch.namespace, JOBSETS[2], "second",
+                propagation_policy="Foreground")
