@@ -175,10 +175,24 @@ def start_jobset(state_dir: Path) -> Controller:
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration"}, [])
 
 
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+"""Where Kueue v0.17.0 reads its metrics certificate when its own certificate management is
+off: a fixed path (cmd/kueue/main.go), not a setting. It exits when the files are missing,
+even with metrics off."""
+
+
+def _kueue_metrics_certificate() -> None:
+    """A certificate at Kueue's fixed metrics path, unless one is there (another cluster's,
+    or the machine's own): metrics are off here, so it is read and never served."""
+    if not (KUEUE_METRICS_CERTS / "tls.crt").exists():
+        serving_certificate(KUEUE_METRICS_CERTS, "kueue-metrics")
+
+
 def start_kueue(state_dir: Path) -> Controller:
     """Kueue's controller manager on the cluster of ``state_dir``, managing Jobs and JobSets
     that carry a queue label (its CRDs and webhooks too). Its visibility API server (an
     aggregated API) is off: it would need a Service and an APIService here."""
+    _kueue_metrics_certificate()
     return _start(state_dir, KUEUE, {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "namespace": KUEUE.namespace,
