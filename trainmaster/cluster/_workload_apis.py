@@ -59,11 +59,17 @@ class _Release:
     namespace: str
     account: str
     webhook_groups: tuple[str, ...]
+    namespace_rules: tuple[dict[str, Any], ...] = ()
+    """A Role's rules in its own namespace, as the release's kustomization grants them."""
 
 
 JOBSET = _Release("jobset", "jobset-system", "jobset-controller", ("jobset.x-k8s.io",))
 KUEUE = _Release("kueue", "kueue-system", "kueue-controller",
-                 ("batch", "jobset.x-k8s.io", "kueue.x-k8s.io"))
+                 ("batch", "jobset.x-k8s.io", "kueue.x-k8s.io"),
+                 # Kueue's manager-secrets-role (config/components/rbac): it watches the
+                 # Secrets of its own namespace (MultiKueue's kubeconfigs), nowhere else.
+                 ({"apiGroups": [""], "resources": ["secrets"],
+                   "verbs": ["get", "list", "update", "watch"]},))
 
 
 def _folder(family: str) -> Path:
@@ -104,6 +110,22 @@ def _identity_documents(release: _Release, folder: Path) -> list[dict[str, Any]]
          "metadata": {"name": role_name, "labels": labels},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                      "name": role_name},
+         "subjects": [{"kind": "ServiceAccount", "name": release.account,
+                       "namespace": release.namespace}]},
+        *_namespace_role(release, role_name, labels),
+    ]
+
+
+def _namespace_role(release: _Release, name: str, labels: dict[str, str]
+                    ) -> list[dict[str, Any]]:
+    if not release.namespace_rules:
+        return []
+    meta = {"name": name, "namespace": release.namespace, "labels": labels}
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": list(release.namespace_rules)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
          "subjects": [{"kind": "ServiceAccount", "name": release.account,
                        "namespace": release.namespace}]},
     ]
