@@ -6,7 +6,8 @@ binary built from its pinned release (the toolchain's `jobset` and `kueue` famil
 
 * the release's CRDs, applied and waited for;
 * its own identity: a ServiceAccount in its namespace bound to the release's own
-  ClusterRole (renamed), and a kubeconfig holding that account's token; no admin rights;
+  ClusterRole (renamed; Kueue also to its Secrets Role in its namespace), and a kubeconfig
+  holding that account's token; no admin rights;
 * its webhooks served on loopback (``_webhooks.py``), registered only once its readiness
   endpoint says the webhook server is up, and deleted again by ``stop``;
 * no leader election (one replica), metrics off, health probes on a loopback port.
