@@ -164,9 +164,11 @@ class Cluster:
     """Lists for the reflectors; records binds, condition patches and events."""
 
     def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
-                 groups: list[dict[str, Any]]) -> None:
+                 groups: list[dict[str, Any]], jobsets: list[dict[str, Any]] | None = None,
+                 ) -> None:
         self.lists = {"/api/v1/nodes": nodes, "/api/v1/pods": pods,
-                      "/apis/scheduling.x-k8s.io/v1alpha1/podgroups": groups}
+                      "/apis/scheduling.x-k8s.io/v1alpha1/podgroups": groups,
+                      "/apis/jobset.x-k8s.io/v1alpha2/jobsets": jobsets or []}
         self.binds: dict[str, str] = {}
 
     def __call__(self, method: str, path: str, body: Any) -> dict[str, Any]:
