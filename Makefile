@@ -27,7 +27,7 @@ lock: $(STAMP)
 	touch $(STAMP)
 
 # Upstream source archives (with SHA256SUMS) for the tool families whose module the Go module
-# proxy refuses (multus, kube-router): `trainmaster tools build` falls back to them, after
+# proxy refuses (multus, kube-router, jobset): `trainmaster tools build` falls back to them, after
 # checking each archive's pinned sha256. Exported, so builds started by tests find them too.
 SOURCES ?= $(wildcard ../shared/sources)
 export TRAINMASTER_SOURCES ?= $(if $(SOURCES),$(abspath $(SOURCES)))

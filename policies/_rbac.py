@@ -47,11 +47,12 @@ CLUSTER_SCOPED: frozenset[tuple[str, str]] = frozenset(
 """(API group, resource) of the cluster-scoped resources a ClusterRole may rightly name."""
 
 CLUSTER_WIDE_READS: frozenset[tuple[str, str]] = frozenset(
-    {("", "pods"), ("scheduling.x-k8s.io", "podgroups"), ("scheduling.k8s.io", "podgroups")}
+    {("", "pods"), ("scheduling.x-k8s.io", "podgroups"), ("scheduling.k8s.io", "podgroups"),
+     ("jobset.x-k8s.io", "jobsets")}
 )
 """Namespaced resources a scheduler must read everywhere: every pod on a node takes its
 share of the node, whatever its namespace (and gangs are PodGroups, scheduler-plugins'
-or the upstream API's). Read only."""
+or the upstream API's, or JobSets). Read only."""
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 

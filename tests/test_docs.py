@@ -236,10 +236,11 @@ def _spec_with(part: dict[str, Any]) -> dict[str, Any]:
 
 YAML = _blocks("yaml")
 LIVE_OBJECT_PAGES = {
-    "docs/interop.md": "tests/scheduler/test_interop_doc_live.py",
-    "docs/queues.md": "tests/scheduler/test_queues_doc_live.py",
+    "docs/interop.md": ("tests/scheduler/test_interop_doc_live.py",  # the upstream API
+                        "tests/scheduler/test_interop_live.py"),  # JobSet, Kueue
+    "docs/queues.md": ("tests/scheduler/test_queues_doc_live.py",),
 }
-"""Pages with Kubernetes objects in YAML, and the live test that submits them."""
+"""Pages with Kubernetes objects in YAML, and the live tests that submit them."""
 
 
 @pytest.mark.parametrize(("where", "lang", "text"), YAML, ids=[w for w, _, _ in YAML])
@@ -251,6 +252,7 @@ def test_every_yaml_snippet_validates(where: str, lang: str, text: str) -> None:
         # that submits them to the real control plane.
         page = where.split(":")[0]
         assert page in LIVE_OBJECT_PAGES, f"{where}: Kubernetes objects no live test submits"
+        assert all(Path(t).is_file() for t in LIVE_OBJECT_PAGES[page]), page
         assert all(d["metadata"].get("name") for d in docs), where
         return
     (data,) = docs

@@ -165,10 +165,12 @@ class Cluster:
 
     def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
                  groups: list[dict[str, Any]],
-                 upstream_groups: list[dict[str, Any]] | None = None) -> None:
+                 upstream_groups: list[dict[str, Any]] | None = None,
+                 jobsets: list[dict[str, Any]] | None = None) -> None:
         self.lists = {"/api/v1/nodes": nodes, "/api/v1/pods": pods,
                       "/apis/scheduling.x-k8s.io/v1alpha1/podgroups": groups,
-                      "/apis/scheduling.k8s.io/v1beta1/podgroups": upstream_groups or []}
+                      "/apis/scheduling.k8s.io/v1beta1/podgroups": upstream_groups or [],
+                      "/apis/jobset.x-k8s.io/v1alpha2/jobsets": jobsets or []}
         self.binds: dict[str, str] = {}
 
     def __call__(self, method: str, path: str, body: Any) -> dict[str, Any]:

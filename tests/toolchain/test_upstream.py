@@ -134,3 +134,54 @@ def test_a_missing_archive_names_the_folder_and_the_file(cache: Path, tmp_path: 
         build(["kube-router"], sources=tmp_path)
     assert (f"the sources folder {tmp_path} has no kube-router-v2.9.0.tar.gz"
             in str(err.value))
+
+
+def test_a_root_package_and_its_data_files_come_from_the_archive(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """JobSet's shape: the controller is the module's root package (`.`), and files of the
+    release (its CRDs) are copied into the family's folder beside the binary."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    archive = _tar_gz({
+        "root-v0.2.0/go.mod": "module example.invalid/root\n\ngo 1.22\n",
+        "root-v0.2.0/main.go": HELLO_MAIN,
+        "root-v0.2.0/config/crd/thing.yaml": "kind: CustomResourceDefinition\n",
+    })
+    (sources / "root-v0.2.0.tar.gz").write_bytes(archive)
+    recipe = Recipe(
+        family="root-upstream", version="v0.2.0", packages=("example.invalid/root",),
+        binaries=("root",),
+        upstream=UpstreamSource(
+            module="example.invalid/root", commands=(".",), archive="root-v0.2.0.tar.gz",
+            sha256=hashlib.sha256(archive).hexdigest(),
+            archive_env={"GOFLAGS": "-mod=readonly"},
+            data_files=(("config/crd/thing.yaml", "crds/thing.yaml"),)),
+    )
+    monkeypatch.setitem(RECIPES, recipe.family, recipe)
+
+    (result,) = build(["root-upstream"], sources=sources)
+
+    out = subprocess.run([str(result.directory / "root")], capture_output=True, text=True)
+    assert out.stdout == "hello from the archive\n"
+    assert (result.directory / "crds" / "thing.yaml").read_text() == (
+        "kind: CustomResourceDefinition\n")
+    # go's error, not its progress lines, is what the origin quotes.
+    assert "example.invalid/root@v0.2.0" in read_source(result.directory)
+
+
+def test_a_family_with_no_pinned_archive_says_the_proxy_must_serve_it(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kueue's shape (served by the proxy, no archive pinned): when go install fails
+    anyway, the error says so instead of asking for an archive nobody pinned."""
+    recipe = Recipe(
+        family="served-upstream", version="v0.3.0", packages=("example.invalid/served/cmd/s",),
+        binaries=("s",),
+        upstream=UpstreamSource(module="example.invalid/served", commands=("cmd/s",)))
+    monkeypatch.setitem(RECIPES, recipe.family, recipe)
+    with pytest.raises(ToolchainError) as err:
+        build(["served-upstream"])
+    text = str(err.value)
+    assert "served-upstream: go install example.invalid/served@… failed (" in text
+    assert "no source archive is pinned for it: check that $GOPROXY serves " \
+           "example.invalid/served" in text
+    assert not family_dir("served-upstream").exists()

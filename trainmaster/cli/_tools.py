@@ -165,7 +165,7 @@ def build_cmd(
     sources: Annotated[Path | None, typer.Option(
         "--sources", envvar=SOURCES_ENV, file_okay=False, help="Folder of upstream source "
         "archives, for the families whose module the Go module proxy refuses (multus, "
-        "kube-router): each archive's sha256 must be the pinned one.")] = None,
+        "kube-router, jobset): each archive's sha256 must be the pinned one.")] = None,
 ) -> None:
     """Build the pinned binaries into the cache (reused when already built)."""
     build_with_progress(_known(families or list(RECIPES)), why="`trainmaster tools build`",

@@ -26,12 +26,22 @@ from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_c
 from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_status
 from trainmaster.cluster._temporary import temporary_cluster
 from trainmaster.cluster._user_kubeconfig import add_context, remove_context, user_kubeconfig
+from trainmaster.cluster._workload_apis import (
+    KUEUE_FRAMEWORKS,
+    Controller,
+    start_jobset,
+    start_kueue,
+)
+from trainmaster.cluster._workload_apis import running as running_controller
+from trainmaster.cluster._workload_apis import stop as stop_controller
 
 __all__ = [
+    "KUEUE_FRAMEWORKS",
     "AlertEpisode",
     "ClusterError",
     "ClusterRecord",
     "ClusterStatus",
+    "Controller",
     "Endpoints",
     "LeafCapacity",
     "NodeLayout",
@@ -52,8 +62,12 @@ __all__ = [
     "layouts",
     "remove_context",
     "resolve_state_dir",
+    "running_controller",
     "running_record",
+    "start_jobset",
+    "start_kueue",
     "start_monitoring",
+    "stop_controller",
     "temporary_cluster",
     "up",
     "user_kubeconfig",

@@ -43,6 +43,8 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
     # The upstream gang API's PodGroups (docs/interop.md); Workloads are not read: a
     # PodGroup carries its template's policy and constraints.
     {"apiGroups": [WORKLOAD_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+    # A JobSet is its pods' gang: its size and exclusive topology are on the object only.
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list", "watch"]},
     # A pod naming this scheduler in a namespace it does not serve is told so where its
     # user looks: an Event (any namespace, as kube-scheduler's own role allows) and its
     # PodScheduled condition. Outside the served namespaces the ValidatingAdmissionPolicy

@@ -23,6 +23,7 @@ from trainmaster.toolchain._recipes import (
     PROMETHEUS_OPERATOR_VERSION,
     PULUMI_FAMILIES,
     RECIPES,
+    WORKLOAD_API_FAMILIES,
     Recipe,
 )
 from trainmaster.toolchain._upstream import SOURCES_ENV, read_source
@@ -42,6 +43,7 @@ __all__ = [
     "PULUMI_FAMILIES",
     "RECIPES",
     "SOURCES_ENV",
+    "WORKLOAD_API_FAMILIES",
     "About",
     "BuildResult",
     "Recipe",

@@ -54,6 +54,10 @@ ABOUT: dict[str, About] = {
     "prometheus": About("the Prometheus server of the real-node monitoring stack", (8, 15)),
     "prometheus-operator": About("the Prometheus operator and its config reloader, with "
                                  "their CRDs", (15, 50)),
+    "jobset": About("the JobSet controller with its CRD, from its upstream release",
+                    (5, 15)),
+    "kueue": About("the Kueue controller manager with its CRDs, in front of "
+                   "trainmaster-scheduler", (8, 20)),
     "alertmanager": About("Alertmanager, which receives the real-node cluster's alerts",
                           (5, 12)),
 }

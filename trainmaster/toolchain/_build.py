@@ -61,6 +61,8 @@ def _digest(recipe: Recipe) -> str:
         h.update(repr((recipe.module_trees, recipe.stub_files)).encode())
     if recipe.upstream is not None:
         h.update(repr(recipe.upstream).encode())
+        if recipe.upstream.data_files:  # not in the repr (see UpstreamSource)
+            h.update(repr(recipe.upstream.data_files).encode())
     for rel in _wrapper_files(recipe.family):
         h.update(str(rel).encode() + b"\0")
         h.update((GO_MODULES_DIR / recipe.family / rel).read_bytes())
@@ -79,7 +81,10 @@ def is_built(family: str) -> bool:
 def tool_path(binary: str) -> Path:
     """Path of a built binary (or data file) by its name, e.g. ``kube-apiserver``."""
     for recipe in RECIPES.values():
-        if binary in recipe.binaries or any(dest == binary for *_, dest in recipe.module_files):
+        data = [dest for *_, dest in recipe.module_files]
+        if recipe.upstream is not None:
+            data += [dest for _, dest in recipe.upstream.data_files]
+        if binary in recipe.binaries or binary in data:
             path = family_dir(recipe.family) / binary
             if not path.exists():
                 raise ToolchainError(
@@ -187,6 +192,9 @@ def _build_upstream_locked(recipe: Recipe, progress: ProgressFn | None,
         refusal = _go_install(go, recipe, ldflags, src, staging, log, progress)
         if not refusal:
             origin = f"module proxy: go install {upstream.module}/...@{recipe.version}"
+            if upstream.data_files:
+                module = f"{upstream.module}@{recipe.version}"
+                tree = _module_dir(go, module, src, log)
         else:
             # Checked before anything is unpacked or compiled: a wrong archive builds nothing.
             archive = checked_archive(recipe.family, upstream, sources_dir(sources), refusal)
@@ -203,6 +211,11 @@ def _build_upstream_locked(recipe: Recipe, progress: ProgressFn | None,
             _stream_build(cmd, tree, log, recipe.family, total, progress, env)
             origin = (f"source archive {archive} (sha256 as pinned; go install from the "
                       f"module proxy failed: {refusal})")
+        for rel, dest in upstream.data_files:
+            out = staging / dest
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tree / rel, out)
+            out.chmod(0o644)
         missing = [b for b in recipe.binaries if not (staging / b).exists()]
         if missing:
             raise ToolchainError(f"{recipe.family}: go produced no {', '.join(missing)}")
@@ -230,9 +243,8 @@ def _go_install(go: str, recipe: Recipe, ldflags: str, cwd: Path, gobin: Path, l
     """`go install MODULE/CMD@VERSION ...` into gobin; '' when it worked, else go's reason
     (its first `go:` line), e.g. the proxy's 403."""
     assert recipe.upstream is not None
-    module = recipe.upstream.module
     cmd = [go, "install", "-v", "-trimpath", "-ldflags", ldflags,
-           *(f"{module}/{c}@{recipe.version}" for c in recipe.upstream.commands)]
+           *(f"{recipe.upstream.package(c)}@{recipe.version}" for c in recipe.upstream.commands)]
     offset = log.stat().st_size
     try:
         # `go install pkg@version` ignores any go.mod: the module's own go.sum decides.
@@ -241,7 +253,9 @@ def _go_install(go: str, recipe: Recipe, ldflags: str, cwd: Path, gobin: Path, l
     except subprocess.CalledProcessError as exc:
         with log.open() as fh:
             fh.seek(offset)
-            said = [line.strip() for line in fh if line.startswith("go: ")]
+            # Not go's progress lines ("go: downloading ..."): its error.
+            said = [line.strip() for line in fh if line.startswith("go: ")
+                    and not line.startswith(("go: downloading ", "go: finding "))]
         return said[0][len("go: "):] if said else f"go install exited {exc.returncode}"
     return ""
 

@@ -52,6 +52,21 @@ MULTUS_SHA256 = "2660d40d01f02a4fb9a0422eb58e9b3708624ec1372fab19bdce99ec044f1dc
 KUBE_ROUTER_MODULE = "github.com/cloudnativelabs/kube-router/v2"
 KUBE_ROUTER_VERSION = "v2.9.0"
 KUBE_ROUTER_SHA256 = "ad8df4e6a47e44db2ab62bf4bdd97183d81aa2fadf15ea914a540b7811ef851d"
+# Workload APIs of the ecosystem (docs/interop.md). JobSet: the proxy here serves no version of
+# its module, so its upstream archive (../shared/sources) is pinned by digest, and its
+# dependencies come from the proxy. Kueue: the proxy serves the release; no archive is pinned.
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+JOBSET_VERSION = "v0.12.0"
+JOBSET_COMMIT = "f22e565ac3cc3265c7c45ef67ecffdc689af5d77"
+JOBSET_SHA256 = "d6cdad4b9e40adab251f76e8677479a08ded4bca471c2898006dcb09463e98f3"
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_VERSION = "v0.17.0"
+# The CRDs Kueue's controller watches at start (it waits for every kind it serves).
+KUEUE_CRDS = (
+    "admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters",
+    "multikueueconfigs", "provisioningrequestconfigs", "resourceflavors", "topologies",
+    "workloadpriorityclasses", "workloads",
+)
 
 
 @dataclass(frozen=True)
@@ -63,12 +78,23 @@ class UpstreamSource:
 
     module: str
     commands: tuple[str, ...]
-    """Package folders of the module, e.g. ``cmd/multus``: one binary each, named after it."""
-    archive: str
-    """File name of the source archive (a `git archive` of the release tag, one top folder)."""
-    sha256: str
+    """Package folders of the module, e.g. ``cmd/multus``: one binary each, named after it
+    (``.``: the module's root package, named after the module's last element)."""
+    archive: str = ""
+    """File name of the source archive (a `git archive` of the release tag, one top folder);
+    '' when none is pinned (the proxy serves the release): a refusal is then final."""
+    sha256: str = ""
     archive_env: dict[str, str] = field(default_factory=dict)
     """Environment of the archive's `go build` (GOFLAGS=-mod=vendor for a vendored tree)."""
+    data_files: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Files of the release copied into the family's folder, as (path in the module, dest):
+    its CRDs and RBAC. Read from the module the proxy served, else from the archive. Out of
+    the repr so that the families pinned before it keep their cache entries (the digest
+    hashes it when set)."""
+
+    def package(self, command: str) -> str:
+        """The import path of one of ``commands``."""
+        return self.module if command == "." else f"{self.module}/{command}"
 
 
 @dataclass(frozen=True)
@@ -412,6 +438,51 @@ RECIPES: dict[str, Recipe] = {
             archive_env={"GOFLAGS": "-mod=readonly"},
         ),
     ),
+    # JobSet's controller (main.go at its module root) with its CRD, ClusterRole and webhook
+    # configuration as the release publishes them (docs/interop.md).
+    "jobset": Recipe(
+        family="jobset",
+        version=JOBSET_VERSION,
+        packages=(JOBSET_MODULE,),
+        binaries=("jobset",),
+        ldflags=(
+            f"-X {JOBSET_MODULE}/pkg/version.GitVersion={JOBSET_VERSION}",
+            f"-X {JOBSET_MODULE}/pkg/version.GitCommit={JOBSET_COMMIT}",
+        ),
+        upstream=UpstreamSource(
+            module=JOBSET_MODULE,
+            commands=(".",),
+            archive=f"jobset-{JOBSET_VERSION}.tar.gz",
+            sha256=JOBSET_SHA256,
+            # Dependencies from the module proxy, exactly as its go.sum pins them.
+            archive_env={"GOFLAGS": "-mod=readonly"},
+            data_files=(
+                ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+                 "crds/jobset.x-k8s.io_jobsets.yaml"),
+                ("config/components/rbac/role.yaml", "rbac/role.yaml"),
+                ("config/components/webhook/manifests.yaml", "webhook/manifests.yaml"),
+            ),
+        ),
+    ),
+    # Kueue's controller manager, with its CRDs, ClusterRole and webhook configuration from
+    # the same module zip, in front of trainmaster-scheduler (docs/interop.md).
+    "kueue": Recipe(
+        family="kueue",
+        version=KUEUE_VERSION,
+        packages=(f"{KUEUE_MODULE}/cmd/kueue",),
+        binaries=("kueue",),
+        ldflags=(f"-X {KUEUE_MODULE}/pkg/version.GitVersion={KUEUE_VERSION}",),
+        upstream=UpstreamSource(
+            module=KUEUE_MODULE,
+            commands=("cmd/kueue",),
+            data_files=(
+                *((f"config/components/crd/bases/kueue.x-k8s.io_{plural}.yaml",
+                   f"crds/kueue.x-k8s.io_{plural}.yaml") for plural in KUEUE_CRDS),
+                ("config/components/rbac/role.yaml", "rbac/role.yaml"),
+                ("config/components/webhook/manifests.yaml", "webhook/manifests.yaml"),
+            ),
+        ),
+    ),
     "versitygw": Recipe(
         family="versitygw",
         version=VERSITYGW_VERSION,
@@ -431,3 +502,5 @@ MONITORING_FAMILIES = ("promtool",)
 # What `cluster up --monitoring` runs on the real nodes.
 MONITORING_STACK_FAMILIES = ("prometheus-operator", "prometheus", "alertmanager")
 OBJECT_STORE_FAMILIES = ("versitygw",)
+# The ecosystem's workload controllers, run beside a local control plane (docs/interop.md).
+WORKLOAD_API_FAMILIES = ("jobset", "kueue")

@@ -49,6 +49,10 @@ def checked_archive(family: str, upstream: UpstreamSource, folder: Path | None,
     """The family's archive in ``folder``, after its sha256 matched the pin; else SourceError
     naming what is missing or wrong and how to fix it. ``refusal``: why `go install` failed,
     as go said it."""
+    if not upstream.archive:
+        raise SourceError(
+            f"{family}: go install {upstream.module}@… failed ({refusal}), and no source "
+            f"archive is pinned for it: check that $GOPROXY serves {upstream.module}")
     if folder is None:
         raise SourceError(
             f"{family}: go install {upstream.module}@… failed ({refusal}); give "

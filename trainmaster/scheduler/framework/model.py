@@ -140,6 +140,8 @@ class PodRequest:
     """Name of the pod's gang in the same namespace, or ``None`` for a lone pod."""
     datasets: tuple[str, ...] = ()
     """Datasets the pod reads (``trainmaster.io/datasets``): a score preference only."""
+    part: str = ""
+    """Its part of a gang placed part by part (``Gang.part_level``): a JobSet's Job."""
 
     key: str = field(init=False, repr=False, compare=False)
     effective_requests: Mapping[str, int] = field(init=False, repr=False, compare=False)
@@ -207,6 +209,10 @@ class Gang:
     """An elastic gang's topology by the group's size (``placed`` + members placed): the
     first rule covering it, else the whole cluster, preferred. Empty: ``topology`` at
     every size."""
+    part_level: str = ""
+    """When set, the members are placed part by part (``PodRequest.part``), each part whole
+    in one domain of this level and no two parts in one domain, still all or nothing
+    (``placement/parts.py``): a JobSet with an exclusive topology."""
 
     key: str = field(init=False, repr=False, compare=False)
 

@@ -34,6 +34,7 @@ from ..framework.results import Binding, Placement, Unschedulable
 from ..framework.status import Code
 from ..plugins import DEFAULT_FILTERS, DEFAULT_SCORER
 from ..state import ClusterState
+from .parts import place_parts
 from .search import Search, last_rank, min_depth
 
 __all__ = ["Binding", "Placement", "Placer", "Unschedulable", "place_gang"]
@@ -69,6 +70,9 @@ def place_gang(
     """
     if not gang.members:
         return Unschedulable(gang.key, f"gang {gang.key} has no members", Code.WAIT)
+    if gang.part_level:  # a JobSet's Jobs, each in its own domain (parts.py)
+        return place_parts(snapshot, gang, place_gang, filters=filters, scorer=scorer,
+                           blocked=blocked)
     if len(gang.members) < gang.required_members:
         return Unschedulable(
             gang.key,

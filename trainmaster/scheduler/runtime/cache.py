@@ -29,6 +29,7 @@ from ..state import ClusterState, PodState
 from .config import SchedulerConfig
 from .convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
 from .gangs import gang_key_of
+from .jobsets import jobset_group_info
 from .local_queues import LocalQueues
 from .report import NOT_SERVED, not_served_message
 from .upstream_groups import upstream_group_info
@@ -310,6 +311,10 @@ class ClusterCache:
     def on_upstream_group(self, kind: str, obj: JSON) -> None:
         """A scheduling.k8s.io PodGroup (``upstream_groups.py``)."""
         self._set_group(kind, upstream_group_info(obj, self.levels))
+
+    def on_jobset(self, kind: str, obj: JSON) -> None:
+        """A JobSet is its pods' gang (``jobsets.py``)."""
+        self._set_group(kind, jobset_group_info(obj, self.levels))
 
     def _set_group(self, kind: str, info: PodGroupInfo) -> None:
         if kind == DELETED:

@@ -43,6 +43,7 @@ from ..framework.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from .jobset_labels import jobset_gang, jobset_part
 
 JSON = dict[str, Any]
 
@@ -236,9 +237,12 @@ def pod_info(obj: JSON) -> PodInfo:
         tolerations=tolerations,
         priority=int(spec.get("priority") or 0),
         creation_timestamp=_epoch(meta.get("creationTimestamp")),
-        # The precedence rule (docs/interop.md): spec.schedulingGroup, then the label.
-        gang=scheduling_group_gang(spec) or labels.get(POD_GROUP_LABEL) or None,
+        # The precedence rule (docs/interop.md): spec.schedulingGroup, then the
+        # scheduler-plugins PodGroup label, then a JobSet's labels.
+        gang=(scheduling_group_gang(spec) or labels.get(POD_GROUP_LABEL)
+              or jobset_gang(labels) or None),
         datasets=pod_datasets(meta.get("annotations") or {}),
+        part="" if labels.get(POD_GROUP_LABEL) else jobset_part(labels),
     )
     return PodInfo(
         request=request,
@@ -280,6 +284,10 @@ class PodGroupInfo:
     max_members: int | None = None
     """``trainmaster.io/max-members`` of an elastic gang (above ``min_member``); None:
     rigid, or an unreadable value (then the gang is rigid at minMember)."""
+    part_level: str = ""
+    """A JobSet's exclusive-topology level: each Job in its own domain (``jobsets.py``)."""
+    problem: str | None = None
+    """Why the gang cannot be scheduled as its object stands (told, not guessed)."""
 
     api_version: str = PODGROUP_API_VERSION
     object_name: str = ""

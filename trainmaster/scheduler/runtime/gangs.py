@@ -39,6 +39,7 @@ from ..framework.model import (
 )
 from .config import SchedulerConfig
 from .convert import PodGroupInfo
+from .jobset_labels import JOBSET_GANG_PREFIX
 from .upstream_groups import is_upstream, missing_message
 
 LONE_PREFIX = "pod:"
@@ -114,16 +115,24 @@ def assemble(
     if group is None:
         if is_upstream(key):
             return Waiting(key, missing_message(key))
+        namespace, _, name = key.partition("/")
+        if name.startswith(JOBSET_GANG_PREFIX):
+            return Waiting(key, f"waiting for JobSet {namespace}/"
+                                f"{name[len(JOBSET_GANG_PREFIX):]} (its pods name it)")
         return Waiting(key, f"waiting for PodGroup {key} (pods name it in their label)")
     if group.invalid is not None:
         return Waiting(key, f"PodGroup {group.namespace}/{group.ref_name}: {group.invalid}")
+    if group.problem:
+        return Waiting(key, group.problem)
     ordered = tuple(sorted(members, key=lambda p: p.name))
     placed = len(placed_nodes)
     required = group.min_member or placed + len(ordered)
     if group.elastic:
         return _elastic(group, ordered, placed_nodes, config)
     topology = group.topology or config.topology_for(required)
-    if placed and topology.mode is TopologyMode.REQUIRED and topology.level != CLUSTER_LEVEL:
+    # A gang placed part by part is not pinned whole: its parts hold their own domains.
+    if (placed and not group.part_level and topology.mode is TopologyMode.REQUIRED
+            and topology.level != CLUSTER_LEVEL):
         pinned = _pinned(ordered, placed_nodes, topology.level)
         if pinned is not None:
             ordered = pinned
@@ -137,6 +146,7 @@ def assemble(
         priority=max((p.priority for p in ordered), default=0),
         creation_timestamp=group.creation_timestamp
         or min((p.creation_timestamp for p in ordered), default=0.0),
+        part_level=group.part_level,
     )
 
 

@@ -43,6 +43,7 @@ from .events import ApiWriter, EventRecorder, default_identity
 from .gang_scheduler import CycleResult, GangScheduler
 from .gangs import LONE_PREFIX, Waiting, assemble, lone_gang
 from .history import UsageHistory
+from .jobsets import jobset_reflector
 from .ledger import LedgerPublisher
 from .local_queues import local_queue_reflector
 from .metrics import SchedulerMetrics
@@ -81,13 +82,8 @@ class SchedulerRuntime:
         self.identity = identity or default_identity()
         self._clock = clock
         self.cache = ClusterCache(config)
-        self.binder = Binder(
-            api,
-            self.cache,
-            self.metrics,
-            concurrency=config.bind_concurrency,
-            attempts=config.bind_attempts,
-        )
+        self.binder = Binder(api, self.cache, self.metrics, concurrency=config.bind_concurrency,
+                             attempts=config.bind_attempts)
         self.writer = ApiWriter(quiet=self.binder.quiet)
         self.recorder = EventRecorder(api, self.writer, config.scheduler_name, self.identity)
         self.reporter = Reporter(self.recorder, config.report_interval, clock,
@@ -108,9 +104,10 @@ class SchedulerRuntime:
             Reflector(api, podgroup_path(), self.cache.on_group, name=PODGROUP_PLURAL,
                       optional=True),
             upstream_reflector(api, self.cache.on_upstream_group),
+            jobset_reflector(api, self.cache.on_jobset),
+            *(local_queue_reflector(api, ns, self.cache.on_local_queue)
+              for ns in config.local_queue_namespaces),
         ]  # fmt: skip
-        self.reflectors += [local_queue_reflector(api, ns, self.cache.on_local_queue)
-                            for ns in config.local_queue_namespaces]
         self._scheduler: GangScheduler | None = None
         self._cycle_host: Cycle | None = None
         self._records = GangRecords()

@@ -28,6 +28,7 @@ from ..framework.model import PodRequest
 from ..framework.results import Placement
 from .convert import PodGroupInfo
 from .events import EventRecorder, ObjectRef, now_rfc3339
+from .jobset_labels import JOBSET_API_VERSION, JOBSET_GANG_PREFIX, JOBSET_KIND
 from .upstream_groups import GroupStatus
 
 NOT_SERVED = NAMESPACE_NOT_SERVED
@@ -52,6 +53,9 @@ def not_served_message(scheduler: str, namespace: str, served: Sequence[str]) ->
 
 def event_ref(group: PodGroupInfo | None, pods: Sequence[PodRequest]) -> ObjectRef:
     """What an Event about a gang is on: its PodGroup, else its (first) pod."""
+    if group is not None and group.name.startswith(JOBSET_GANG_PREFIX):  # a JobSet's gang
+        return ObjectRef(JOBSET_KIND, group.namespace, group.name[len(JOBSET_GANG_PREFIX):],
+                         group.uid, JOBSET_API_VERSION)
     if group is not None:
         return ObjectRef(PODGROUP_KIND, group.namespace, group.ref_name, group.uid,
                          group.api_version)
