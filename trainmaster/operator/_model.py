@@ -13,6 +13,8 @@ its own restarts lives there, and is written before the side effects it causes:
     status.lastHeartbeat   written by the launcher, never by us
     status.resumedFrom     {path, step, attempt, time}: written by the launcher when its
                            gang resumed from a newer checkpoint on disk than resumeFrom
+    status.lastRestart     {seconds, attempt, time}: written by the launcher of an attempt
+                           that resumed from a checkpoint: its start to its first step
 """
 
 from __future__ import annotations
@@ -133,6 +135,15 @@ class JobState:
     @property
     def last_checkpoint(self) -> Checkpoint | None:
         return Checkpoint.from_status(self.status.get("lastCheckpoint"))
+
+    @property
+    def last_restart_seconds(self) -> float | None:
+        """The launcher's measure of the last restart (start to first step), if any."""
+        raw = self.status.get("lastRestart")
+        seconds = raw.get("seconds") if isinstance(raw, dict) else None
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            return None
+        return float(seconds)
 
     @property
     def last_heartbeat(self) -> datetime | None:
