@@ -6,9 +6,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.operator.builders import make_job, make_state
-from trainmaster.api import RESTART_ANNOTATION
+from tests.operator.builders import (
+    at,
+    make_gang_job,
+    make_job,
+    make_pod,
+    make_state,
+    running_state,
+)
+from trainmaster.api import RESTART_ANNOTATION, format_time
+from trainmaster.operator import gang_view
 from trainmaster.operator._gang import GangObjects
+from trainmaster.operator._status import observe_patch
 
 
 class PatchRecorder:
@@ -24,10 +33,41 @@ class PatchRecorder:
 
 def test_the_launchers_restart_seconds_are_read_from_the_status() -> None:
     state = make_state(lastRestart={"seconds": 42.5, "attempt": 1, "time": "x"})
-    assert state.last_restart_seconds == 42.5
-    assert make_state(lastRestart={"seconds": 7, "attempt": 1}).last_restart_seconds == 7.0
+    assert state.restart_seconds == 42.5
+    assert make_state(lastRestart={"seconds": 7, "attempt": 1}).restart_seconds == 7.0
     for bad in (None, {}, {"seconds": "soon"}, {"seconds": -1}, {"seconds": True}, "12"):
-        assert make_state(lastRestart=bad).last_restart_seconds is None
+        assert make_state(lastRestart=bad).restart_seconds is None
+
+
+def _started(pod: dict[str, Any], start: float, trainer: float) -> dict[str, Any]:
+    """A Running pod the kubelet took up at `start` whose trainer started at `trainer`."""
+    pod["status"]["startTime"] = format_time(at(start))
+    pod["status"]["containerStatuses"] = [
+        {"name": "launcher", "state": {"terminated": {"exitCode": 0}}},
+        {"name": "trainer", "state": {"running": {"startedAt": format_time(at(trainer))}}}]
+    return pod
+
+
+def test_the_gang_first_running_records_its_rank_zero_pods_start() -> None:
+    pods = [_started(make_pod(0, attempt=1), 10, 47), _started(make_pod(1, attempt=1), 10, 90)]
+    gang = gang_view(1, pods, [make_gang_job(1)])
+    state = running_state(attempt=1, runningSince=None, phase="Restarting")
+    patch = observe_patch(state, make_job(nodes=2), gang, at(100))
+    assert patch["podStart"] == {"attempt": 1, "seconds": 37.0}  # rank 0's, not rank 1's
+    after = running_state(**{**state.status, **patch})
+    assert "podStart" not in observe_patch(after, make_job(nodes=2), gang, at(101))
+    unknown = gang_view(1, [make_pod(0, attempt=1), make_pod(1, attempt=1)], [make_gang_job(1)])
+    assert "podStart" not in observe_patch(state, make_job(nodes=2), unknown, at(100))
+
+
+def test_the_pods_start_is_added_only_to_the_same_attempts_launcher_figure() -> None:
+    launcher = {"seconds": 42.5, "attempt": 1, "time": "x"}
+    assert make_state(lastRestart=launcher, podStart={"attempt": 1, "seconds": 37.0}
+                      ).restart_seconds == 79.5
+    # The next attempt's pods started; its launcher has not reached a step yet.
+    assert make_state(lastRestart=launcher, podStart={"attempt": 2, "seconds": 5.0}
+                      ).restart_seconds == 42.5
+    assert make_state(podStart={"attempt": 1, "seconds": 37.0}).restart_seconds is None
 
 
 def test_the_restart_seconds_are_annotated_once_per_value_on_the_current_podgroup() -> None:
