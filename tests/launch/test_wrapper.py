@@ -98,8 +98,13 @@ SLOW_START = "import time; time.sleep(1.5); print('step 301', flush=True); " \
 
 
 def test_a_resumed_attempt_reports_the_time_to_its_first_step_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TRAINMASTER_RESUME_FROM", "/ckpt/checkpoint-300")
+    # The last attempt's progress file, an hour old: not this attempt's first step.
+    stale = tmp_path / "progress"
+    stale.write_text("250")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    monkeypatch.setenv("TRAINMASTER_PROGRESS_FILE", str(stale))
     config = LaunchConfig(job="gpt", namespace="ns", rank=0, attempt=2,
                           heartbeat_seconds=0.2, poll_seconds=0.1)
     sink = Recorder()
@@ -115,8 +120,10 @@ def test_a_resumed_attempt_reports_the_time_to_its_first_step_once(
     assert before + seconds <= when.timestamp() <= after
 
 
-def test_a_fresh_attempt_reports_no_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fresh_attempt_reports_no_restart(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
     monkeypatch.delenv("TRAINMASTER_RESUME_FROM", raising=False)
+    monkeypatch.setenv("TRAINMASTER_PROGRESS_FILE", str(tmp_path / "progress"))
     config = LaunchConfig(job="gpt", namespace="ns", rank=0, heartbeat_seconds=0.2,
                           poll_seconds=0.1)
     sink = Recorder()

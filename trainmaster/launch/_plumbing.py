@@ -100,7 +100,9 @@ class Reports:
                     self.pending = None
                     self.sent_at = self.sent_activity = now
         last = self._last_progress()
-        if self.restart_pending and self.progress.step >= 0:
+        # A step from before the start (a progress file left by the last attempt) is not it.
+        if self.restart_pending and self.progress.step >= 0 and \
+                self.progress.at >= self.started:
             self._report_restart()
         if self.metrics is not None and self.progress.step >= 0:
             self.metrics.progress(self.progress.step, self.progress.at)
@@ -111,7 +113,7 @@ class Reports:
 
 
     def _report_restart(self) -> None:
-        seconds = max(0.0, self.progress.at - self.started)
+        seconds = self.progress.at - self.started
         when = datetime.fromtimestamp(self.progress.at, UTC_ZONE)
         if self.sink.restarted(seconds, self.config.attempt, when):
             self.restart_pending = False
