@@ -294,6 +294,9 @@ class Recorder:
         self.resumes.append((path, step, attempt))
         return True
 
+    def restarted(self, seconds: float, attempt: int, when: object) -> bool:
+        return True
+
 
 def test_the_launcher_starts_the_command_from_the_newer_checkpoint_and_reports_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]

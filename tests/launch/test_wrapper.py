@@ -47,6 +47,7 @@ class Recorder:
         self.beats: list[datetime] = []
         self.checkpoints: list[tuple[str, int]] = []
         self.resumes: list[tuple[str, int, int]] = []
+        self.restarts: list[tuple[float, int, datetime]] = []
 
     def heartbeat(self, when: datetime) -> bool:
         self.beats.append(when)
@@ -58,6 +59,10 @@ class Recorder:
 
     def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool:
         self.resumes.append((path, step, attempt))
+        return True
+
+    def restarted(self, seconds: float, attempt: int, when: datetime) -> bool:
+        self.restarts.append((seconds, attempt, when))
         return True
 
 
@@ -85,6 +90,45 @@ def test_the_command_runs_unchanged_and_its_checkpoints_are_reported(
                                 (str(ckpt / "checkpoint-200"), 200)]
     assert len(sink.beats) >= 2
     assert sink.beats == sorted(sink.beats)
+
+
+# Loads its "checkpoint" for 1.5 s, then steps twice.
+SLOW_START = "import time; time.sleep(1.5); print('step 301', flush=True); " \
+             "time.sleep(0.5); print('step 302', flush=True)"
+
+
+def test_a_resumed_attempt_reports_the_time_to_its_first_step_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRAINMASTER_RESUME_FROM", "/ckpt/checkpoint-300")
+    # The last attempt's progress file, an hour old: not this attempt's first step.
+    stale = tmp_path / "progress"
+    stale.write_text("250")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    monkeypatch.setenv("TRAINMASTER_PROGRESS_FILE", str(stale))
+    config = LaunchConfig(job="gpt", namespace="ns", rank=0, attempt=2,
+                          heartbeat_seconds=0.2, poll_seconds=0.1)
+    sink = Recorder()
+    before = time.time()
+    assert run_launch(config, [sys.executable, "-c", SLOW_START], sink) == 0
+    after = time.time()
+    assert len(sink.restarts) == 1  # the first step only, not the second
+    seconds, attempt, when = sink.restarts[0]
+    assert attempt == 2
+    # From the launcher's start to `step 301`: the 1.5 s load and the interpreter's start,
+    # not the 0.5 s to the second step.
+    assert 1.5 <= seconds < after - before - 0.4
+    assert before + seconds <= when.timestamp() <= after
+
+
+def test_a_fresh_attempt_reports_no_restart(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    monkeypatch.delenv("TRAINMASTER_RESUME_FROM", raising=False)
+    monkeypatch.setenv("TRAINMASTER_PROGRESS_FILE", str(tmp_path / "progress"))
+    config = LaunchConfig(job="gpt", namespace="ns", rank=0, heartbeat_seconds=0.2,
+                          poll_seconds=0.1)
+    sink = Recorder()
+    assert run_launch(config, [sys.executable, "-c", SLOW_START], sink) == 0
+    assert sink.beats and sink.restarts == []
 
 
 def test_a_signal_reaches_the_command_and_shapes_the_exit_code(tmp_path: Path) -> None:

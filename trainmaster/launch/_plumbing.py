@@ -48,14 +48,19 @@ class Reports:
 
     def __init__(self, config: LaunchConfig, sink: Sink, progress: Progress,
                  heartbeat_file: Path, progress_file: Path,
-                 metrics: LaunchMetrics | None = None) -> None:
+                 metrics: LaunchMetrics | None = None, *, restarting: bool = False,
+                 started: float | None = None) -> None:
         self.config = config
         self.sink = sink
         self.progress = progress
         self.heartbeat_file = heartbeat_file
         self.progress_file = progress_file
         self.metrics = metrics
-        self.started = time.time()  # the start is the first sign of life
+        # The start is the first sign of life: the launcher's own start when given.
+        self.started = time.time() if started is None else started
+        # An attempt resuming from a checkpoint reports once how long it took to get from
+        # the start to its first step (loading included): the price of a restart.
+        self.restart_pending = restarting
         self.watcher = (CheckpointWatcher(config.checkpoint_dir, config.settle_seconds)
                         if config.checkpoint_dir is not None else None)
         self.pending: Found | None = None
@@ -95,12 +100,23 @@ class Reports:
                     self.pending = None
                     self.sent_at = self.sent_activity = now
         last = self._last_progress()
+        # A step from before the start (a progress file left by the last attempt) is not it.
+        if self.restart_pending and self.progress.step >= 0 and \
+                self.progress.at >= self.started:
+            self._report_restart()
         if self.metrics is not None and self.progress.step >= 0:
             self.metrics.progress(self.progress.step, self.progress.at)
         due = force or now - self.sent_at >= self.config.heartbeat_seconds
         if last > self.sent_activity and due and \
                 self.sink.heartbeat(datetime.fromtimestamp(last, UTC_ZONE)):
             self.sent_at, self.sent_activity = now, last
+
+
+    def _report_restart(self) -> None:
+        seconds = self.progress.at - self.started
+        when = datetime.fromtimestamp(self.progress.at, UTC_ZONE)
+        if self.sink.restarted(seconds, self.config.attempt, when):
+            self.restart_pending = False
 
 
 class NullSink:
@@ -111,6 +127,9 @@ class NullSink:
         return True
 
     def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool:
+        return True
+
+    def restarted(self, seconds: float, attempt: int, when: datetime) -> bool:
         return True
 
 

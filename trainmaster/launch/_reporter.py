@@ -5,6 +5,10 @@ TrainingJob's status, written with a JSON merge patch (so nothing else is touche
     status.lastCheckpoint  {path, step, time} of the newest complete checkpoint
     status.resumedFrom     {path, step, attempt, time}: the gang resumed from a newer
                            checkpoint on disk than the operator's resumeFrom (see _resume)
+    status.lastRestart     {seconds, attempt, time}: an attempt that resumed from a
+                           checkpoint took `seconds` from the launcher's start to its first
+                           training step (the checkpoint loaded); the operator copies it
+                           to the PodGroup for preemption's price of a restart
 
 Reporting never stops training: a failed report is logged and retried on the next tick.
 """
@@ -30,6 +34,8 @@ class Sink(Protocol):
 
     def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool: ...
 
+    def restarted(self, seconds: float, attempt: int, when: datetime) -> bool: ...
+
 
 def heartbeat_patch(when: datetime) -> dict[str, Any]:
     return {"status": {"lastHeartbeat": format_time(when)}}
@@ -46,6 +52,11 @@ def resumed_patch(path: str, step: int, attempt: int, when: datetime) -> dict[st
     stamp = format_time(when)
     return {"status": {"resumedFrom": {"path": path, "step": step, "attempt": attempt,
                                        "time": stamp}}}
+
+
+def restarted_patch(seconds: float, attempt: int, when: datetime) -> dict[str, Any]:
+    return {"status": {"lastRestart": {"seconds": round(seconds, 1), "attempt": attempt,
+                                       "time": format_time(when)}}}
 
 
 class ApiSink:
@@ -98,3 +109,6 @@ class ApiSink:
     def resumed(self, path: str, step: int, attempt: int, when: datetime) -> bool:
         return self._patch(resumed_patch(path, step, attempt, when), f"resuming from {path}")
 
+    def restarted(self, seconds: float, attempt: int, when: datetime) -> bool:
+        return self._patch(restarted_patch(seconds, attempt, when),
+                           f"a restart of {seconds:.1f}s")

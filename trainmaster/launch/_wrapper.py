@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from trainmaster.api import HEARTBEAT_FILE_ENV, PROGRESS_FILE_ENV
+from trainmaster.api import HEARTBEAT_FILE_ENV, PROGRESS_FILE_ENV, RESUME_FROM_ENV
 from trainmaster.launch._config import LaunchConfig
 from trainmaster.launch._elastic_run import elastic_config, run_elastic
 from trainmaster.launch._plumbing import (
@@ -63,6 +63,7 @@ __all__ = ["HEARTBEAT_FILE_ENV", "LaunchConfig", "run_launch"]
 
 def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = None) -> int:
     """Run `command` to completion while reporting; return its exit code."""
+    began = time.time()  # a restart's cost is counted from here to the first step
     owned = sink is None
     try:
         elastic = elastic_config(config.rank)
@@ -119,7 +120,8 @@ def run_launch(config: LaunchConfig, command: list[str], sink: Sink | None = Non
         return 127
     restore = pass_signals(lambda: child)
     metrics = serve_metrics(config)
-    reports = Reports(config, sink, progress, heartbeat_file, progress_file, metrics)
+    reports = Reports(config, sink, progress, heartbeat_file, progress_file, metrics,
+                      restarting=bool(start.env.get(RESUME_FROM_ENV)), started=began)
     if start.resumed is not None:
         reports.resumed(*start.resumed)
     reelections = store.reelect if store else 0

@@ -126,6 +126,14 @@ def trainingjob_crd() -> dict[str, Any]:
                             "time": {"type": "string"},
                         },
                     },
+                    "lastRestart": {
+                        "type": "object",
+                        "properties": {
+                            "seconds": {"type": "number", "minimum": 0},
+                            "attempt": {"type": "integer"},
+                            "time": {"type": "string"},
+                        },
+                    },
                     "lastHeartbeat": {"type": "string"},
                     "nodes": {"type": "array", "items": {"type": "string"}},
                     "observedGeneration": {"type": "integer"},

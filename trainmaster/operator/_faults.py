@@ -20,6 +20,7 @@ from trainmaster.api import (
     POD_SCHEDULED,
     PREEMPTION_BY_SCHEDULER,
     UNHEALTHY_TAINT,
+    parse_time,
 )
 from trainmaster.objects import gang_name
 from trainmaster.operator._model import (
@@ -121,7 +122,20 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         message=status.get("message") or message,
         unschedulable=unschedulable,
         preempted_by=preempted_by,
+        start_seconds=_start_seconds(status),
     )
+
+
+def _start_seconds(status: Mapping[str, Any]) -> float | None:
+    """The kubelet's start of the pod (status.startTime) to the trainer container's start:
+    image pulls and init containers, GPUs held and idle."""
+    began = parse_time(status.get("startTime"))
+    for cs in status.get("containerStatuses") or []:
+        running = (cs.get("state") or {}).get("running") or {}
+        started = parse_time(running.get("startedAt"))
+        if cs.get("name") == MAIN_CONTAINER and began is not None and started is not None:
+            return max(0.0, (started - began).total_seconds())
+    return None
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from trainmaster.api import CHECKPOINT_ANNOTATION, JOB_LABEL, format_time
+from trainmaster.api import CHECKPOINT_ANNOTATION, JOB_LABEL, RESTART_ANNOTATION, format_time
 from trainmaster.kubeclient import ApiError, Kube, job_path, pod_path, podgroup_path
 from trainmaster.objects import build_gang, gang_name
 from trainmaster.operator._faults import gang_view
@@ -25,7 +25,7 @@ class GangObjects:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._outdated: set[str] = set()
-        self._marked: dict[str, datetime] = {}
+        self._marked: dict[tuple[str, str], str] = {}
 
     async def observe(self, namespace: str, job: Job, attempt: int) -> GangView:
         selector = f"{JOB_LABEL}={job.name}"
@@ -76,19 +76,30 @@ class GangObjects:
     async def mark_checkpoint(self, namespace: str, job: Job, attempt: int,
                               when: datetime) -> None:
         """Annotate the gang's PodGroup with the job's last checkpoint time: the
-        scheduler's preemption weighs the work a victim would lose since then. Once per
-        checkpoint (remembered here; a restarted operator writes it once more)."""
+        scheduler's preemption weighs the work a victim would lose since then."""
+        await self._mark(namespace, job, attempt, CHECKPOINT_ANNOTATION, format_time(when))
+
+    async def mark_restart(self, namespace: str, job: Job, attempt: int,
+                           seconds: float) -> None:
+        """Annotate the gang's PodGroup with how long the job's last restart took from
+        the launcher's start to its first step (status.lastRestart): preemption prices a
+        restart of this gang as its GPUs idle that long."""
+        await self._mark(namespace, job, attempt, RESTART_ANNOTATION, f"{seconds:g}")
+
+    async def _mark(self, namespace: str, job: Job, attempt: int, key: str,
+                    value: str) -> None:
+        """Once per value (remembered here; a restarted operator writes it once more)."""
         name = gang_name(job.name, attempt)
-        key = f"{namespace}/{name}"
-        if self._marked.get(key) == when:
+        memo = (f"{namespace}/{name}", key)
+        if self._marked.get(memo) == value:
             return
         try:
             await self.kube.patch(podgroup_path(namespace, name), {"metadata": {
-                "annotations": {CHECKPOINT_ANNOTATION: format_time(when)}}})
+                "annotations": {key: value}}})
         except ApiError as exc:
             if exc.status != 404:  # no PodGroup (CRD missing): nothing to mark
                 raise
-        self._marked[key] = when
+        self._marked[memo] = value
 
     async def clean(self, namespace: str, job: Job, gang: GangView, keep: int,
                     sick: Mapping[str, NodeHealth]) -> None:

@@ -13,6 +13,10 @@ its own restarts lives there, and is written before the side effects it causes:
     status.lastHeartbeat   written by the launcher, never by us
     status.resumedFrom     {path, step, attempt, time}: written by the launcher when its
                            gang resumed from a newer checkpoint on disk than resumeFrom
+    status.lastRestart     {seconds, attempt, time}: written by the launcher of an attempt
+                           that resumed from a checkpoint: its start to its first step
+    status.podStart        {seconds, attempt}: the current attempt's rank-0 pod, from its
+                           start (status.startTime) to its trainer container's start
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ BACKOFF_CAP_SECONDS = 600
 """restartPolicy.backoffSeconds doubles per restart up to this (the spec's documented cap)."""
 HISTORY_LIMIT = 20
 """Restarts kept in status.restartHistory (the newest)."""
+
+
+def _seconds(raw: Any) -> float | None:
+    """`seconds` of a status object, when it is a number of seconds."""
+    seconds = raw.get("seconds") if isinstance(raw, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        return None
+    return float(seconds)
 
 
 class Cause(enum.StrEnum):
@@ -135,6 +147,19 @@ class JobState:
         return Checkpoint.from_status(self.status.get("lastCheckpoint"))
 
     @property
+    def restart_seconds(self) -> float | None:
+        """The last restart's cost: the launcher's start to its first step
+        (status.lastRestart), plus its rank-0 pod's start to its trainer container's
+        start (status.podStart) when both are of the same attempt. None before any report."""
+        restart = self.status.get("lastRestart")
+        seconds = _seconds(restart)
+        if seconds is None or not isinstance(restart, dict):
+            return None
+        pod = self.status.get("podStart")
+        same = isinstance(pod, dict) and pod.get("attempt") == restart.get("attempt")
+        return seconds + ((_seconds(pod) or 0.0) if same else 0.0)
+
+    @property
     def last_heartbeat(self) -> datetime | None:
         return parse_time(self.status.get("lastHeartbeat"))
 
@@ -187,6 +212,8 @@ class PodView:
     """PodScheduled=False's message: why the pod waits."""
     preempted_by: str | None = None
     """The scheduler's DisruptionTarget condition (PreemptionByScheduler): by whom."""
+    start_seconds: float | None = None
+    """status.startTime to the trainer container's start (pulls, init containers)."""
 
 
 @dataclass(frozen=True)

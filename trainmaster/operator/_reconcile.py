@@ -174,6 +174,9 @@ class Reconciler:
         checkpoint = state.last_checkpoint
         if checkpoint is not None and checkpoint.time is not None and gang.job_exists:
             await self.gang.mark_checkpoint(ns, job, state.attempt, checkpoint.time)
+        restart = state.restart_seconds
+        if restart is not None and gang.job_exists:
+            await self.gang.mark_restart(ns, job, state.attempt, restart)
         patch = observe_patch(state, job, gang, now)
         if patch:
             state = await self._write(state, patch, guard=False)

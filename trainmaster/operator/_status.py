@@ -289,6 +289,11 @@ def observe_patch(state: JobState, job: Job, gang: GangView, now: datetime) -> d
     }
     if running and state.running_since is None:
         wanted["runningSince"] = format_time(now)
+        # Part of a restart's cost the launcher cannot see: its pod starting (pulls, init
+        # containers) before the launcher runs.
+        first = next((p for p in gang.pods if p.index == 0), None)
+        if first is not None and first.start_seconds is not None:
+            wanted["podStart"] = {"attempt": gang.attempt, "seconds": first.start_seconds}
     if state.restart_at is not None:
         wanted["restartAt"] = None
     return {k: v for k, v in wanted.items() if state.status.get(k) != v}
