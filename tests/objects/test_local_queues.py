@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from tests.helpers import STACKS
-from tests.security.documented import Right, documented_rights
+from tests.security.documented import Right, documented_rights, with_optional_identities
 from trainmaster.api import API_VERSION, LOCALQUEUE_KIND
 from trainmaster.objects import all_crds, build_all, grants
 from trainmaster.objects._local_queues import TENANT_RULES, tenant_role_name
@@ -96,10 +96,11 @@ def test_the_crd_is_namespaced_and_generated_from_the_spec_model() -> None:
 
 
 def test_every_right_in_a_team_namespace_is_the_documented_one() -> None:
-    """The team account bound to the Role, and the scheduler: nobody else holds a right
-    in the namespace."""
-    spec = _spec([{"name": "lq-a", "namespace": "team-a", "clusterQueue": "research"}],
-                 ["team-a"])
+    """The team account bound to the Role, the scheduler and the in-cluster UI (its
+    optional identity on): nobody else holds a right in the namespace."""
+    spec = with_optional_identities(
+        _spec([{"name": "lq-a", "namespace": "team-a", "clusterQueue": "research"}],
+              ["team-a"]))
     binding = {"apiVersion": RBAC_API, "kind": "RoleBinding",
                "metadata": {"name": "alice", "namespace": "team-a"},
                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role",

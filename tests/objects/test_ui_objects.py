@@ -61,6 +61,41 @@ def test_its_identity_only_reads_and_never_secrets() -> None:
     assert not any("secret" in g.resource for g in grants(build_ui(spec)))
 
 
+def _teams(**ui: Any) -> ClusterSpec:
+    """The dev stack with two team namespaces and a LocalQueue in one (the UI on)."""
+    spec = _dev(**ui)
+    scheduler = spec.scheduler.model_validate({
+        **spec.scheduler.model_dump(by_alias=True), "namespaces": ["team-a", "team-b"],
+        "localQueues": [{"name": "lq-a", "namespace": "team-a", "clusterQueue": "default"}]})
+    return spec.model_copy(update={"scheduler": scheduler})
+
+
+def test_it_reads_local_queues_where_the_scheduler_does_and_only_there() -> None:
+    """LocalQueues resolve a team namespace's queue labels: the UI reads them in each team
+    namespace (the scheduler's `localQueueNamespaces`), by Role, never cluster-wide; and
+    its Deployment watches them there and nowhere else."""
+    spec = _teams()
+    account = f"trainmaster-system/{ui_name(spec)}"
+    held = [g for g in grants(build_ui(spec)) if g.account == account]
+    local = {(g.scope, tuple(g.verbs)) for g in held if g.resource == "localqueues"}
+    assert local == {("team-a", READS), ("team-b", READS)}
+    scheduler = [g for g in grants(build_all(spec)["scheduler"])
+                 if g.resource == "localqueues" and g.account.endswith("-scheduler")]
+    assert {g.scope for g in scheduler} == {s for s, _ in local}
+    command = ui_command(spec)
+    assert [command[i + 1] for i, a in enumerate(command)
+            if a == "--localqueue-namespace"] == ["team-a", "team-b"]
+    assert "--localqueue-namespace" not in ui_command(_dev())
+
+
+def test_a_scoped_ui_reads_local_queues_only_where_named() -> None:
+    from trainmaster.cli._ui import local_queue_scope
+
+    assert local_queue_scope(["team-a"], "trainmaster-system") == ("team-a",)
+    assert local_queue_scope(None, "trainmaster-system") == ()
+    assert local_queue_scope(None, None) is None
+
+
 def test_the_deployment_runs_in_cluster_with_the_scope_its_roles_allow() -> None:
     spec = _dev(replicas=2)
     objects = build_ui(spec)

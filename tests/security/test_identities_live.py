@@ -15,11 +15,15 @@ Per stack (sequentially, each in its own namespaces and cluster name, cleaned up
    every right any identity holds;
 4. the NIC agent, as its pod's bound token presents it, writes its own node's status only;
 5. the in-cluster UI's identity writes nothing and reads no Secret, and the UI run with its
-   token and the Deployment's arguments lists all it watches and serves its pages.
+   token and the Deployment's arguments lists all it watches and serves its pages; with a
+   team namespace, it resolves a gang's LocalQueue and shows the scheduler's quota answer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import html
 import os
 import re
 import signal
@@ -47,8 +51,16 @@ from tests.security.documented import (
     for_cluster,
     with_optional_identities,
 )
-from trainmaster.api import FIELD_MANAGER
+from trainmaster.api import FIELD_MANAGER, POD_GROUP_LABEL, QUEUE_LABEL
 from trainmaster.apply import apply_objects
+from trainmaster.kubeclient import (
+    SyncKube,
+    api_path,
+    localqueue_path,
+    node_path,
+    pod_path,
+    podgroup_path,
+)
 from trainmaster.kubeclient import generated_client as sync_client
 from trainmaster.objects import (
     NODE_EVENT_NAMESPACE,
@@ -65,6 +77,8 @@ from trainmaster.objects import (
 from trainmaster.objects._nodeagent import NODE_NAME_CLAIM, nic_agent_name
 from trainmaster.polling import wait_until
 from trainmaster.spec import ClusterSpec, load_spec
+from trainmaster.status import ledger_entries, scheduler_configs, scheduler_queues
+from trainmaster.ui import World, why_pending
 
 pytestmark = pytest.mark.integration
 
@@ -554,3 +568,127 @@ def test_the_ui_reads_what_it_shows_and_nothing_else(deployed: Deployed,
         proc.send_signal(signal.SIGINT)
         proc.wait(20)
     assert "403" not in log.read_text() and "orbidden" not in log.read_text(), log.read_text()
+
+
+def _team_spec() -> tuple[ClusterSpec, str]:
+    """The dev stack under its own name, serving one team namespace whose LocalQueue
+    `lq-a` feeds the `research` queue (32 GPUs), with the in-cluster UI on."""
+    spec = isolated("dev")
+    meta = spec.metadata.model_copy(update={"name": "sec-teams", "namespace": "sec-teams"})
+    team = "sec-teams-a"
+    scheduler = spec.scheduler.model_validate({
+        **spec.scheduler.model_dump(by_alias=True), "namespaces": [team],
+        "localQueues": [{"name": "lq-a", "namespace": team, "clusterQueue": "research"}]})
+    return spec.model_copy(update={"metadata": meta, "scheduler": scheduler}), team
+
+
+def _quota_cell(html: str, namespace: str, gang: str) -> str | None:
+    row = re.search(rf'<tr id="why-{namespace}-{gang}">.*?</tr>', html, re.S)
+    cell = row and re.search(r'<td class="quota">(.*?)</td>', row.group(0), re.S)
+    return cell.group(1) if cell else None
+
+
+def test_the_ui_resolves_a_team_gangs_queue_with_its_own_rights(
+        local_cluster: LocalCluster, tmp_path: Path) -> None:
+    """In a team namespace a gang names a LocalQueue, not a queue. The in-cluster UI, run
+    with its ServiceAccount's own token and the Deployment's arguments, reads that
+    namespace's LocalQueues (its Role there, as the scheduler's) and resolves the gang's
+    label as the scheduler does: its quota answer is the scheduler's admission answer on
+    `research`, the same text the UI's code gives over what the administrator lists."""
+    spec, team = _team_spec()
+    made = Deployed(spec, local_cluster.kubeconfig)
+    api = sync_client(local_cluster.kubeconfig)
+    core = kubernetes.client.CoreV1Api(api)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    gang = "big"
+    try:
+        core.create_namespace({"metadata": {"name": team}})
+        static = [o for o in made.objects if o["kind"] not in WORKLOADS]
+        apply_objects(made.kubeconfig, static)
+        made.settle_rbac(static)
+        _wait_default_accounts(core, [team])
+        custom.create_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", team, "podgroups",
+            {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": gang}, "spec": {"minMember": 5}})
+        for i in range(5):  # 40 GPUs: more than research's 32
+            body = _team_pod(spec, f"{gang}-{i}", gang, "lq-a")
+            wait_until(functools.partial(_created, core, team, body),
+                       "the guard to admit the team's pod", 30, 0.5)
+
+        system = system_namespace(spec)
+        token = core.create_namespaced_service_account_token(
+            ui_name(spec), system, {"spec": {"expirationSeconds": 600}}).status.token
+        kubeconfig = _token_kubeconfig(made.kubeconfig, token, tmp_path / "ui.kubeconfig")
+        args = [a for a in ui_command(spec)[2:] if a != "--in-cluster"]
+        assert args[args.index("--localqueue-namespace") + 1] == team
+        args[args.index("--port") + 1] = "0"
+        log = tmp_path / "ui.log"
+        with log.open("w") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "trainmaster", "ui", *args,
+                                     "--kubeconfig", str(kubeconfig)], stderr=err,
+                                    env={k: v for k, v in os.environ.items()
+                                         if k != "KUBECONFIG"})
+        try:
+            found = wait_until(lambda: re.search(r"serving (http://\S+)", log.read_text())
+                               or (proc.poll() is not None and log.read_text()),
+                               "the UI to list everything as its ServiceAccount", 90, 0.2)
+            assert isinstance(found, re.Match), f"the UI did not start: {found}"
+            url = found.group(1).rstrip("/")
+            with urllib.request.urlopen(url + "/pending", timeout=60) as response:
+                shown = _quota_cell(response.read().decode(), team, gang)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(20)
+        assert "403" not in log.read_text() and "orbidden" not in log.read_text(), \
+            log.read_text()
+
+        # The same answer from the UI's code over the administrator's lists.
+        world = _admin_world(made.kubeconfig, team, system)
+        (why,) = [w for w in why_pending(world) if w.pending.key == f"{team}/{gang}"]
+        assert why.quota is not None and "research" in why.quota, why.quota
+        assert shown == html.escape(why.quota), shown
+    finally:
+        made.clean()
+        with contextlib.suppress(ApiException):
+            core.delete_namespace(team)
+
+
+def _team_pod(spec: ClusterSpec, name: str, gang: str, local_queue: str) -> dict[str, Any]:
+    """A gang member as the guard admits it in a team namespace: the cluster's scheduler,
+    a LocalQueue of the namespace; it never gets a node (none has the label)."""
+    gpus = {"nvidia.com/gpu": "8"}
+    return {"metadata": {"name": name, "labels": {POD_GROUP_LABEL: gang,
+                                                  QUEUE_LABEL: local_queue}},
+            "spec": {"schedulerName": spec.scheduler.name, "terminationGracePeriodSeconds": 0,
+                     "nodeSelector": {"trainmaster.io/test-none": "true"},
+                     "containers": [{"name": "c", "image": "busybox:1.36",
+                                     "resources": {"requests": gpus, "limits": gpus}}]}}
+
+
+def _created(core: kubernetes.client.CoreV1Api, namespace: str, body: dict[str, Any]) -> bool:
+    """Created; False while the guard (a policy the API server compiles a moment after it
+    sees it) still refuses or has not the LocalQueue's namespace yet."""
+    try:
+        core.create_namespaced_pod(namespace, body)
+        return True
+    except ApiException as exc:
+        if exc.status == 409:
+            return True
+        if exc.status in (400, 403, 422):
+            return False
+        raise
+
+
+def _admin_world(kubeconfig: Path, team: str, system: str) -> World:
+    """What the UI watches there, listed once as the administrator."""
+    with SyncKube.connect(kubeconfig) as kube:
+        def get(path: str) -> list[dict[str, Any]]:
+            return list(kube.run(kube.kube.list(path)))
+
+        maps = get(api_path("v1", "configmaps", system))
+        return World(nodes=get(node_path()), pods=get(pod_path(team)),
+                     podgroups=get(podgroup_path(team)),
+                     events=get(api_path("v1", "events", team)),
+                     queues=scheduler_queues(maps), configs=scheduler_configs(maps),
+                     ledger=ledger_entries(maps), localqueues=get(localqueue_path(team)))

@@ -37,6 +37,12 @@ def ui(
         list[str] | None, typer.Option(metavar="NAMESPACE", help="Watch Events in this "
                                        "namespace only (repeat for more; default: all).")
     ] = None,
+    localqueue_namespace: Annotated[
+        list[str] | None, typer.Option(metavar="NAMESPACE", help="Resolve queue labels "
+                                       "through the LocalQueues of this namespace only "
+                                       "(repeat for more; default: all, or none with "
+                                       "--config-namespace).")
+    ] = None,
     config_namespace: Annotated[
         str | None, typer.Option(metavar="NAMESPACE", help="Read the scheduler's config "
                                  "(queues, quotas) from this namespace only (default: all).")
@@ -69,8 +75,18 @@ def ui(
     with contextlib.suppress(KeyboardInterrupt):
         scope = Scope(jobs=tuple(jobs_namespace) if jobs_namespace else None,
                       events=tuple(events_namespace) if events_namespace else None,
-                      configs=config_namespace)
+                      configs=config_namespace,
+                      local_queues=local_queue_scope(localqueue_namespace, config_namespace))
         asyncio.run(serve(kubeconfig, host, port, ready, scope, prometheus))
+
+
+def local_queue_scope(named: list[str] | None,
+                      config_namespace: str | None) -> tuple[str, ...] | None:
+    """Where the UI reads LocalQueues: the namespaces named; else everywhere, unless the
+    config is narrowed to one namespace (a scoped identity, which may read none)."""
+    if named:
+        return tuple(named)
+    return None if config_namespace is None else ()
 
 
 def in_cluster_host(host: str, kubeconfig: Path | None, environ: Mapping[str, str]) -> str:

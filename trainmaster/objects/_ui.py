@@ -5,9 +5,10 @@ NetworkPolicy that says which namespaces' pods may open it (none by default: onl
 
 Its rights are exactly what the UI's store watches (trainmaster.ui's `Scope`): nodes, pods
 and PodGroups everywhere (a ClusterRole), and in Roles: TrainingJobs of the cluster's
-namespace, Events of the scheduler's namespaces and of `default` (nodes'), the scheduler's
-config ConfigMaps in `<namespace>-system` (its queues). get, list and watch only; no
-Secret.
+namespace, Events of the scheduler's namespaces and of `default` (nodes'), LocalQueues of
+each team namespace (where the scheduler reads them, to resolve a gang's queue label as
+it does), the scheduler's config ConfigMaps in `<namespace>-system` (its queues). get,
+list and watch only; no Secret.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from trainmaster.api import (
     TRAININGJOB_PLURAL,
     app_labels,
 )
+from trainmaster.objects._local_queues import LOCALQUEUE_READ, local_queue_namespaces
 from trainmaster.objects._netpol import NAMESPACE_NAME_LABEL
 from trainmaster.objects._operator import NODE_EVENT_NAMESPACE
 from trainmaster.objects._rbac import identity
@@ -69,6 +71,8 @@ def ui_rules(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
     rules: dict[str, list[dict[str, Any]]] = {spec.metadata.namespace: list(UI_JOB_RULES)}
     for namespace in event_namespaces(spec):
         rules.setdefault(namespace, []).extend(UI_EVENT_RULES)
+    for namespace in local_queue_namespaces(spec):  # the scheduler's own rule: there only
+        rules.setdefault(namespace, []).extend(LOCALQUEUE_READ)
     rules[system_namespace(spec)] = list(UI_SYSTEM_RULES)
     return rules
 
@@ -87,8 +91,10 @@ def ui_command(spec: ClusterSpec) -> list[str]:
     (the Service's traffic arrives on its IP, `kubectl port-forward`'s on loopback), and
     the namespaced kinds read where its Roles let it, nowhere else."""
     events = [arg for ns in event_namespaces(spec) for arg in ("--events-namespace", ns)]
+    local = [arg for ns in local_queue_namespaces(spec)
+             for arg in ("--localqueue-namespace", ns)]
     return ["trainmaster", "ui", "--in-cluster", "--port", str(UI_PORT),
-            "--jobs-namespace", spec.metadata.namespace, *events,
+            "--jobs-namespace", spec.metadata.namespace, *events, *local,
             "--config-namespace", system_namespace(spec)]
 
 

@@ -86,8 +86,8 @@ class World:
     ledger: list[dict[str, Any]] | None = None
     """The queue entries the scheduler published (None: none published)."""
     localqueues: list[JSON] = field(default_factory=list)
-    """Every LocalQueue (a person's UI only: the in-cluster UI has no right to read them,
-    and then a team namespace's gang shows its queue unresolved)."""
+    """The LocalQueues watched (every one for a person's UI; the in-cluster UI's, those of
+    the team namespaces, where the scheduler reads them too)."""
     samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
     """(namespace, job) -> checkpoints seen, oldest first."""
     live: dict[tuple[str, str], LiveProgress] = field(default_factory=dict)
@@ -117,6 +117,9 @@ class Scope:
     """Namespaces of the Events shown (jobs', gangs' and nodes')."""
     configs: str | None = None
     """Namespace of the scheduler's config ConfigMaps (its queues)."""
+    local_queues: tuple[str, ...] | None = None
+    """Namespaces of the LocalQueues (the team namespaces, which the scheduler resolves
+    queue labels in); empty: none."""
 
 
 def _each(namespaces: tuple[str, ...] | None) -> tuple[str | None, ...]:
@@ -159,12 +162,12 @@ class Store:
         self.ledgers = self._reflector(
             api_path("v1", "configmaps", scope.configs), "queue-ledgers",
             params={"labelSelector": QUEUE_LEDGER_SELECTOR})
+        self.localqueue_lists = [
+            self._reflector(localqueue_path(ns),
+                            "localqueues" if ns is None else f"localqueues-{ns}", optional=True)
+            for ns in _each(scope.local_queues)]
         self.reflectors = [self.nodes, self.pods, *self.jobs, self.groups, *self.event_lists,
-                           self.configs, self.ledgers]
-        self.localqueues = None if scope.configs is not None else self._reflector(
-            localqueue_path(None), "localqueues", optional=True)
-        if self.localqueues is not None:
-            self.reflectors.append(self.localqueues)
+                           self.configs, self.ledgers, *self.localqueue_lists]
 
     def _reflector(self, path: str, name: str,
                    also: Callable[[str, JSON], None] | None = None,
@@ -264,7 +267,7 @@ class Store:
             queues=scheduler_queues(self.configs.store.values()),
             configs=scheduler_configs(self.configs.store.values()),
             ledger=ledger_entries(self.ledgers.store.values()),
-            localqueues=list(self.localqueues.store.values()) if self.localqueues else [],
+            localqueues=[lq for r in self.localqueue_lists for lq in r.store.values()],
             samples={k: list(v) for k, v in self._samples.items()},
             live=dict(self.live),
             live_note=self.live_note,
