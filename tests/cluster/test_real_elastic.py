@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 
+from tests.cluster.realkit import dev_stack
 from trainmaster.drill import (
     RealStack,
     job_status,
     make_elastic,
     run_elastic_drill,
-    start_real_stack,
-    wait_controllers,
 )
 from trainmaster.kubeclient import SyncKube
 
@@ -35,19 +34,11 @@ def _log(line: str) -> None:
 @pytest.fixture(scope="module")
 def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[RealStack]:
-    from trainmaster import cluster
+    def edit(doc: dict[str, Any]) -> None:
+        make_elastic(doc, "dp-example", 1, 3)
 
-    doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
-    doc["metadata"]["name"] = "elastic"
-    make_elastic(doc, "dp-example", 1, 3)
-    path = tmp_path_factory.mktemp("elastic") / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    real = start_real_stack(path, 3, _log)
-    try:
-        wait_controllers(real, _log)
+    with dev_stack("elastic", 3, tmp_path_factory.mktemp("elastic"), edit) as real:
         yield real
-    finally:
-        cluster.down_state_dir(real.state_dir)
 
 
 def test_the_elastic_job_shrinks_on_node_loss_and_grows_back(stack: RealStack) -> None:

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.cluster.realkit import dev_stack
 from trainmaster.api import JOB_LABEL
 from trainmaster.cluster import ClusterError
 from trainmaster.cluster._monitoring_api import Endpoints, Target, endpoints
-from trainmaster.drill import RealStack, run_drill, start_real_stack, wait_controllers
+from trainmaster.drill import RealStack, run_drill
 from trainmaster.kubeclient import SyncKube, pod_path
 from trainmaster.objects import all_objects, build_monitoring
 from trainmaster.polling import wait_until
@@ -53,22 +53,14 @@ def _log(line: str) -> None:
 @pytest.fixture(scope="module")
 def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[RealStack]:
-    from trainmaster import cluster
+    def edit(doc: dict[str, Any]) -> None:
+        # The stalled-job alert after 1 minute without progress (30 by default), so that
+        # the hang drill fits in a test.
+        alerts = doc.setdefault("monitoring", {}).setdefault("alerts", {})
+        alerts["noProgressMinutes"] = 1
 
-    doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
-    doc["metadata"]["name"] = "mon"  # a `make demo` cluster of this host is left alone
-    # The stalled-job alert after 1 minute without progress (30 by default), so that the
-    # hang drill fits in a test.
-    alerts = doc.setdefault("monitoring", {}).setdefault("alerts", {})
-    alerts["noProgressMinutes"] = 1
-    path = tmp_path_factory.mktemp("mon") / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    real = start_real_stack(path, 2, _log, monitoring=True)
-    try:
-        wait_controllers(real, _log)
+    with dev_stack("mon", 2, tmp_path_factory.mktemp("mon"), edit, monitoring=True) as real:
         yield real
-    finally:
-        cluster.down_state_dir(real.state_dir)
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests.cluster.realkit import dev_stack
 from trainmaster.drill import (
     RealStack,
     run_nic_down,
-    start_real_stack,
-    wait_controllers,
     wait_prometheus,
 )
 
@@ -40,18 +38,8 @@ def _log(line: str) -> None:
 @pytest.fixture(scope="module")
 def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[RealStack]:
-    from trainmaster import cluster
-
-    doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
-    doc["metadata"]["name"] = "nic"  # a `make demo` cluster of this host is left alone
-    path = tmp_path_factory.mktemp("nic") / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    real = start_real_stack(path, 3, _log, monitoring=True)
-    try:
-        wait_controllers(real, _log)
+    with dev_stack("nic", 3, tmp_path_factory.mktemp("nic"), monitoring=True) as real:
         yield real
-    finally:
-        cluster.down_state_dir(real.state_dir)
 
 
 def test_a_rail_link_down_fences_the_node_and_the_gang_resumes_elsewhere(stack: RealStack

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 
+from tests.cluster.realkit import dev_stack
 from trainmaster.drill import (
     RealStack,
     job_status,
     run_preemption_drill,
-    start_real_stack,
-    wait_controllers,
 )
 from trainmaster.kubeclient import SyncKube
 
@@ -35,21 +34,13 @@ def _log(line: str) -> None:
 @pytest.fixture(scope="module")
 def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[RealStack]:
-    from trainmaster import cluster
+    def edit(doc: dict[str, Any]) -> None:
+        for job in doc["jobs"]:
+            if job["name"] == "dp-example":
+                job["queue"] = "research"  # below the default queue: a preemption victim
 
-    doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
-    doc["metadata"]["name"] = "preempt"
-    for job in doc["jobs"]:
-        if job["name"] == "dp-example":
-            job["queue"] = "research"  # below the default queue: a preemption victim
-    path = tmp_path_factory.mktemp("preempt") / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    real = start_real_stack(path, 2, _log)
-    try:
-        wait_controllers(real, _log)
+    with dev_stack("preempt", 2, tmp_path_factory.mktemp("preempt"), edit) as real:
         yield real
-    finally:
-        cluster.down_state_dir(real.state_dir)
 
 
 def test_a_preempted_job_resumes_at_its_checkpoint_on_the_real_nodes(

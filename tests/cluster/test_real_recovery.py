@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.cluster.realkit import dev_stack
 from tests.ui.browser import browser, live, needs_browser, serving_ui, shot, text
 from trainmaster.api import JOB_LABEL
-from trainmaster.drill import RealStack, run_drill, start_real_stack, wait_controllers
+from trainmaster.drill import RealStack, run_drill
 from trainmaster.kubeclient import SyncKube, api_path, pod_path
 from trainmaster.objects import UI_PORT, ui_name
 from trainmaster.polling import wait_until
@@ -50,20 +50,11 @@ def _log(line: str) -> None:
 @pytest.fixture(scope="module")
 def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[RealStack]:
-    from trainmaster import cluster
+    def edit(doc: dict[str, Any]) -> None:
+        doc["ui"] = {"enabled": True}  # the in-cluster UI runs on the real nodes too
 
-    # stacks/dev under another name, so a `make demo` cluster of this host is left alone.
-    doc = yaml.safe_load((ROOT / "stacks" / "dev" / "cluster.yaml").read_text())
-    doc["metadata"]["name"] = "drill"
-    doc["ui"] = {"enabled": True}  # the in-cluster UI runs on the real nodes too
-    path = tmp_path_factory.mktemp("drill") / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    real = start_real_stack(path, 2, _log)
-    try:
-        wait_controllers(real, _log)
+    with dev_stack("drill", 2, tmp_path_factory.mktemp("drill"), edit) as real:
         yield real
-    finally:
-        cluster.down_state_dir(real.state_dir)
 
 
 def test_the_job_trains_on_the_real_nodes_placed_by_the_in_cluster_scheduler(

@@ -1,0 +1,40 @@
+"""The real-node tests' one way to start a stack: stacks/dev under the test's own cluster
+name (so a `make demo` cluster of this host is left alone), edited by the test, on N real
+nodes with its controllers up; `cluster down` after."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.helpers import STACKS
+from trainmaster.drill import RealStack, start_real_stack, wait_controllers
+
+
+def log(line: str) -> None:
+    print(line, flush=True)
+
+
+@contextmanager
+def dev_stack(name: str, real_nodes: int, folder: Path,
+              edit: Callable[[dict[str, Any]], None] | None = None,
+              monitoring: bool = False) -> Iterator[RealStack]:
+    """stacks/dev named `name`, `edit`ed, written to `folder`, started on `real_nodes`."""
+    from trainmaster import cluster
+
+    doc = yaml.safe_load((STACKS / "dev" / "cluster.yaml").read_text())
+    doc["metadata"]["name"] = name
+    if edit is not None:
+        edit(doc)
+    path = folder / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    real = start_real_stack(path, real_nodes, log, monitoring=monitoring)
+    try:
+        wait_controllers(real, log)
+        yield real
+    finally:
+        cluster.down_state_dir(real.state_dir)
