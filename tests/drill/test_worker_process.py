@@ -59,3 +59,49 @@ def test_the_python_launcher_s_script_is_chosen_not_the_wrapper(tmp_path: Path) 
         for pid in reversed(pids):
             subprocess.run(["kill", "-9", str(pid)], check=False)
         top.wait()
+
+
+# torchrun under trainmaster's launcher forks its workers from a multiprocessing
+# forkserver (trainmaster/launch/_torchrun.py): the worker carries the forkserver's
+# command line, not the script's.
+_FORKSERVER_AGENT = """
+import multiprocessing, sys, time
+from pathlib import Path
+
+def work(out):
+    Path(out).write_text(str(__import__("os").getpid()))
+    time.sleep(60)
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.Process(target=work, args=(sys.argv[1],)).start()
+    time.sleep(60)
+"""
+
+
+def _descendants(root: int) -> list[int]:
+    found = [root]
+    for _ in range(4):
+        found += [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                  and _ppid(int(p.name)) in found and int(p.name) not in found]
+    return found
+
+
+def test_a_worker_forked_from_torchruns_forkserver_is_chosen(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_FORKSERVER_AGENT)
+    out = tmp_path / "worker.pid"
+    top = subprocess.Popen([sys.executable, str(script), str(out)])
+    try:
+        deadline = time.monotonic() + 30
+        while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = int(out.read_text())
+        pid, argv = training_process(_descendants(top.pid))
+        assert pid == worker
+        assert argv[0] == "worker forked by", argv
+        assert any(a.endswith("train.py") for a in argv), argv
+    finally:
+        for pid in reversed(_descendants(top.pid)):
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        top.wait()

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from trainmaster.api import APP_MANAGED_BY_LABEL, APP_NAME_LABEL
 from trainmaster.cluster._processes import ClusterError
 
 _VALID = datetime.timedelta(days=365)
@@ -104,8 +105,8 @@ def loopback_webhooks(manifests: Path, owner: str, port: int, ca_pem: bytes,
             out.append({
                 "apiVersion": ADMISSION_API, "kind": kind,
                 "metadata": {"name": f"{owner}-{short}", "labels": {
-                    "app.kubernetes.io/name": owner,
-                    "app.kubernetes.io/managed-by": "trainmaster"}},
+                    APP_NAME_LABEL: owner,
+                    APP_MANAGED_BY_LABEL: "trainmaster"}},
                 "webhooks": kept,
             })
     return out

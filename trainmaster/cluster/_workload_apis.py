@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import APP_MANAGED_BY_LABEL, APP_NAME_LABEL
 from trainmaster.cluster import _identity, _processes
 from trainmaster.cluster._control_plane import attach_process
 from trainmaster.cluster._network_crds import wait_established
@@ -98,8 +99,8 @@ def _identity_documents(release: _Release, folder: Path) -> list[dict[str, Any]]
              if d and d.get("kind") == "ClusterRole"]
     if len(roles) != 1:
         raise ClusterError(f"{folder / 'rbac/role.yaml'}: expected one ClusterRole")
-    labels = {"app.kubernetes.io/name": release.family,
-              "app.kubernetes.io/managed-by": "trainmaster"}
+    labels = {APP_NAME_LABEL: release.family,
+              APP_MANAGED_BY_LABEL: "trainmaster"}
     return [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": release.namespace, "labels": labels}},

@@ -88,19 +88,35 @@ def _ppid(pid: int) -> int:
         return 0
 
 
+FORKSERVER_MAIN = "from multiprocessing.forkserver import main"
+"""The command line of a multiprocessing forkserver, and of every worker forked from it:
+torchrun's workers under trainmaster's launcher (trainmaster/launch/_torchrun.py)."""
+
+
 def training_process(pids: list[int]) -> tuple[int, list[str]]:
     """The process that runs the training script: of the container's processes whose
     command line names it (the `trainmaster launch` wrapper names it too, and so does
-    torchrun, whose worker it is), the one that is no other's parent."""
+    torchrun, whose worker it is) or that are a forkserver or forked from one (torchrun's
+    workers forked from its preloaded forkserver carry the forkserver's command line),
+    the one that is no other's parent. A forked worker's command is shown as its
+    torchrun's."""
     commands = {pid: _cmdline(pid) for pid in pids}
     named = {pid: argv for pid, argv in commands.items()
-             if any(a.endswith(TRAINING_SCRIPT) for a in argv)}
+             if any(a.endswith(TRAINING_SCRIPT) or a.startswith(FORKSERVER_MAIN)
+                    for a in argv)}
     parents = {_ppid(pid) for pid in named}
     leaves = [pid for pid in named if pid not in parents]
     if len(leaves) != 1:
         raise ClusterError(f"expected one {TRAINING_SCRIPT} process among {pids}, found "
                            f"{ {p: ' '.join(a) for p, a in named.items()} }")
-    return leaves[0], named[leaves[0]]
+    pid = leaves[0]
+    argv = named[pid]
+    ancestor = pid
+    while not any(a.endswith(TRAINING_SCRIPT) for a in argv) and ancestor in named:
+        ancestor = _ppid(ancestor)  # the forkserver, then torchrun
+        if ancestor in named and any(a.endswith(TRAINING_SCRIPT) for a in named[ancestor]):
+            argv = ["worker forked by", *named[ancestor]]
+    return pid, argv
 
 
 def kill_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]

@@ -1,4 +1,5 @@
 """What trainmaster builds from Go modules, pinned: one recipe per tool family.
+Over 500 lines: one table, a recipe per family, kept together so every pin is in one place.
 
 Each family has its own wrapper module under ``toolchain/go/<family>/`` because the
 families pin conflicting versions of shared dependencies.
