@@ -325,11 +325,13 @@ def test_the_launcher_reports_the_torch_jobs_progress_and_a_hang_shows(
     pid = int(pod.wait_for(r"^rank 0 of 1: pid (\d+)")[1])
     pod.wait_for(r"^checkpoint .*step-10 \(step 10\)")
     pod.wait_for(r"^step 13 loss")
+    # The launcher reads the steps and checkpoints as they come (a loaded machine may
+    # lag the log by a few seconds): both show up in the metrics.
     deadline = time.monotonic() + 60
-    while (seen := _metrics(port)).get("trainmaster_job_checkpoint_step", 0) < 10:
+    while ((seen := _metrics(port)).get("trainmaster_job_checkpoint_step", 0) < 10
+           or seen.get("trainmaster_job_step", 0) < 12):
         assert time.monotonic() < deadline, seen
         time.sleep(0.5)
-    assert seen["trainmaster_job_step"] >= 12
     os.kill(pid, signal.SIGSTOP)  # hung
     try:
         time.sleep(3)  # a step in flight is printed
