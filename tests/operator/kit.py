@@ -105,7 +105,10 @@ class OperatorEnv(OperatorWorld):
 
     def stop_operator(self) -> None:
         if self.operator is not None:
-            self.operator.stop()
+            # kopf finishes the handlers in flight before it stops: on the 500-node bench
+            # cluster the per-node warm-ups of a dataset can take longer than the thread's
+            # default 30 s on a loaded machine (one fresh-clone CI run errored there).
+            self.operator.stop(timeout=120)
             self.operator = None
 
     def kill_process(self) -> None:
