@@ -17,27 +17,13 @@ identical parts (a JobSet's replicas) and best-fit domains first, that does not 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Protocol
 
 from ..framework.interface import FilterPlugin, ScorePlugin
 from ..framework.model import Gang, PodRequest, TopologyConstraint, TopologyMode
 from ..framework.results import Binding, Placement, Unschedulable
 from ..framework.status import Code
 from ..state import ClusterState
-
-
-class WholePlacer(Protocol):
-    """The ordinary placement of a gang in one domain (``place_gang``)."""
-
-    def __call__(
-        self,
-        snapshot: ClusterState,
-        gang: Gang,
-        *,
-        filters: Sequence[FilterPlugin],
-        scorer: ScorePlugin,
-        blocked: Collection[str],
-    ) -> Placement | Unschedulable: ...
+from .placer import Placer
 
 
 def parts_of(gang: Gang) -> dict[str, list[PodRequest]]:
@@ -51,7 +37,7 @@ def parts_of(gang: Gang) -> dict[str, list[PodRequest]]:
 def place_parts(
     snapshot: ClusterState,
     gang: Gang,
-    place: WholePlacer,
+    place: Placer,
     *,
     filters: Sequence[FilterPlugin],
     scorer: ScorePlugin,

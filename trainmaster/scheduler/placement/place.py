@@ -26,7 +26,6 @@ views, no copies.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Protocol
 
 from ..framework.interface import FilterPlugin, ScorePlugin
 from ..framework.model import CLUSTER_LEVEL, Gang, TopologyMode
@@ -35,24 +34,10 @@ from ..framework.status import Code
 from ..plugins import DEFAULT_FILTERS, DEFAULT_SCORER
 from ..state import ClusterState
 from .parts import place_parts
+from .placer import Placer
 from .search import Search, last_rank, min_depth
 
 __all__ = ["Binding", "Placement", "Placer", "Unschedulable", "place_gang"]
-
-
-class Placer(Protocol):
-    """``place_gang``'s signature: the simulator plugs baseline policies in here (into
-    the queue's cycles and the preemption's victim search)."""
-
-    def __call__(
-        self,
-        snapshot: ClusterState,
-        gang: Gang,
-        *,
-        filters: Sequence[FilterPlugin],
-        scorer: ScorePlugin,
-        blocked: Collection[str],
-    ) -> Placement | Unschedulable: ...
 
 
 def place_gang(
