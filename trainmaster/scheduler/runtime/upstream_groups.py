@@ -61,8 +61,8 @@ def missing_message(key: str) -> str:
             "name it in spec.schedulingGroup.podGroupName)")
 
 
-def _topology(constraints: Any, levels: Sequence[str]) -> tuple[TopologyConstraint | None,
-                                                                 str | None]:
+def topology_constraint(constraints: Any, levels: Sequence[str]
+                        ) -> tuple[TopologyConstraint | None, str | None]:
     """(the constraint, None) or (None, why the key cannot be honoured)."""
     topology = (constraints or {}).get("topology") or []
     if not topology:
@@ -84,11 +84,12 @@ def upstream_group_info(obj: JSON, levels: Sequence[str]) -> PodGroupInfo:
     spec = obj.get("spec") or {}
     policy = spec.get("schedulingPolicy") or {}
     base = pod_group_info(obj)  # namespace, uid, labels and trainmaster.io annotations
-    topology, invalid = _topology(spec.get("schedulingConstraints"), levels)
+    topology, invalid = topology_constraint(spec.get("schedulingConstraints"), levels)
     gang = policy.get("gang")
     min_member = max(0, int((gang or {}).get("minCount") or 0))
     elastic = gang is None and policy.get("basic") is not None
     conditions = (obj.get("status") or {}).get("conditions") or []
+    workload_ref = spec.get("workloadRef") or {}
     return dataclasses.replace(
         base,
         name=f"{UPSTREAM_PREFIX}{meta['name']}",
@@ -100,6 +101,9 @@ def upstream_group_info(obj: JSON, levels: Sequence[str]) -> PodGroupInfo:
         invalid=invalid,
         initially_scheduled=any(c.get("type") == PODGROUP_INITIALLY_SCHEDULED
                                 and c.get("status") == "True" for c in conditions),
+        parent_composite=str(spec.get("parentCompositePodGroupName") or ""),
+        workload=(str(workload_ref.get("workloadName") or ""),
+                  str(workload_ref.get("templateName") or "")),
     )
 
 
@@ -126,7 +130,8 @@ class GroupStatus:
             return
         if group.initially_scheduled or group.uid in self._scheduled:
             return  # True is terminal
-        self._apply(group, "False", reason, message, since)
+        for name in group.children or (group.ref_name,):  # a composite: every child
+            self._apply(group, name, "False", reason, message, since)
 
     def scheduled(self, group: PodGroupInfo | None, message: str) -> None:
         if group is None or group.api_version != WORKLOAD_API_VERSION:
@@ -134,14 +139,15 @@ class GroupStatus:
         if group.initially_scheduled or group.uid in self._scheduled:
             return
         self._scheduled.add(group.uid)
-        self._apply(group, "True", "Scheduled", message, now_rfc3339())
+        for name in group.children or (group.ref_name,):
+            self._apply(group, name, "True", "Scheduled", message, now_rfc3339())
 
-    def _apply(self, group: PodGroupInfo, status: str, reason: str, message: str,
+    def _apply(self, group: PodGroupInfo, name: str, status: str, reason: str, message: str,
                since: str) -> None:
         body = {
             "apiVersion": WORKLOAD_API_VERSION,
             "kind": "PodGroup",
-            "metadata": {"name": group.ref_name, "namespace": group.namespace},
+            "metadata": {"name": name, "namespace": group.namespace},
             "status": {"conditions": [{
                 "type": PODGROUP_INITIALLY_SCHEDULED,
                 "status": status,
@@ -150,7 +156,7 @@ class GroupStatus:
                 "lastTransitionTime": since,
             }]},
         }
-        path = podgroup_path(group.namespace, group.ref_name, "status")
+        path = podgroup_path(group.namespace, name, "status")
         params = {"fieldManager": self._field_manager, "force": "true"}
 
         async def write() -> None:
