@@ -35,7 +35,15 @@ from .composites import (
     composite_templates,
 )
 from .config import SchedulerConfig
-from .convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
+from .convert import (
+    JSON,
+    UPSTREAM_PREFIX,
+    PodGroupInfo,
+    PodInfo,
+    node_info,
+    pod_group_info,
+    pod_info,
+)
 from .gangs import gang_key_of
 from .jobsets import jobset_group_info
 from .local_queues import LocalQueues
@@ -371,26 +379,30 @@ class ClusterCache:
 
     def _rekeyed(self, info: PodInfo) -> PodInfo:
         """``info`` with its request in its composite group's gang (its part: the child
-        PodGroup's gang name), or as it is."""
+        PodGroup's name), or as it is."""
         request = info.request
-        child = request.part if (request.gang or "").startswith(COMPOSITE_PREFIX) \
-            else request.gang
+        composite = (request.gang or "").startswith(COMPOSITE_PREFIX)
+        child = f"{UPSTREAM_PREFIX}{request.part}" if composite else request.gang
         if child is None:
             return info
         parent = self._parent_of.get(f"{request.namespace}/{child}")
         if parent is None:
-            if child == request.gang:
+            if not composite:
                 return info
             request = dataclasses.replace(request, gang=child, part="")
         else:
-            request = dataclasses.replace(request, gang=parent.split("/", 1)[1], part=child)
+            request = dataclasses.replace(request, gang=parent.split("/", 1)[1],
+                                          part=child.removeprefix(UPSTREAM_PREFIX))
         return dataclasses.replace(info, request=request)
 
     def _rekey_pending(self, child_key: str) -> None:
         """The pending pods of a child PodGroup follow its composite group (or leave it)."""
         namespace, _, child = child_key.partition("/")
+        name = child.removeprefix(UPSTREAM_PREFIX)
         for info in [i for i in self.pending.values() if i.request.namespace == namespace
-                     and child in (i.request.gang, i.request.part)]:
+                     and (i.request.gang == child or (
+                         (i.request.gang or "").startswith(COMPOSITE_PREFIX)
+                         and i.request.part == name))]:
             if self.ready and self.snapshot.pod_state(info.request.uid) is None:
                 self._add_pending(self._rekeyed(info))
 
