@@ -33,6 +33,7 @@ from .composites import (
     composite_group_info,
     composite_key,
     composite_templates,
+    in_composite,
 )
 from .config import SchedulerConfig
 from .convert import (
@@ -378,22 +379,9 @@ class ClusterCache:
                                                  self.levels))
 
     def _rekeyed(self, info: PodInfo) -> PodInfo:
-        """``info`` with its request in its composite group's gang (its part: the child
-        PodGroup's name), or as it is."""
-        request = info.request
-        composite = (request.gang or "").startswith(COMPOSITE_PREFIX)
-        child = f"{UPSTREAM_PREFIX}{request.part}" if composite else request.gang
-        if child is None:
-            return info
-        parent = self._parent_of.get(f"{request.namespace}/{child}")
-        if parent is None:
-            if not composite:
-                return info
-            request = dataclasses.replace(request, gang=child, part="")
-        else:
-            request = dataclasses.replace(request, gang=parent.split("/", 1)[1],
-                                          part=child.removeprefix(UPSTREAM_PREFIX))
-        return dataclasses.replace(info, request=request)
+        """``info`` with its request in its composite group's gang, or as it is."""
+        request = in_composite(info.request, self._parent_of)
+        return info if request is info.request else dataclasses.replace(info, request=request)
 
     def _rekey_pending(self, child_key: str) -> None:
         """The pending pods of a child PodGroup follow its composite group (or leave it)."""

@@ -32,7 +32,7 @@ from typing import Any
 from trainmaster.kubeclient import Kube, Reflector, api_path
 
 from .._keys import WORKLOAD_API_VERSION
-from ..framework.model import TopologyMode
+from ..framework.model import PodRequest, TopologyMode
 from .convert import UPSTREAM_PREFIX, PodGroupInfo
 from .upstream_groups import topology_constraint
 
@@ -137,6 +137,21 @@ def composite_group_info(namespace: str, parent: str, children: Sequence[PodGrou
         return dataclasses.replace(info, topology=whole)
     return dataclasses.replace(info, topology=whole, part_level=child_levels.pop(),
                                whole_level=whole.level if whole is not None else "")
+
+
+def in_composite(request: PodRequest, parent_of: Mapping[str, str]) -> PodRequest:
+    """``request`` in the gang of its PodGroup's composite group (its part: the child
+    PodGroup's name), given child gang key -> composite gang key; out of one it has left;
+    else itself."""
+    composite = (request.gang or "").startswith(COMPOSITE_PREFIX)
+    child = f"{UPSTREAM_PREFIX}{request.part}" if composite else request.gang
+    if child is None:
+        return request
+    parent = parent_of.get(f"{request.namespace}/{child}")
+    if parent is None:
+        return dataclasses.replace(request, gang=child, part="") if composite else request
+    return dataclasses.replace(request, gang=parent.split("/", 1)[1],
+                               part=child.removeprefix(UPSTREAM_PREFIX))
 
 
 def workload_path(namespace: str | None = None) -> str:

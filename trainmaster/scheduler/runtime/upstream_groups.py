@@ -13,7 +13,9 @@ Rules (docs/interop.md has them for users):
   gang wait, saying which keys work. Without a constraint, the ``trainmaster.io/topology-*``
   annotations apply, else the config's policy by size, as for any PodGroup.
 * The PodGroup's template already carries the Workload's policy and constraints (the API
-  copies them when the group is made), so the Workload itself is not read.
+  copies them when the group is made), so a plain PodGroup's Workload is not read; a
+  child of a composite group (``spec.parentCompositePodGroupName``) joins its parent's
+  gang, whose policy is the Workload's composite template (``composites.py``).
 * The gang name is the object's name behind ``UPSTREAM_PREFIX``: a scheduler-plugins
   PodGroup of the same name stays another gang.
 * Status: ``PodGroupInitiallyScheduled`` False/Unschedulable with the scheduler's message
