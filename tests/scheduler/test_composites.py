@@ -12,6 +12,7 @@ from typing import Any
 from tests.scheduler.apifake import Cluster, fake_runtime, node_obj, pod_obj
 from trainmaster.scheduler import Gang, TopologyConstraint, TopologyMode, place_gang
 from trainmaster.scheduler.framework.results import Placement, Unschedulable
+from trainmaster.scheduler.runtime.cache import ClusterCache
 from trainmaster.scheduler.runtime.composites import composite_templates
 from trainmaster.scheduler.runtime.config import SchedulerConfig
 
@@ -184,3 +185,31 @@ def test_children_wait_for_the_workload_and_for_min_group_count() -> None:
         await rt.shutdown()
 
     asyncio.run(run())
+
+
+def test_pods_follow_their_podgroup_into_and_out_of_its_composite() -> None:
+    """Pods pending before their PodGroup (or its Workload) arrives are re-keyed into the
+    composite's gang when it does, and back out when the PodGroup goes."""
+    cache = ClusterCache(SchedulerConfig())
+    for obj in nodes():
+        cache.on_node("ADDED", obj)
+    cache.build_snapshot()
+    for p in range(2):
+        cache.on_pod("ADDED", member(f"r0-{p}", "trainer-all-0"))
+    assert set(cache.members) == {"ns/scheduling.k8s.io:trainer-all-0"}
+
+    cache.on_upstream_group("ADDED", child("trainer-all-0", min_count=2))
+    composite = "ns/scheduling.k8s.io:composite:trainer-all"
+    assert set(cache.members) == {composite}
+    parts = {cache.pending[uid].request.part for uid in cache.members[composite]}
+    assert parts == {"trainer-all-0"}
+    assert "waiting for Workload" in (cache.groups[composite].problem or "")
+    cache.on_workload("ADDED", workload(min_groups=1))
+    group = cache.groups[composite]
+    assert group.problem is None
+    assert (group.min_member, group.part_level, group.whole_level) == (2, "leaf", "spine")
+    assert group.children == ("trainer-all-0",)
+
+    cache.on_upstream_group("DELETED", child("trainer-all-0", min_count=2))
+    assert set(cache.members) == {"ns/scheduling.k8s.io:trainer-all-0"}
+    assert composite not in cache.groups
