@@ -70,19 +70,27 @@ def replica_pods(scratch: Scratch, group: str, pods: int) -> list[dict[str, Any]
     return out
 
 
+def get_raw(scratch: Scratch, path: str) -> Any:
+    """``kubectl get --raw path``, parsed."""
+    api = scratch.api_client
+    method, url, headers, _, _ = api.param_serialize("GET", path,
+                                                     auth_settings=["BearerToken"])
+    return json.loads(api.call_api(method, url, headers).read())
+
+
 def test_the_served_api_keeps_the_composite_shape(
     local_cluster: LocalCluster, scratch: Scratch
 ) -> None:
     """The served OpenAPI has the composite fields (the gate is on); an object keeps them."""
-    api = scratch.api_client
-    method, url, headers, _, _ = api.param_serialize(
-        "GET", "/openapi/v3/apis/scheduling.k8s.io/v1beta1", auth_settings=["BearerToken"])
-    raw = api.call_api(method, url, headers).read()
-    schemas = json.loads(raw)["components"]["schemas"]
+    schemas = get_raw(scratch, "/openapi/v3/apis/scheduling.k8s.io/v1beta1")[
+        "components"]["schemas"]
     spec = schemas["io.k8s.api.scheduling.v1beta1.WorkloadSpec"]["properties"]
     group = schemas["io.k8s.api.scheduling.v1beta1.PodGroupSpec"]["properties"]
     assert "compositePodGroupTemplates" in spec
     assert "parentCompositePodGroupName" in group
+    # v1alpha3 is served too: kube-scheduler watches its CompositePodGroups (gate on)
+    alpha = get_raw(scratch, "/apis/scheduling.k8s.io/v1alpha3")
+    assert "compositepodgroups" in {r["name"] for r in alpha["resources"]}
     with _cleanup_groups(scratch):
         composite_workload(scratch, "shape", 2, 2)
         replica_group(scratch, "shape", 0, 2)
