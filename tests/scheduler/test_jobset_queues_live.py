@@ -8,7 +8,10 @@ trainmaster.io LocalQueue of the namespace whose `clusterQueue` is the queue. Qu
 `small` holds 32 GPUs; each JobSet is 2 Jobs x 2 pods x 8 GPUs (32 GPUs), each Job under
 its own leaf, on 8 kwok nodes of 8 GPUs in 2 leaves. The first JobSet binds; the second,
 over the quota, binds nothing and its pods and the JobSet's Event carry the scheduler's
-reason (the queue and its usage) until the first is deleted and its quota comes back."""
+reason (the queue and its usage) until the first is deleted and its quota comes back.
+
+Preemption: a high-priority JobSet that finds no leaf preempts a low-priority JobSet's
+gang whole (every pod of it), with a Preempted Event on the low JobSet, and is bound."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from tests.scheduler.test_interop_live import (
     jobs_by_leaf,
     jobset_pods,
 )
+from tests.scheduler.test_queues_live import priority_classes
 from trainmaster.api import QUEUE_LABEL
 from trainmaster.cluster import Controller, running_controller
 from trainmaster.objects._crds import localqueue_crd
@@ -56,19 +60,22 @@ def jobset_controller(local_cluster: LocalCluster) -> Iterator[Controller]:
         yield controller
 
 
-def jobset(scratch: Scratch, name: str, queue_label: str) -> dict[str, Any]:
-    pod = {"schedulerName": scratch.scheduler, "restartPolicy": "Never",
+def jobset(scratch: Scratch, name: str, queue_label: str | None, jobs: int = 2,
+           priority_class: str | None = None) -> dict[str, Any]:
+    pod: dict[str, Any] = {"schedulerName": scratch.scheduler, "restartPolicy": "Never",
            "terminationGracePeriodSeconds": 0, "nodeSelector": {TEST_LABEL: scratch.tag},
            "tolerations": [{"key": TEST_LABEL, "operator": "Exists"}],
            "containers": [{"name": "trainer", "image": "busybox:1.36", "resources": {
                "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}
+    if priority_class:
+        pod["priorityClassName"] = priority_class
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": name, "namespace": scratch.namespace,
-                     "labels": {QUEUE_LABEL: queue_label},
+                     "labels": {QUEUE_LABEL: queue_label} if queue_label else {},
                      "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology":
                                      "topology.trainmaster.io/leaf"}},
-        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": jobs, "template": {"spec": {
             "parallelism": 2, "completions": 2, "backoffLimit": 0,
             "template": {"spec": pod}}}}]},
     }
@@ -130,3 +137,29 @@ def test_a_jobset_gang_over_its_queues_quota_waits_until_the_quota_frees(
                  "the second JobSet bound once the first's quota is back", 180)
         by_job = jobs_by_leaf(scratch, "second")
         assert all(len(leaves) == 1 for leaves in by_job.values()), by_job
+
+
+def test_a_high_priority_jobset_preempts_a_low_one_whole(
+        local_cluster: LocalCluster, jobset_controller: Controller, tmp_path: Path) -> None:
+    with scratch_box(local_cluster.kubeconfig) as scratch, processes() as procs, \
+            priority_classes(scratch, {"low": 10, "high": 1000}) as pc:
+        # one leaf of 2 nodes: a JobSet of one Job of 2 pods x 8 GPUs fills it
+        add_ready_nodes(scratch, [(f"a{n}", "leaf-a") for n in range(2)])
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump({"queues": [], "preemption": True}))
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "a",
+                                      "--config", str(path)))
+        create_jobset(scratch, jobset(scratch, "low", None, jobs=1, priority_class=pc["low"]))
+        wait_for(lambda: bound(scratch, "low") == 2, "the low JobSet bound", 180)
+        low_uids = {p.metadata.uid for p in jobset_pods(scratch, "low")}
+
+        create_jobset(scratch, jobset(scratch, "high", None, jobs=1,
+                                      priority_class=pc["high"]))
+        wait_for(lambda: bound(scratch, "high") == 2, "the high JobSet bound", 180)
+        alive = {p.metadata.uid for p in jobset_pods(scratch, "low")
+                 if p.metadata.deletion_timestamp is None}
+        assert not low_uids & alive, "every pod of the low JobSet's gang was evicted"
+        events = client.CoreV1Api(scratch.api_client).list_namespaced_event(
+            scratch.namespace, field_selector="involvedObject.kind=JobSet").items
+        assert any(e.reason == "Preempted" and e.involved_object.name == "low"
+                   for e in events), [(e.reason, e.involved_object.name) for e in events]
