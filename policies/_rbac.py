@@ -48,11 +48,12 @@ CLUSTER_SCOPED: frozenset[tuple[str, str]] = frozenset(
 
 CLUSTER_WIDE_READS: frozenset[tuple[str, str]] = frozenset(
     {("", "pods"), ("scheduling.x-k8s.io", "podgroups"), ("scheduling.k8s.io", "podgroups"),
-     ("jobset.x-k8s.io", "jobsets")}
+     ("scheduling.k8s.io", "workloads"), ("jobset.x-k8s.io", "jobsets")}
 )
 """Namespaced resources a scheduler must read everywhere: every pod on a node takes its
 share of the node, whatever its namespace (and gangs are PodGroups, scheduler-plugins'
-or the upstream API's, or JobSets). Read only."""
+or the upstream API's, with the Workloads that hold a composite group's template, or
+JobSets). Read only."""
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 
@@ -171,7 +172,7 @@ def _cluster_roles(objects: Sequence[KubeObject]) -> dict[str, KubeObject]:
     "cluster",
     "Rights on namespaced resources are granted by Roles in the namespaces concerned; a "
     "ClusterRoleBinding grants only cluster-scoped resources (and a scheduler's reads of "
-    "pods and PodGroups, and its Events and PodScheduled reports).",
+    "pods, PodGroups, Workloads and JobSets, and its Events and PodScheduled reports).",
     defense_in_depth="the object builders",
 )
 def rbac_namespaced_rights_in_roles(

@@ -166,8 +166,10 @@ class Cluster:
     def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
                  groups: list[dict[str, Any]],
                  upstream_groups: list[dict[str, Any]] | None = None,
-                 jobsets: list[dict[str, Any]] | None = None) -> None:
-        self.lists = {"/api/v1/nodes": nodes, "/api/v1/pods": pods,
+                 jobsets: list[dict[str, Any]] | None = None,
+                 workloads: list[dict[str, Any]] | None = None) -> None:
+        self.lists = {"/apis/scheduling.k8s.io/v1beta1/workloads": workloads or [],
+                      "/api/v1/nodes": nodes, "/api/v1/pods": pods,
                       "/apis/scheduling.x-k8s.io/v1alpha1/podgroups": groups,
                       "/apis/scheduling.k8s.io/v1beta1/podgroups": upstream_groups or [],
                       "/apis/jobset.x-k8s.io/v1alpha2/jobsets": jobsets or []}

@@ -89,7 +89,8 @@ class Scratch:
         self.core.create_namespace({"metadata": {"name": self.namespace}})
 
     def add_node(self, name: str, leaf: str = "leaf-a", gpus: int = 8,
-                 unschedulable: bool = False, taints: list[dict[str, str]] | None = None) -> str:
+                 unschedulable: bool = False, taints: list[dict[str, str]] | None = None,
+                 spine: str = "spine") -> str:
         full = f"tm-{self.tag}-{name}"
         alloc = {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"}
         body = {
@@ -97,7 +98,7 @@ class Scratch:
             "metadata": {
                 "name": full,
                 "labels": {"kubernetes.io/hostname": full, TEST_LABEL: self.tag,
-                           "topology.trainmaster.io/spine": f"tm-{self.tag}-spine",
+                           "topology.trainmaster.io/spine": f"tm-{self.tag}-{spine}",
                            "topology.trainmaster.io/leaf": f"tm-{self.tag}-{leaf}"},
                 "annotations": {"kwok.x-k8s.io/node": "fake"},
             },

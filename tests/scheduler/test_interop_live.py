@@ -12,6 +12,11 @@ _workload_apis.py); the scheduler is the real trainmaster-scheduler.
   fills them, one Job per leaf. One node is cordoned first: three Jobs would fit, the
   fourth would not, and nothing of the JobSet is bound (its pods are told which Job found
   no leaf). Uncordoned, all 16 pods bind, each Job's four in one leaf, four leaves.
+* JobSet through the upstream API: the page's Workload (a composite template: the whole
+  under one spine, every Job needed; a child template: one Job's 4 pods under one leaf),
+  its 4 PodGroups and a JobSet of 4 replicated Jobs whose pods name them. The same nodes,
+  the same cordon: nothing bound and the PodGroups told why; uncordoned, 16 pods bound,
+  each Job in one leaf, every PodGroup PodGroupInitiallyScheduled=True.
 * Kueue: the page's ClusterQueue (16 GPUs), LocalQueue `team` and suspended JobSet (2 Jobs x
   2 pods x 4 GPUs). Kueue admits it (unsuspends it) and trainmaster-scheduler, with no
   queues of its own, places the gang, each Job in its own leaf. A second such JobSet stays
@@ -159,6 +164,76 @@ def test_the_pages_jobset_lands_job_by_leaf_and_only_whole(
         events = client.CoreV1Api(scratch.api_client).list_namespaced_event(
             scratch.namespace, field_selector="involvedObject.kind=JobSet").items
         assert any(e.reason == "Scheduled" and "16 pods" in (e.message or "") for e in events)
+
+
+UPSTREAM = ("scheduling.k8s.io", "v1beta1")
+UPSTREAM_PLURALS = {"Workload": "workloads", "PodGroup": "podgroups"}
+
+
+def upstream_condition(scratch: Scratch, group: str) -> dict[str, Any] | None:
+    obj = scratch.custom.get_namespaced_custom_object(*UPSTREAM, scratch.namespace,
+                                                      "podgroups", group)
+    return next((c for c in (obj.get("status") or {}).get("conditions") or []
+                 if c["type"] == "PodGroupInitiallyScheduled"), None)
+
+
+def test_the_pages_jobset_through_the_upstream_composite_group_lands_job_by_leaf(
+        local_cluster: LocalCluster, jobset_controller: Controller, tmp_path: Path) -> None:
+    """The same test with the gang expressed through the upstream Workload and PodGroups:
+    a composite of one child PodGroup per Job (each under one leaf), all under one spine."""
+    docs = page_block({"Workload", "PodGroup", "JobSet"})
+    (jobset,) = [d for d in docs if d["kind"] == "JobSet"]
+    groups = [d["metadata"]["name"] for d in docs if d["kind"] == "PodGroup"]
+    assert len(groups) == 4 and len(jobset["spec"]["replicatedJobs"]) == 4
+    with scratch_box(local_cluster.kubeconfig) as scratch, processes() as procs:
+        try:
+            add_ready_nodes(scratch, [(f"{leaf}{n}", f"leaf-{leaf}")
+                                      for leaf in "abcd" for n in range(4)])
+            cordoned = scratch.nodes[-1]
+            scratch.core.patch_node(cordoned, {"spec": {"unschedulable": True}})
+            for doc in docs:
+                if doc["kind"] in UPSTREAM_PLURALS:
+                    scratch.custom.create_namespaced_custom_object(
+                        *UPSTREAM, scratch.namespace, UPSTREAM_PLURALS[doc["kind"]],
+                        copy.deepcopy(doc))
+            procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "a"))
+            name = jobset["metadata"]["name"]
+            create_jobset(scratch, for_test(jobset, scratch))
+            wait_for(lambda: len(jobset_pods(scratch, name)) == 16, "the JobSet's 16 pods",
+                     180)
+            pod = jobset_pods(scratch, name)[0]
+            assert pod.spec.scheduling_group.pod_group_name in groups
+
+            def told() -> str | None:
+                cond = upstream_condition(scratch, groups[0])
+                if cond and cond["status"] == "False" and "fits in no leaf left" in \
+                        cond["message"]:
+                    return str(cond["message"])
+                return None
+
+            message = wait_for(told, "the Jobs' PodGroups told why they wait", 120)
+            assert f"composite:{name}-all" in message, message
+            time.sleep(3)  # a few more cycles: still nothing of it bound
+            assert bound(scratch, name) == 0
+
+            scratch.core.patch_node(cordoned, {"spec": {"unschedulable": False}})
+            wait_for(lambda: bound(scratch, name) == 16, "all 16 pods bound", 180)
+            by_job: dict[str, set[str]] = {}
+            for pod in jobset_pods(scratch, name):
+                by_job.setdefault(pod.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"],
+                                  set()).add(scratch.leaf_of(pod.spec.node_name))
+            assert sorted(by_job) == ["job-0", "job-1", "job-2", "job-3"]
+            assert all(len(leaves) == 1 for leaves in by_job.values()), by_job
+            assert len(set().union(*by_job.values())) == 4, by_job
+            for group in groups:
+                done = wait_for(lambda g=group: (c := upstream_condition(scratch, g))
+                                and c["status"] == "True" and c, f"{group} True")
+                assert done["reason"] == "Scheduled"
+        finally:  # the PodGroups' finalizer holds the namespace until the pods are gone
+            for plural in ("podgroups", "workloads"):
+                with contextlib.suppress(client.ApiException):
+                    scratch.custom.delete_collection_namespaced_custom_object(
+                        *UPSTREAM, scratch.namespace, plural)
 
 
 def kueue_objects(scratch: Scratch, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

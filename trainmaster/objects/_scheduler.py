@@ -40,9 +40,13 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
-    # The upstream gang API's PodGroups (docs/interop.md); Workloads are not read: a
-    # PodGroup carries its template's policy and constraints.
-    {"apiGroups": [WORKLOAD_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+    # The upstream gang API's PodGroups (docs/interop.md), and its Workloads: a composite
+    # group's policy and constraint are on the Workload's composite template only.
+    {
+        "apiGroups": [WORKLOAD_GROUP],
+        "resources": ["podgroups", "workloads"],
+        "verbs": ["get", "list", "watch"],
+    },
     # A JobSet is its pods' gang: its size and exclusive topology are on the object only.
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list", "watch"]},
     # A pod naming this scheduler in a namespace it does not serve is told so where its

@@ -213,6 +213,12 @@ class Gang:
     """When set, the members are placed part by part (``PodRequest.part``), each part whole
     in one domain of this level and no two parts in one domain, still all or nothing
     (``placement/parts.py``): a JobSet with an exclusive topology."""
+    parts_share: bool = False
+    """Parts may share a domain of ``part_level`` (an upstream composite group's children:
+    the API asks each child to be colocated, not the children to be apart)."""
+    whole_level: str = ""
+    """With ``part_level``: every part within one domain of this level too (a composite
+    group's own constraint, e.g. each child under one leaf, the whole under one spine)."""
 
     key: str = field(init=False, repr=False, compare=False)
 

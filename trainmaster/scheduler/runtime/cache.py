@@ -15,6 +15,7 @@ placed members of their gang.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections import Counter
@@ -26,8 +27,24 @@ from .._keys import CLUSTER_QUEUE_NOT_FOUND, LOCAL_QUEUE_NOT_FOUND
 from ..framework.model import NodeInfo, PodRequest
 from ..plugins.quota import QueueLedger
 from ..state import ClusterState, PodState
+from .composites import (
+    COMPOSITE_PREFIX,
+    CompositeTemplate,
+    composite_group_info,
+    composite_key,
+    composite_templates,
+    in_composite,
+)
 from .config import SchedulerConfig
-from .convert import JSON, PodGroupInfo, PodInfo, node_info, pod_group_info, pod_info
+from .convert import (
+    JSON,
+    UPSTREAM_PREFIX,
+    PodGroupInfo,
+    PodInfo,
+    node_info,
+    pod_group_info,
+    pod_info,
+)
 from .gangs import gang_key_of
 from .jobsets import jobset_group_info
 from .local_queues import LocalQueues
@@ -75,6 +92,10 @@ class ClusterCache:
         """Placed pods with our schedulerName (uid -> priority): the only ones preemption
         may evict."""
         self._our_priorities: Counter[int] = Counter()
+        self.workloads: dict[tuple[str, str], dict[str, CompositeTemplate]] = {}
+        """(namespace, Workload) -> its composite templates by child template name."""
+        self._parent_of: dict[str, str] = {}
+        """Child PodGroup gang key -> its composite gang key (``composites.py``)."""
 
     # --- snapshot ---------------------------------------------------------------------
 
@@ -221,7 +242,7 @@ class ClusterCache:
                 self.terminating.add(uid)
             if snap.pod_state(uid) is PodState.BOUND and snap.pod_node(uid) == node:
                 return  # the common update of a running pod (status, labels)
-            bound = pod_info(obj)
+            bound = self._rekeyed(pod_info(obj))
             request = bound.request
             self.note_started(uid, bound.started)
             if bound.scheduler_name == self.config.scheduler_name:
@@ -239,7 +260,7 @@ class ClusterCache:
         if meta.get("deletionTimestamp"):
             self._drop_pending(uid)
             return
-        info = pod_info(obj)
+        info = self._rekeyed(pod_info(obj))
         old = self.pending.get(uid)
         if old is not None and old.request == info.request and old.unsupported == info.unsupported:
             self.pending[uid] = info
@@ -309,8 +330,69 @@ class ClusterCache:
         self._set_group(kind, pod_group_info(obj))
 
     def on_upstream_group(self, kind: str, obj: JSON) -> None:
-        """A scheduling.k8s.io PodGroup (``upstream_groups.py``)."""
-        self._set_group(kind, upstream_group_info(obj, self.levels))
+        """A scheduling.k8s.io PodGroup (``upstream_groups.py``); a child of a composite
+        group also re-forms its parent's gang (``composites.py``)."""
+        info = upstream_group_info(obj, self.levels)
+        old = self.groups.get(info.key)
+        self._set_group(kind, info)
+        parents = {g.parent_composite for g in (old, info) if g is not None}
+        parents.discard("")
+        for parent in parents:
+            self._refresh_composite(info.namespace, parent)
+        parent_key = (composite_key(info.namespace, info.parent_composite)
+                      if info.parent_composite and kind != DELETED else None)
+        if self._parent_of.get(info.key) != parent_key:
+            if parent_key is None:
+                self._parent_of.pop(info.key, None)
+            else:
+                self._parent_of[info.key] = parent_key
+            self._rekey_pending(info.key)
+
+    def on_workload(self, kind: str, obj: JSON) -> None:
+        """A scheduling.k8s.io Workload: its composite templates give the composite
+        groups of its PodGroups their policy and constraint."""
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        templates = {} if kind == DELETED else composite_templates(obj)
+        if self.workloads.get(key) == templates and kind != DELETED:
+            return
+        if kind == DELETED:
+            self.workloads.pop(key, None)
+        else:
+            self.workloads[key] = templates
+        parents = {g.parent_composite for g in self.groups.values()
+                   if g.namespace == key[0] and g.workload[0] == key[1] and g.parent_composite}
+        for parent in parents:
+            self._refresh_composite(key[0], parent)
+
+    def _refresh_composite(self, namespace: str, parent: str) -> None:
+        children = [g for g in self.groups.values() if g.namespace == namespace
+                    and g.parent_composite == parent and not g.children]
+        key = composite_key(namespace, parent)
+        if not children:
+            if self.groups.pop(key, None) is not None:
+                self.touch(key)
+            return
+        workload, template = children[0].workload
+        found = self.workloads.get((namespace, workload), {}).get(template)
+        self._set_group("", composite_group_info(namespace, parent, children, found,
+                                                 self.levels))
+
+    def _rekeyed(self, info: PodInfo) -> PodInfo:
+        """``info`` with its request in its composite group's gang, or as it is."""
+        request = in_composite(info.request, self._parent_of)
+        return info if request is info.request else dataclasses.replace(info, request=request)
+
+    def _rekey_pending(self, child_key: str) -> None:
+        """The pending pods of a child PodGroup follow its composite group (or leave it)."""
+        namespace, _, child = child_key.partition("/")
+        name = child.removeprefix(UPSTREAM_PREFIX)
+        for info in [i for i in self.pending.values() if i.request.namespace == namespace
+                     and (i.request.gang == child or (
+                         (i.request.gang or "").startswith(COMPOSITE_PREFIX)
+                         and i.request.part == name))]:
+            if self.ready and self.snapshot.pod_state(info.request.uid) is None:
+                self._add_pending(self._rekeyed(info))
 
     def on_jobset(self, kind: str, obj: JSON) -> None:
         """A JobSet is its pods' gang (``jobsets.py``)."""

@@ -296,6 +296,16 @@ class PodGroupInfo:
     """Why the group can never be placed as it stands (its gang waits with this)."""
     initially_scheduled: bool = False
     """An upstream group's ``PodGroupInitiallyScheduled`` is already True."""
+    parent_composite: str = ""
+    """An upstream PodGroup's ``spec.parentCompositePodGroupName`` (``composites.py``)."""
+    workload: tuple[str, str] = ("", "")
+    """An upstream PodGroup's ``spec.workloadRef``: (workloadName, templateName)."""
+    whole_level: str = ""
+    """A composite group's own level, around its children's (``Gang.whole_level``)."""
+    parts_share: bool = False
+    """A composite group's children may share a domain (``Gang.parts_share``)."""
+    children: tuple[str, ...] = ()
+    """A composite group's child PodGroups: each gets its status condition."""
 
     @property
     def elastic(self) -> bool:

@@ -37,6 +37,7 @@ from ..framework.model import (
     TopologyConstraint,
     TopologyMode,
 )
+from .composites import is_composite, missing_composite_message
 from .config import SchedulerConfig
 from .convert import PodGroupInfo
 from .jobset_labels import JOBSET_GANG_PREFIX
@@ -113,6 +114,8 @@ def assemble(
     """The gang to submit for ``key`` (a PodGroup key): ``members`` are its pending pods,
     ``placed_nodes`` the nodes of its members already placed (one entry per pod)."""
     if group is None:
+        if is_composite(key):
+            return Waiting(key, missing_composite_message(key))
         if is_upstream(key):
             return Waiting(key, missing_message(key))
         namespace, _, name = key.partition("/")
@@ -147,6 +150,8 @@ def assemble(
         creation_timestamp=group.creation_timestamp
         or min((p.creation_timestamp for p in ordered), default=0.0),
         part_level=group.part_level,
+        parts_share=group.parts_share,
+        whole_level=group.whole_level,
     )
 
 

@@ -43,7 +43,6 @@ from .._keys import (
     DISRUPTION_TARGET,
     EVENT_PREEMPTED,
     EVENT_PREEMPTING,
-    PODGROUP_KIND,
     PREEMPTION_BY_SCHEDULER,
 )
 from ..framework.model import Gang, PodRequest
@@ -65,6 +64,7 @@ from .events import ApiWriter, EventRecorder, ObjectRef, now_rfc3339
 from .gang_scheduler import GangScheduler
 from .gangs import gang_key_of
 from .metrics import SchedulerMetrics
+from .report import event_ref
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -276,10 +276,9 @@ class Preemptor:
         return Status(Code.SUCCESS, (preempting_message(found),), "Preemption")
 
     def _ref(self, key: str, pod: PodRequest) -> ObjectRef:
-        group = self.cache.groups.get(key)
-        return (ObjectRef(PODGROUP_KIND, group.namespace, group.ref_name, group.uid,
-                          group.api_version) if group is not None
-                else ObjectRef("Pod", pod.namespace, pod.name, pod.uid))
+        """The gang's object as every other Event about it names it (a JobSet's gang: the
+        JobSet; a PodGroup's: the PodGroup; a lone pod: the pod)."""
+        return event_ref(self.cache.groups.get(key), (pod,))
 
     def _announce_preemptor(self, found: Preemption, gang: Gang) -> None:
         self.recorder.event(self._ref(gang.key, gang.members[0]), "Normal", EVENT_PREEMPTING,

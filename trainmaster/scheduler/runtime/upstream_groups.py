@@ -13,7 +13,9 @@ Rules (docs/interop.md has them for users):
   gang wait, saying which keys work. Without a constraint, the ``trainmaster.io/topology-*``
   annotations apply, else the config's policy by size, as for any PodGroup.
 * The PodGroup's template already carries the Workload's policy and constraints (the API
-  copies them when the group is made), so the Workload itself is not read.
+  copies them when the group is made), so a plain PodGroup's Workload is not read; a
+  child of a composite group (``spec.parentCompositePodGroupName``) joins its parent's
+  gang, whose policy is the Workload's composite template (``composites.py``).
 * The gang name is the object's name behind ``UPSTREAM_PREFIX``: a scheduler-plugins
   PodGroup of the same name stays another gang.
 * Status: ``PodGroupInitiallyScheduled`` False/Unschedulable with the scheduler's message
@@ -61,8 +63,8 @@ def missing_message(key: str) -> str:
             "name it in spec.schedulingGroup.podGroupName)")
 
 
-def _topology(constraints: Any, levels: Sequence[str]) -> tuple[TopologyConstraint | None,
-                                                                 str | None]:
+def topology_constraint(constraints: Any, levels: Sequence[str]
+                        ) -> tuple[TopologyConstraint | None, str | None]:
     """(the constraint, None) or (None, why the key cannot be honoured)."""
     topology = (constraints or {}).get("topology") or []
     if not topology:
@@ -84,11 +86,12 @@ def upstream_group_info(obj: JSON, levels: Sequence[str]) -> PodGroupInfo:
     spec = obj.get("spec") or {}
     policy = spec.get("schedulingPolicy") or {}
     base = pod_group_info(obj)  # namespace, uid, labels and trainmaster.io annotations
-    topology, invalid = _topology(spec.get("schedulingConstraints"), levels)
+    topology, invalid = topology_constraint(spec.get("schedulingConstraints"), levels)
     gang = policy.get("gang")
     min_member = max(0, int((gang or {}).get("minCount") or 0))
     elastic = gang is None and policy.get("basic") is not None
     conditions = (obj.get("status") or {}).get("conditions") or []
+    workload_ref = spec.get("workloadRef") or {}
     return dataclasses.replace(
         base,
         name=f"{UPSTREAM_PREFIX}{meta['name']}",
@@ -100,6 +103,9 @@ def upstream_group_info(obj: JSON, levels: Sequence[str]) -> PodGroupInfo:
         invalid=invalid,
         initially_scheduled=any(c.get("type") == PODGROUP_INITIALLY_SCHEDULED
                                 and c.get("status") == "True" for c in conditions),
+        parent_composite=str(spec.get("parentCompositePodGroupName") or ""),
+        workload=(str(workload_ref.get("workloadName") or ""),
+                  str(workload_ref.get("templateName") or "")),
     )
 
 
@@ -126,7 +132,8 @@ class GroupStatus:
             return
         if group.initially_scheduled or group.uid in self._scheduled:
             return  # True is terminal
-        self._apply(group, "False", reason, message, since)
+        for name in group.children or (group.ref_name,):  # a composite: every child
+            self._apply(group, name, "False", reason, message, since)
 
     def scheduled(self, group: PodGroupInfo | None, message: str) -> None:
         if group is None or group.api_version != WORKLOAD_API_VERSION:
@@ -134,14 +141,15 @@ class GroupStatus:
         if group.initially_scheduled or group.uid in self._scheduled:
             return
         self._scheduled.add(group.uid)
-        self._apply(group, "True", "Scheduled", message, now_rfc3339())
+        for name in group.children or (group.ref_name,):
+            self._apply(group, name, "True", "Scheduled", message, now_rfc3339())
 
-    def _apply(self, group: PodGroupInfo, status: str, reason: str, message: str,
+    def _apply(self, group: PodGroupInfo, name: str, status: str, reason: str, message: str,
                since: str) -> None:
         body = {
             "apiVersion": WORKLOAD_API_VERSION,
             "kind": "PodGroup",
-            "metadata": {"name": group.ref_name, "namespace": group.namespace},
+            "metadata": {"name": name, "namespace": group.namespace},
             "status": {"conditions": [{
                 "type": PODGROUP_INITIALLY_SCHEDULED,
                 "status": status,
@@ -150,7 +158,7 @@ class GroupStatus:
                 "lastTransitionTime": since,
             }]},
         }
-        path = podgroup_path(group.namespace, group.ref_name, "status")
+        path = podgroup_path(group.namespace, name, "status")
         params = {"fieldManager": self._field_manager, "force": "true"}
 
         async def write() -> None:

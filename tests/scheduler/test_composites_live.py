@@ -1,0 +1,151 @@
+"""Upstream composite (multi-level) groups on the real local control plane: `cluster up`
+turns on the CompositePodGroup gate (with GenericWorkload and
+TopologyAwareWorkloadScheduling) and serves scheduling.k8s.io v1beta1 and v1alpha3, so a
+Workload keeps its compositePodGroupTemplates and a PodGroup its
+parentCompositePodGroupName. trainmaster-scheduler (a subprocess) places the children of
+one composite level by level: each child PodGroup under one leaf, all of them under one
+spine, and reports on every child's PodGroupInitiallyScheduled condition.
+
+Each test brings its own kwok nodes (leaf and spine labels), namespace and schedulerName,
+and removes everything at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import LocalCluster
+from tests.scheduler.live import SchedulerProcess, Scratch, processes, wait_for
+from tests.scheduler.test_upstream_groups_live import UPSTREAM, _cleanup_groups, _status
+
+pytestmark = pytest.mark.integration
+
+LEAF_KEY = "topology.trainmaster.io/leaf"
+SPINE_KEY = "topology.trainmaster.io/spine"
+
+
+def composite_workload(scratch: Scratch, name: str, replicas: int, pods: int) -> None:
+    """A Workload whose one composite template (the whole, under one spine, every replica
+    needed) holds one child template (a replica of `pods` pods under one leaf)."""
+    scratch.custom.create_namespaced_custom_object(*UPSTREAM, scratch.namespace, "workloads", {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": name},
+        "spec": {"compositePodGroupTemplates": [{
+            "name": "all",
+            "schedulingPolicy": {"gang": {"minGroupCount": replicas}},
+            "schedulingConstraints": {"topology": [{"key": SPINE_KEY}]},
+            "podGroupTemplates": [{
+                "name": "replica",
+                "schedulingPolicy": {"gang": {"minCount": pods}},
+                "schedulingConstraints": {"topology": [{"key": LEAF_KEY}]},
+            }],
+        }]},
+    })
+
+
+def replica_group(scratch: Scratch, workload: str, index: int, pods: int) -> str:
+    """The PodGroup of replica `index`, made from the child template, as a workload
+    controller would make it."""
+    name = f"{workload}-all-{index}"
+    scratch.custom.create_namespaced_custom_object(*UPSTREAM, scratch.namespace, "podgroups", {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"parentCompositePodGroupName": f"{workload}-all",
+                 "workloadRef": {"workloadName": workload, "templateName": "replica"},
+                 "schedulingPolicy": {"gang": {"minCount": pods}},
+                 "schedulingConstraints": {"topology": [{"key": LEAF_KEY}]}},
+    })
+    return name
+
+
+def replica_pods(scratch: Scratch, group: str, pods: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(pods):
+        body = scratch.pod(f"{group}-{i}", gpus=8)
+        body["spec"]["schedulingGroup"] = {"podGroupName": group}
+        out.append(body)
+    return out
+
+
+def get_raw(scratch: Scratch, path: str) -> Any:
+    """``kubectl get --raw path``, parsed."""
+    api = scratch.api_client
+    method, url, headers, _, _ = api.param_serialize("GET", path,
+                                                     auth_settings=["BearerToken"])
+    return json.loads(api.call_api(method, url, headers).read())
+
+
+def test_the_served_api_keeps_the_composite_shape(
+    local_cluster: LocalCluster, scratch: Scratch
+) -> None:
+    """The served OpenAPI has the composite fields (the gate is on); an object keeps them."""
+    schemas = get_raw(scratch, "/openapi/v3/apis/scheduling.k8s.io/v1beta1")[
+        "components"]["schemas"]
+    spec = schemas["io.k8s.api.scheduling.v1beta1.WorkloadSpec"]["properties"]
+    group = schemas["io.k8s.api.scheduling.v1beta1.PodGroupSpec"]["properties"]
+    assert "compositePodGroupTemplates" in spec
+    assert "parentCompositePodGroupName" in group
+    # v1alpha3 is served too: kube-scheduler watches its CompositePodGroups (gate on)
+    alpha = get_raw(scratch, "/apis/scheduling.k8s.io/v1alpha3")
+    assert "compositepodgroups" in {r["name"] for r in alpha["resources"]}
+    with _cleanup_groups(scratch):
+        composite_workload(scratch, "shape", 2, 2)
+        replica_group(scratch, "shape", 0, 2)
+        wl = scratch.custom.get_namespaced_custom_object(*UPSTREAM, scratch.namespace,
+                                                         "workloads", "shape")
+        pg = scratch.custom.get_namespaced_custom_object(*UPSTREAM, scratch.namespace,
+                                                         "podgroups", "shape-all-0")
+        (template,) = wl["spec"]["compositePodGroupTemplates"]
+        assert template["schedulingConstraints"] == {"topology": [{"key": SPINE_KEY}]}
+        assert template["podGroupTemplates"][0]["name"] == "replica"
+        assert pg["spec"]["parentCompositePodGroupName"] == "shape-all"
+
+
+def test_a_composite_is_placed_each_replica_under_one_leaf_all_under_one_spine(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    # spine a: leaf a1 of 2 nodes, leaf a2 of 1 node: one replica (2 pods x 8 GPUs) fits
+    # there, the second does not. Spine b (added later): two leaves of 2 nodes.
+    for leaf, count in (("a1", 2), ("a2", 1)):
+        for i in range(count):
+            scratch.add_node(f"{leaf}-{i}", leaf=f"leaf-{leaf}", spine="spine-a")
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    with _cleanup_groups(scratch), processes() as procs:
+        composite_workload(scratch, "train", 2, 2)
+        first = replica_group(scratch, "train", 0, 2)
+        scratch.create_pods(replica_pods(scratch, first, 2))
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one"))
+        # one replica of the two exists: it fits, but the composite waits for both
+        waiting = wait_for(
+            lambda: (c := _status(scratch, first, "False")) and "minGroupCount" in c["message"]
+            and c, "the first replica told it waits for minGroupCount")
+        assert "1 of minGroupCount 2 PodGroups exist" in waiting["message"], waiting
+        assert scratch.bound() == {}
+
+        second = replica_group(scratch, "train", 1, 2)
+        scratch.create_pods(replica_pods(scratch, second, 2))
+        # both exist; no spine holds both replicas, each under one leaf: nothing binds
+        short = wait_for(
+            lambda: (c := _status(scratch, second, "False")) and "spine" in c["message"]
+            and c, "the composite told no spine holds it")
+        assert short["reason"] == "Unschedulable"
+        assert "fits in no single spine" in short["message"], short
+        assert scratch.bound() == {}
+
+        for leaf in ("b1", "b2"):
+            for i in range(2):
+                scratch.add_node(f"{leaf}-{i}", leaf=f"leaf-{leaf}", spine="spine-b")
+        bound = wait_for(lambda: (b := scratch.bound()) and len(b) == 4 and b,
+                         "the composite bound", 120)
+        spines = {str(scratch.core.read_node(n).metadata.labels[SPINE_KEY])
+                  for n in bound.values()}
+        assert spines == {f"tm-{scratch.tag}-spine-b"}
+        for group in (first, second):
+            leaves = {scratch.leaf_of(bound[f"{group}-{i}"]) for i in range(2)}
+            assert len(leaves) == 1, (group, leaves)
+            done = wait_for(lambda g=group: _status(scratch, g, "True"),
+                            f"{group} PodGroupInitiallyScheduled=True")
+            assert done["reason"] == "Scheduled"
