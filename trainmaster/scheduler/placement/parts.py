@@ -77,7 +77,7 @@ def place_parts(
         first.code if first else Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
 
-def _parts_in(snapshot: ClusterState, gang: Gang, place: WholePlacer,
+def _parts_in(snapshot: ClusterState, gang: Gang, place: Placer,
               filters: Sequence[FilterPlugin], scorer: ScorePlugin,
               held_out: set[str]) -> Placement | Unschedulable:
     """Every part placed with the nodes of ``held_out`` off limits, or none."""
