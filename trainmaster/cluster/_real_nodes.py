@@ -95,6 +95,11 @@ class NodeLayout:
         """The node's interface on a rail of the stand-in fabric (its HCA's netdev)."""
         return _fabric.node_rail(self.slot, self.index, rail)
 
+    @property
+    def storage(self) -> str:
+        """The node's interface on the storage network (its storage NIC)."""
+        return _fabric.node_storage(self.slot, self.index)
+
 
 def layouts(state_dir: Path, slot: int, names: list[str]) -> list[NodeLayout]:
     return [
