@@ -42,6 +42,7 @@ from trainmaster.cluster._storage_host import table
 from trainmaster.drill import (
     RealStack,
     dataset_nodes,
+    node_storage_traffic,
     rank_traffic,
     serve_s3_dataset,
     wait_training,
@@ -52,7 +53,7 @@ from trainmaster.polling import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 
 DATASET = "tinystories"  # stacks/dev's: s3://datasets/tinystories behind Service datasets
-SHARDS, SHARD_BYTES = 6, 1 << 20
+SHARDS, SHARD_BYTES = 16, 1 << 20
 DATASET_BYTES = SHARDS * SHARD_BYTES
 
 
@@ -73,12 +74,16 @@ def _counters(name: str) -> tuple[int, int]:
 
 
 def _snapshot(stack: RealStack) -> dict[str, tuple[int, int]]:
+    """The storage bridge, each node's pod bridge and (as the demo reads them) each node's
+    storage interface."""
     slot = stack.record.net_slot
     assert slot is not None
-    names = [storage_bridge(slot)]
-    for node in stack.nodes:
-        names += [node_storage(slot, node.index), node.net.bridge]
-    return {name: _counters(name) for name in names}
+    counts = {name: _counters(name)
+              for name in [storage_bridge(slot), *(n.net.bridge for n in stack.nodes)]}
+    storage = node_storage_traffic(stack.nodes)
+    assert [(c.node, c.interface) for c in storage] == [
+        (n.name, node_storage(slot, n.index)) for n in stack.nodes]
+    return {**counts, **{c.interface: (c.rx, c.tx) for c in storage}}
 
 
 def _delta(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
