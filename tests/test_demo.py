@@ -112,13 +112,15 @@ DATASET_BYTES = 8 * (64 << 10)
 
 
 def _check_storage(out: str, nodes: list[str]) -> None:
-    """Each real node's storage interface received at least the dataset: the warm-up on
-    that node read it from the S3 server over its storage0 (docs/real-nodes.md)."""
+    """The real nodes' storage interfaces together received at least the dataset: the
+    warm-ups read it from the S3 server over their storage0 (docs/real-nodes.md; the nodes
+    share the host's cache folder, so one node's warm-up may find it complete and copy
+    nothing)."""
     assert "Bytes through each real node's storage interface" in out, out
     rows = {m.group(1): int(m.group(2).replace(",", ""))
             for m in re.finditer(r"^  (\S+) +tm\d+n\d+st +rx +([\d,]+) B  tx", out, re.M)}
     assert set(rows) == set(nodes), rows
-    assert all(rx >= DATASET_BYTES for rx in rows.values()), rows
+    assert sum(rows.values()) >= DATASET_BYTES, rows
 
 
 GRADIENT_BYTES = (64 + 1) * 8

@@ -8,8 +8,10 @@ Service points there, and the operator's warm-up pods get the storage network as
 `storage0` (objects/_cache.py). The test reads the kernel's byte counters of the host side
 of each node's interfaces around the warm-ups, and the running rank's own counters:
 
-- each node's storage interface received at least the dataset's bytes (its warm-up read
-  every object over `storage0`);
+- the nodes' storage interfaces together received at least the dataset's bytes, and the
+  storage bridge sent them (the warm-ups read every object over `storage0`; the real nodes
+  share the host's cache folder, so a warm-up that finds the dataset already complete
+  there copies nothing, and which node copies it is a race);
 - each node's pod-network bridge sent its pods less than half the dataset's bytes in that
   time (control traffic only: the API server's watches, DNS; a read over the pod network
   would carry a whole copy);
@@ -129,13 +131,14 @@ def _measure(stack: RealStack) -> None:
     delta = _delta(before, after)
     for name, (rx, tx) in delta.items():
         log(f"{name:12} rx {rx:>12,} B  tx {tx:>12,} B  (during the warm-ups)")
+    # The real nodes share the host's cache folder: a warm-up that finds the dataset
+    # complete there copies nothing, so the copy is counted over the nodes together.
+    assert sum(delta[node_storage(slot, n.index)][0] for n in stack.nodes) >= DATASET_BYTES, delta
+    assert delta[storage_bridge(slot)][1] >= DATASET_BYTES, delta
     for node in stack.nodes:
-        rx, _ = delta[node_storage(slot, node.index)]
-        assert rx >= DATASET_BYTES, (node.name, delta)
         # Half a copy: a dataset read over the pod network would carry a whole one.
         _, to_pods = delta[node.net.bridge]
         assert to_pods < DATASET_BYTES // 2, (node.name, delta)
-    assert delta[storage_bridge(slot)][1] >= len(stack.nodes) * DATASET_BYTES, delta
 
     # Each real node's warm-up pod had storage0, addressed by whereabouts in the subnet.
     real = [p for p in warmups if p["spec"].get("nodeName") in stack.record.real_nodes]
