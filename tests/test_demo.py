@@ -96,6 +96,7 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
             "trainmaster", label_selector="trainmaster.io/dataset=tinystories").items
         assert not [p.metadata.name for p in warmups if p.status.phase == "Pending"]
         _check_traffic(out)
+        _check_storage(out, record["real_nodes"])
         pids = [p["pid"] for p in record["processes"]]
     finally:
         down = subprocess.run([sys.executable, "-m", "trainmaster", "cluster", "down",
@@ -103,6 +104,23 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
                               timeout=300)
     assert down.returncode == 0, down.stderr
     assert not any(_alive(pid) for pid in pids)
+
+
+DATASET_BYTES = 8 * (64 << 10)
+"""A floor on tinystories' bytes as the demo serves them (trainmaster.drill.story_shards:
+8 shards of at least 64 KiB)."""
+
+
+def _check_storage(out: str, nodes: list[str]) -> None:
+    """The real nodes' storage interfaces together received at least the dataset: the
+    warm-ups read it from the S3 server over their storage0 (docs/real-nodes.md; the nodes
+    share the host's cache folder, so one node's warm-up may find it complete and copy
+    nothing)."""
+    assert "Bytes through each real node's storage interface" in out, out
+    rows = {m.group(1): int(m.group(2).replace(",", ""))
+            for m in re.finditer(r"^  (\S+) +tm\d+n\d+st +rx +([\d,]+) B  tx", out, re.M)}
+    assert set(rows) == set(nodes), rows
+    assert sum(rows.values()) >= DATASET_BYTES, rows
 
 
 GRADIENT_BYTES = (64 + 1) * 8

@@ -36,8 +36,10 @@ from trainmaster.drill import (
     DrillResult,
     InPlaceResult,
     InterfaceBytes,
+    NodeInterfaceBytes,
     RealStack,
     logged_step,
+    node_storage_traffic,
     pods_table,
     rank_traffic,
     run_drill,
@@ -88,6 +90,8 @@ class DemoResult:
     """A torchrun job's worker kill and torchrun's restart in place."""
     datasets: tuple[DatasetNodes, ...] = ()
     """Where each dataset a job reads is warm, once the job trains."""
+    storage: tuple[NodeInterfaceBytes, ...] = ()
+    """Each real node's storage interface, read with `traffic`: the warm-ups' S3 reads."""
 
     @property
     def ok(self) -> bool:
@@ -183,10 +187,11 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
         datasets = wait_datasets(stack, report)
         before = pods_table(stack.kubeconfig, namespaces)
         traffic = torch_pod_traffic(stack, pods)
+        storage = tuple(node_storage_traffic(stack.nodes))
         inplace = run_worker_kill(stack, report)
         after = pods_table(stack.kubeconfig, namespaces)
         return DemoResult(stack, before, None, after, traffic=traffic, inplace=inplace,
-                          datasets=datasets)
+                          datasets=datasets, storage=storage)
     with SyncKube.connect(stack.kubeconfig) as kube:
         wait_training(stack, kube, report)
     datasets = wait_datasets(stack, report)
@@ -194,10 +199,12 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
     if monitoring:
         wait_job_scraped(stack, report)
     traffic = rank_zero_traffic(stack, report)
+    storage = tuple(node_storage_traffic(stack.nodes))
     drill = run_drill(stack, DEMO_SCENARIO, report)
     after = pods_table(stack.kubeconfig, namespaces)
     alert = wait_restart_alert(stack, drill.killed_at, report) if monitoring else None
-    return DemoResult(stack, before, drill, after, alert, traffic, datasets=datasets)
+    return DemoResult(stack, before, drill, after, alert, traffic, datasets=datasets,
+                      storage=storage)
 
 
 def rank_zero_traffic(stack: RealStack, report: Report

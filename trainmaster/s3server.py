@@ -2,10 +2,11 @@
 its Go module like the other tools, family `versitygw`) with its posix backend, so a bucket
 is a folder under `<root>/data` and an object a file in it.
 
-It listens on the address it is given (loopback for tests; the real nodes' bridge address
-for pods to reach), with one root account whose keys are made up per run. `start` runs it
-for the caller (a test stops it); `start_for_cluster` attaches it to a local cluster, so
-`trainmaster cluster down` stops it with the cluster.
+It listens on the address it is given (loopback for tests; for the real nodes' pods, the
+host's address on their storage network, trainmaster.cluster.storage_server_address),
+with one root account whose keys are made up per run. `start` runs it for the caller (a
+test stops it); `start_for_cluster` attaches it to a local cluster, so `trainmaster
+cluster down` stops it with the cluster.
 """
 
 from __future__ import annotations

@@ -108,3 +108,21 @@ def test_an_s3_dataset_gets_its_endpoint_and_its_secret_as_aws_variables() -> No
 def test_a_dataset_without_s3_settings_gets_no_aws_variables() -> None:
     container = _warmup_pod(small_spec_doc("c"))["containers"][0]
     assert [e["name"] for e in container["env"]] == ["NODE_NAME"]
+
+
+def _warmup_annotations(doc: dict[str, Any]) -> dict[str, str]:
+    spec = validate_data(doc, "test")
+    assert spec.cache is not None
+    job = build_node_warmup(spec, spec.cache.datasets[0], "n-1", [GPU_TOLERATION])
+    annotations: dict[str, str] = job["spec"]["template"]["metadata"].get("annotations", {})
+    return annotations
+
+
+def test_a_warmup_reads_its_source_over_the_storage_network() -> None:
+    """The warm-up pod asks Multus for the storage network only (as `storage0`, like the
+    training pods): its S3 reads go there, not over the pod network or a rail."""
+    doc = small_spec_doc("c")
+    assert _warmup_annotations(doc) == {}  # no storage network: the pod network only
+    doc["networks"]["storage"] = {"subnet": "10.200.0.0/20", "mtu": 9000, "interface": "eth1"}
+    assert _warmup_annotations(doc) == {
+        "k8s.v1.cni.cncf.io/networks": "trainmaster/c-storage@storage0"}

@@ -94,6 +94,10 @@ def demo(
     for line in traffic_lines(result.traffic):
         out.print(line, highlight=False, markup=False)
     out.print()
+    if result.storage:
+        for line in storage_lines(result.storage):
+            out.print(line, highlight=False, markup=False)
+        out.print()
     if result.datasets:
         out.print("Datasets in the node-local cache "
                   f"(node label {DATASET_LABEL_PREFIX}<name>):")
@@ -207,6 +211,16 @@ def traffic_lines(traffic: tuple[str, int, tuple[Any, ...]]) -> list[str]:
         where = c.network or "-"
         lines.append(f"  {c.interface:<9} {where:<36} {','.join(c.addresses):<15} "
                      f"rx {c.rx:>11,} B  tx {c.tx:>11,} B")
+    return lines
+
+
+def storage_lines(counts: tuple[Any, ...]) -> list[str]:
+    """Each real node's storage interface (trainmaster.drill.node_storage_traffic)."""
+    # Host side (/sys/class/net/<if>/statistics): a finished warm-up's namespace is gone.
+    lines = ["Bytes through each real node's storage interface since `cluster up` "
+             "(the warm-ups' S3 reads):"]
+    for c in counts:
+        lines.append(f"  {c.node:<15} {c.interface:<11} rx {c.rx:>11,} B  tx {c.tx:>11,} B")
     return lines
 
 

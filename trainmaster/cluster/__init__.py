@@ -24,6 +24,7 @@ from trainmaster.cluster._real_nodes import NodeLayout, dns_ip, layouts
 from trainmaster.cluster._sizing import cluster_sizing
 from trainmaster.cluster._state import ClusterRecord, default_state_dir, known_clusters
 from trainmaster.cluster._status import ClusterStatus, LeafCapacity, cluster_status
+from trainmaster.cluster._storage_host import storage_server_address
 from trainmaster.cluster._temporary import temporary_cluster
 from trainmaster.cluster._user_kubeconfig import add_context, remove_context, user_kubeconfig
 from trainmaster.cluster._workload_apis import (
@@ -68,6 +69,7 @@ __all__ = [
     "start_kueue",
     "start_monitoring",
     "stop_controller",
+    "storage_server_address",
     "temporary_cluster",
     "up",
     "user_kubeconfig",

@@ -32,7 +32,14 @@ from typing import Any
 import yaml
 
 from trainmaster.api import GPU_RESOURCE, NIC_NETDEVS_ANNOTATION, RDMA_PREFIX, REAL_NODE_LABEL
-from trainmaster.cluster import _attachments, _fabric, _host, _multus, _whereabouts
+from trainmaster.cluster import (
+    _attachments,
+    _fabric,
+    _host,
+    _multus,
+    _storage_host,
+    _whereabouts,
+)
 from trainmaster.cluster._node_images import SANDBOX_IMAGE, write_archive
 from trainmaster.cluster._processes import ClusterError, free_port, log_tail
 from trainmaster.objects import build_node
@@ -87,6 +94,11 @@ class NodeLayout:
     def rail(self, rail: int) -> str:
         """The node's interface on a rail of the stand-in fabric (its HCA's netdev)."""
         return _fabric.node_rail(self.slot, self.index, rail)
+
+    @property
+    def storage(self) -> str:
+        """The node's interface on the storage network (its storage NIC)."""
+        return _fabric.node_storage(self.slot, self.index)
 
 
 def layouts(state_dir: Path, slot: int, names: list[str]) -> list[NodeLayout]:
@@ -264,6 +276,8 @@ def prepare_network(slot: int, nodes: list[NodeLayout], spec: ClusterSpec) -> No
     for node in nodes:
         _host.create_bridge(node.net)
     _fabric.create(slot, len(nodes), _fabric.plan(spec))
+    if spec.networks.storage is not None:  # the S3 server's address (_storage_host)
+        _storage_host.attach(slot, spec.networks.storage.subnet)
 
 
 def _ready_http(port: int) -> bool:
@@ -487,6 +501,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     for sock in sockets:
         sock.unlink(missing_ok=True)
     left_mounts = _host.unmount_all([run_dir, data_dir, state_dir / "nodes"])
+    _storage_host.detach(slot)
     _fabric.delete(slot)
     for node in nodes:
         _host.delete_bridge(node.net.bridge)
@@ -522,6 +537,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     problems = [f"mount {m}" for m in left_mounts]
     left_links = {*_host.leftover_links(slot), *_fabric.links(slot)}
     problems += [f"link {link}" for link in sorted(left_links)]
+    problems += [f"ip rule {rule}" for rule in _storage_host.rules(slot)]
     return problems
 
 

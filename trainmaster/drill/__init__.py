@@ -50,7 +50,13 @@ from trainmaster.drill._stack import (
     wait_controllers,
     wait_prometheus,
 )
-from trainmaster.drill._traffic import InterfaceBytes, parse_net_dev, rank_traffic
+from trainmaster.drill._traffic import (
+    InterfaceBytes,
+    NodeInterfaceBytes,
+    node_storage_traffic,
+    parse_net_dev,
+    rank_traffic,
+)
 from trainmaster.drill._warmups import DatasetNodes, dataset_nodes, stack_datasets
 
 __all__ = [
@@ -67,6 +73,7 @@ __all__ = [
     "InterfaceBytes",
     "Killed",
     "NicDownResult",
+    "NodeInterfaceBytes",
     "RealStack",
     "build_stack_images",
     "dataset_nodes",
@@ -76,6 +83,7 @@ __all__ = [
     "job_status",
     "logged_step",
     "make_elastic",
+    "node_storage_traffic",
     "parse_net_dev",
     "placed_on_real_nodes",
     "pod_log",

@@ -1,7 +1,10 @@
 """An S3 dataset source for a local cluster's real nodes: versitygw (trainmaster.s3server)
-attached to the cluster, listening on the first real node's bridge address (the host side
-of the pods' network, which every real node's pods reach and nothing outside this host
-does), a bucket filled with the dataset, and in the stack's namespace:
+attached to the cluster, listening on the host's address on the storage network (the
+storage bridge, trainmaster.cluster.storage_server_address), so the warm-ups' reads travel
+over the pods' `storage0`; with no storage network in the spec, on the first real node's
+bridge address (the host side of the pods' network). Either way every real node's pods
+reach it and nothing outside this host does. A bucket filled with the dataset, and in the
+stack's namespace:
 
 - a headless Service `<service>` with an EndpointSlice on that address, so pods reach the
   server as `http://<service>.<namespace>.svc.cluster.local:<port>` through the cluster's
@@ -20,10 +23,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from trainmaster.api import APP_COMPONENT_LABEL, APP_MANAGED_BY_LABEL, APP_PART_OF_LABEL
-from trainmaster.cluster import ClusterError, ClusterRecord, dns_ip
+from trainmaster.cluster import ClusterError, ClusterRecord, dns_ip, storage_server_address
 from trainmaster.kubeclient import SyncKube
 from trainmaster.s3server import S3Server, start_for_cluster
-from trainmaster.spec import ClusterSpec, Dataset
+from trainmaster.spec import ClusterSpec, Dataset, load_spec
 from trainmaster.toolchain import build, is_built
 
 S3_PORT = 7070
@@ -42,7 +45,8 @@ def serve_s3_dataset(record: ClusterRecord, namespace: str, service: str, secret
     if record.net_slot is None or not record.real_nodes:
         raise ClusterError(f"cluster {record.name} has no real nodes whose pods could reach "
                            "an S3 server on this host")
-    address = dns_ip(record.net_slot)  # node 0's bridge: the host, as its pods see it
+    address = (storage_server_address(load_spec(Path(record.spec)), record.net_slot)
+               or dns_ip(record.net_slot))  # else node 0's bridge: the host, as pods see it
     server = start_for_cluster(Path(record.state_dir), address, port)
     server.seed(bucket, objects)
     labels = {**_MANAGED, APP_PART_OF_LABEL: record.name,
@@ -107,7 +111,7 @@ def served_here(spec: ClusterSpec) -> list[Dataset]:
 def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
                         report: Callable[[str], None]) -> S3Server | None:
     """Serve every s3:// dataset of the stack whose endpoint is an in-cluster Service
-    name (`s3_endpoint`) from one server on the real nodes' bridge, with made-up shards
+    name (`s3_endpoint`) from one server on the storage network, with made-up shards
     and the Secret it names: the dev stack's `tinystories`, so its warm-up really copies
     from an S3 server. None when the stack has no such dataset."""
     ns = spec.metadata.namespace

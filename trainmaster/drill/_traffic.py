@@ -1,7 +1,10 @@
 """One rank's bytes per interface, read in its pod's network namespace (the training
 process's `/proc/<pid>/net/dev`, the kernel's counters), each interface named by the
 network Multus attached it to (the pod's `k8s.v1.cni.cncf.io/network-status`): what went
-over the rails, the pod network and the storage network since the pod started."""
+over the rails, the pod network and the storage network since the pod started. And each
+real node's storage interface, read on the host (`/sys/class/net/<if>/statistics`): what
+the node's pods sent and received over the storage network since `cluster up`, the
+warm-ups' dataset reads among it (a warm-up pod's own namespace is gone once it finished)."""
 
 from __future__ import annotations
 
@@ -55,3 +58,29 @@ def rank_traffic(nodes: list[NodeLayout], pod: dict[str, Any]) -> list[Interface
     return [InterfaceBytes(name, networks.get(name, ("", ()))[0],
                            networks.get(name, ("", ()))[1], *counts[name])
             for name in order if name in counts and name != "lo"]
+
+
+@dataclass(frozen=True)
+class NodeInterfaceBytes:
+    node: str
+    interface: str
+    rx: int
+    """Bytes into the node (from the network), since the interface was made."""
+    tx: int
+
+
+def _statistics(interface: str) -> tuple[int, int]:
+    stats = Path("/sys/class/net") / interface / "statistics"
+    try:
+        return int((stats / "rx_bytes").read_text()), int((stats / "tx_bytes").read_text())
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"no byte counters for interface {interface}: {exc}") from None
+
+
+def node_storage_traffic(nodes: list[NodeLayout]) -> list[NodeInterfaceBytes]:
+    """Each real node's bytes through its storage interface (none without one)."""
+    out = []
+    for node in nodes:
+        if Path("/sys/class/net", node.storage).exists():
+            out.append(NodeInterfaceBytes(node.name, node.storage, *_statistics(node.storage)))
+    return out

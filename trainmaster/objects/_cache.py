@@ -21,6 +21,7 @@ from trainmaster.api import (
     app_labels,
     parse_bytes,
 )
+from trainmaster.objects._networks import NETWORKS_ANNOTATION, storage_network_annotation
 from trainmaster.objects._rbac import service_account
 from trainmaster.objects._security import SECCOMP_RUNTIME_DEFAULT, confined_container
 from trainmaster.spec import CacheSpec, ClusterSpec, Dataset
@@ -136,6 +137,11 @@ def build_node_warmup(
         **({WARM_NODE_LABEL: node} if len(node) <= 63 else {}),
     }
     pod_labels = {**labels, **({SIMULATE_LABEL: "complete"} if simulated else {})}
+    pod_meta: dict[str, Any] = {"labels": pod_labels}
+    # The dataset's source is read over the storage network, where the cluster has one.
+    storage = storage_network_annotation(spec)
+    if storage is not None:
+        pod_meta["annotations"] = {NETWORKS_ANNOTATION: storage}
     extra = [t.model_dump(by_alias=True, exclude_none=True) for t in cache.tolerations]
     meta: dict[str, Any] = {
         "name": warmup_job_name(cluster, dataset.name, node),
@@ -154,7 +160,7 @@ def build_node_warmup(
             # failed one is then tried again (the operator re-creates it).
             "ttlSecondsAfterFinished": WARMUP_TTL_SECONDS,
             "template": {
-                "metadata": {"labels": pod_labels},
+                "metadata": pod_meta,
                 "spec": {
                     "serviceAccountName": cache_config_name(cluster),
                     "automountServiceAccountToken": False,

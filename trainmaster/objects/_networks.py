@@ -199,6 +199,14 @@ def pod_network_annotation(spec: ClusterSpec) -> str:
     return ",".join(nets)
 
 
+def storage_network_annotation(spec: ClusterSpec) -> str | None:
+    """Multus annotation that attaches a dataset warm-up pod to the storage network only
+    (it reads the dataset's source, which the storage network serves); None without one."""
+    if spec.networks.storage is None:
+        return None
+    return f"{spec.metadata.namespace}/{attachment_name(spec, 'storage')}@storage0"
+
+
 def nccl_env(spec: ClusterSpec) -> dict[str, str]:
     """NCCL settings derived from the fabric: nobody writes these by hand in the spec."""
     compute = spec.networks.compute
