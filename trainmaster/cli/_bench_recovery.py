@@ -332,6 +332,7 @@ def _stack_rows(spec: Path, images: set[str] | None, names: list[str], repeat: i
         start_real_stack,
         wait_prometheus,
     )
+    from trainmaster.objects import restarts_container_in_place
 
     rows: list[dict[str, object]] = []
     try:
@@ -346,6 +347,8 @@ def _stack_rows(spec: Path, images: set[str] | None, names: list[str], repeat: i
         if stack.job.datasets:  # the stack's s3:// datasets (lm reads tinystories)
             serve_demo_datasets(stack.record, stack.spec, report)
         torch = stack.job.launcher == "torchrun"
+        in_place = {PROCESS_KILL, *(["container-kill"] if restarts_container_in_place(
+            stack.job) else [])} if torch else set()
         if torch:  # its first start (warm-ups, the first `import torch`) takes minutes
             _first_steps(stack, report)
         allowed = stack.job.restart_policy.max_restarts
@@ -360,8 +363,8 @@ def _stack_rows(spec: Path, images: set[str] | None, names: list[str], repeat: i
                     rows.append(_hang_row(stack, report, timeout))
                     report(f"{name}: {json.dumps(rows[-1])}")
                     continue
-                if name == PROCESS_KILL and torch:  # torchrun restarts it in place
-                    inplace = run_worker_kill(stack, report, timeout=timeout)
+                if name in in_place:  # torchrun restarts it, or the kubelet its container
+                    inplace = run_worker_kill(stack, report, timeout=timeout, scenario=name)
                     after = max(after, inplace.checkpoint_at_resume or 0)
                     rows.append({**inplace.row(), "scenario": name})
                     report(f"{name}: {json.dumps(rows[-1])}")
