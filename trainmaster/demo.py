@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmaster.api import REAL_NODE_LABEL
 from trainmaster.drill import (
     DatasetNodes,
     DrillResult,
@@ -45,6 +44,7 @@ from trainmaster.drill import (
     run_drill,
     run_worker_kill,
     serve_demo_datasets,
+    spec_real_images,
     stack_datasets,
     start_real_stack,
     wait_controllers,
@@ -52,7 +52,6 @@ from trainmaster.drill import (
     wait_training,
 )
 from trainmaster.kubeclient import SyncKube
-from trainmaster.spec import load_spec
 
 Report = Callable[[str], None]
 DEMO_REAL_NODES = 3
@@ -147,15 +146,6 @@ def wait_restart_alert(stack: RealStack, killed_at: float, report: Report,
     return AlertSeen(RESTART_ALERT, fired - killed_at, received - killed_at)
 
 
-def real_node_images(spec_path: Path) -> set[str] | None:
-    """The images of the jobs the spec itself places on the real nodes (stacks/demo: the
-    torch image of lm); None when it places none (the drill's default then applies: the
-    trainmaster image's jobs are placed there in memory)."""
-    spec = load_spec(spec_path)
-    found = {j.image for j in spec.jobs if j.node_selector.get(REAL_NODE_LABEL) == "true"}
-    return found or None
-
-
 def wait_datasets(stack: RealStack, report: Report, timeout: float = 180
                   ) -> tuple[DatasetNodes, ...]:
     """Each dataset's nodes once all are ready, or as they are at the timeout (the demo
@@ -176,7 +166,7 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
     # With the monitoring stack (unless --no-monitoring): its targets and the restart alert
     # are shown by `trainmaster cluster monitoring`.
     stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack, monitoring,
-                             job_images=real_node_images(spec_path))
+                             job_images=spec_real_images(spec_path))
     serve_demo_datasets(stack.record, stack.spec, report)  # the stack's s3:// datasets
     wait_controllers(stack, report)
     namespaces = [f"{stack.namespace}-system", stack.namespace]

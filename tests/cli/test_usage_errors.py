@@ -38,9 +38,11 @@ def run(
         ("trainmaster-scheduler", ["--metrics-port", "x"], "invalid int value: 'x'"),
         ("trainmaster", ["bench", "recovery", "--real", "--torch"],
          "give one of --real and --torch"),
+        ("trainmaster", ["bench", "recovery", "--backoff", "0"],
+         "give --backoff (>= 0) with --real"),
     ],
     ids=["option", "command", "subcommand", "missing-argument", "scheduler-option",
-         "scheduler-value", "bench-real-and-torch"],
+         "scheduler-value", "bench-real-and-torch", "bench-backoff-without-real"],
 )
 def test_usage_error_is_one_line_and_exits_2(script: str, args: list[str], needle: str) -> None:
     proc = run(script, *args)

@@ -38,3 +38,29 @@ def dev_stack(name: str, real_nodes: int, folder: Path,
         yield real
     finally:
         cluster.down_state_dir(real.state_dir)
+
+
+@contextmanager
+def torch_stack(name: str, real_nodes: int, folder: Path,
+                edit: Callable[[dict[str, Any]], None] | None = None) -> Iterator[RealStack]:
+    """stacks/demo named `name`, `edit`ed, written to `folder`, started on `real_nodes`:
+    its PyTorch job lm (examples/transformer under torchrun, in the torch image, loaded into
+    every real node) and the S3 server of its dataset, as `make demo` has them, applied
+    without the Pulumi engine. Hold /tmp/tm/torch-real.lock on a shared host: one real
+    cluster with the torch image (about 9 GB per node) at a time."""
+    from trainmaster import cluster
+    from trainmaster.drill import serve_demo_datasets, spec_real_images
+
+    doc = yaml.safe_load((STACKS / "demo" / "cluster.yaml").read_text())
+    doc["metadata"]["name"] = name
+    if edit is not None:
+        edit(doc)
+    path = folder / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    real = start_real_stack(path, real_nodes, log, job_images=spec_real_images(path))
+    try:
+        serve_demo_datasets(real.record, real.spec, log)
+        wait_controllers(real, log)
+        yield real
+    finally:
+        cluster.down_state_dir(real.state_dir)

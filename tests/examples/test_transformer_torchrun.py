@@ -39,7 +39,8 @@ STEP = re.compile(r"^step (\d+) loss ([0-9.]+)$")
 pytestmark = pytest.mark.timeout(900)
 
 
-def _spec(nodes: int, steps: int, elastic: tuple[int, int] | None = None) -> ClusterSpec:
+def _spec(nodes: int, steps: int, elastic: tuple[int, int] | None = None,
+          container_restart: str = "gang") -> ClusterSpec:
     doc = stack_doc("dev")
     doc["jobs"].append({
         "name": "lm", "image": "trainmaster.local/torch:2.15.0", "launcher": "torchrun",
@@ -50,7 +51,7 @@ def _spec(nodes: int, steps: int, elastic: tuple[int, int] | None = None) -> Clu
         # CPU-only: one worker per pod (its GPUs are only the node's whole-node share).
         "env": {"NPROC_PER_NODE": "1"},
         "checkpoint": {"volume": "checkpoints", "path": "/checkpoints/lm"},
-        "restartPolicy": {"maxRestarts": 3},
+        "restartPolicy": {"maxRestarts": 3, "containerRestart": container_restart},
         **({"elastic": {"minNodes": elastic[0], "maxNodes": elastic[1]}} if elastic else {}),
     })
     return load_spec_text(yaml.safe_dump(doc), "dev.yaml")
@@ -223,6 +224,51 @@ def test_a_gang_of_another_world_size_resumes_the_step(gang: Any, tmp_path: Path
                  r"\(world size 1\)")
     assert [step for step, _ in one.steps()] == [21, 22, 23, 24, 25]
     assert (ckpt / "step-25" / "COMPLETE").exists()
+
+
+def test_a_lost_container_restarts_in_its_pod_and_rejoins_the_gangs_rendezvous(
+        gang: Any, tmp_path: Path) -> None:
+    """restartPolicy.containerRestart inPlace, as the kubelet carries it out: pod 1's
+    container is lost whole (its processes killed) and started again in the same pod (the
+    same environment, rendezvous id and endpoint). Pod 0's torchrun agent, whose worker
+    failed with the lost peer, stays up and rendezvouses with the new agent once the lost
+    one is dropped (keep-alive 1 s x 3); both ranks resume at the newest complete DCP
+    checkpoint, no steps lost beyond it."""
+    ckpt = tmp_path / "checkpoints"
+    spec = _spec(nodes=2, steps=100_000, container_restart="inPlace")
+    assert "keep_alive_interval=1" in render_launch_script(spec.job("lm"))
+    port = free_port()
+    pods = gang(spec, ckpt, port=port)
+    rank0 = next(p for p in pods if p.wait_for(r"^rank (\d) of 2: pid")[1] == "0")
+    rank0.wait_for(r"^checkpoint .*step-20 \(step 20\)")
+    rank0.wait_for(r"^step 23 loss")
+    agent = pods[0].proc.pid
+    lost_at = time.monotonic()
+    pods[1].kill()  # the container, whole
+    newest = max(int(d.name[5:]) for d in ckpt.glob("step-*") if (d / "COMPLETE").exists())
+    pods[1].proc.wait(30)
+    [again] = gang(spec, ckpt, indexes=[1], port=port)  # the kubelet starts it again
+    restarted_at = time.monotonic()
+    both = (pods[0], again)
+    resumed = [p.wait_for(r"^rank (\d): resumed from .*step-(\d+) at step (\d+) \(world "
+                          r"size 2\)", after=restarted_at) for p in both]
+    assert sorted(m[1] for m in resumed) == ["0", "1"]
+    assert resumed[0][3] == resumed[1][3]  # both ranks from one checkpoint
+    # The newest complete checkpoint: none is written while a rank is missing.
+    assert int(resumed[0][3]) == newest, (resumed[0][3], newest)
+    lead = next(p for p, m in zip(both, resumed, strict=True) if m[1] == "0")
+    step = int(resumed[0][3]) + 1
+    lead.wait_for(rf"^step {step} loss", after=restarted_at)
+    # Pod 0 went on throughout: the same agent, whose worker torchrun restarted.
+    assert pods[0].proc.poll() is None and pods[0].proc.pid == agent
+    assert int(pods[0].wait_for(r"^rank \d of 2: pid \d+, torchrun restart (\d+)",
+                                after=lost_at)[1]) >= 1
+    up = again.at(r"^rank \d of 2: pid \d+, torchrun restart", restarted_at) - lost_at
+    loaded = lead.at(r"^rank 0: resumed from", restarted_at) - lost_at
+    print(f"container lost at step 23+: restarted in its pod, training again (step {step}) "
+          f"{lead.at(rf'^step {step} loss', restarted_at) - lost_at:.1f} s after the loss "
+          f"(restarted {restarted_at - lost_at:.1f} s, its workers up {up:.1f} s, "
+          f"checkpoint loaded {loaded:.1f} s)")
 
 
 def test_an_elastic_gang_survives_the_loss_of_the_store_pod_and_grows_back(

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.helpers import stack_doc
 from trainmaster.objects import build_gang, render_launch_script
-from trainmaster.spec import ClusterSpec, validate_data
+from trainmaster.spec import ClusterSpec, SpecInvalidError, validate_data
 
 ELASTIC = {"name": "llm-elastic", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
            "launcher": "torchrun", "nodes": 3, "command": ["python", "pretrain.py"],
@@ -49,14 +51,57 @@ def test_an_elastic_torchrun_job_runs_torchrun_over_its_range() -> None:
     assert "TRAINMASTER_ELASTIC" not in env
 
 
+def _gang_job(spec: ClusterSpec, name: str) -> dict[str, Any]:
+    job: dict[str, Any] = next(o for o in build_gang(spec, spec.job(name), attempt=2)
+                               if o["kind"] == "Job")
+    return job
+
+
+IN_PLACE = {**ELASTIC, "elastic": None, "nodes": 2,
+            "restartPolicy": {"maxRestarts": 4, "containerRestart": "inPlace"}}
+
+
 def test_a_rigid_torchrun_job_runs_a_fixed_size_on_pod_0s_store() -> None:
     spec = _spec({**ELASTIC, "elastic": None, "nodes": 2})
     script = render_launch_script(spec.job("llm-elastic"))
     assert '--nnodes=2 --nproc-per-node="${NPROC_PER_NODE}"' in script
     assert '--rdzv-conf="is_host=${IS_HOST}"' in script
+    job = _gang_job(spec, "llm-elastic")  # containerRestart gang, the default
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["spec"]["backoffLimit"] == 0
     env = _env(spec, "llm-elastic")
     assert env["NNODES"] == "2"
     assert "TRAINMASTER_RDZV_CANDIDATES" not in env and "TRAINMASTER_ELASTIC" not in env
+
+
+def test_a_rigid_torchrun_jobs_lost_container_restarts_in_its_pod() -> None:
+    spec = _spec(IN_PLACE)
+    job = _gang_job(spec, "llm-elastic")
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert job["spec"]["backoffLimit"] == 4  # restartPolicy.maxRestarts, then the gang
+    assert "backoffLimitPerIndex" not in job["spec"]
+    # The restarted container rejoins the rendezvous once its lost agent is dropped from
+    # the last round: 3 missed heartbeats of 1 s.
+    assert ('--rdzv-conf="is_host=${IS_HOST},keep_alive_interval=1,'
+            'keep_alive_max_attempt=3"') in render_launch_script(spec.job("llm-elastic"))
+
+
+@pytest.mark.parametrize(("changes", "why"), [
+    ({"launcher": "python"}, "it needs launcher torchrun"),
+    ({"elastic": {"minNodes": 1, "maxNodes": 2}}, "an elastic job's lost member"),
+    ({"restartPolicy": {"containerRestart": "inPlace", "retryableExitCodes": [1, 137]}},
+     "retryableExitCodes must be any"),
+])
+def test_in_place_container_restarts_are_refused_where_they_cannot_work(
+        changes: dict[str, Any], why: str) -> None:
+    doc = stack_doc("dev")
+    doc["jobs"].append({**IN_PLACE, **changes})
+    with pytest.raises(SpecInvalidError) as raised:
+        validate_data(doc, "dev.yaml")
+    issues = [i for i in raised.value.issues
+              if i.path.endswith("restartPolicy.containerRestart")]
+    assert len(issues) == 1 and why in issues[0].message, issues
+    assert "set containerRestart to gang" in issues[0].message
 
 
 def test_a_cpu_only_job_sets_its_workers_per_pod() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -43,16 +44,24 @@ def recovery_cmd(
                      "node-not-ready, missing-heartbeat; with --real: process-kill, "
                      "container-kill, node-not-ready, elastic-shrink and elastic-grow (one "
                      "drill, its own 3-node stack with the job elastic 1..3), and, not run "
-                     "unless named, hang (SIGSTOP a rank; timed to the stalled-job alert) "
-                     "and nic-down (a rank's node's rail interface set down: NICHealthy, "
-                     "fence, resume elsewhere, NIC alert), both with the monitoring stack."),
+                     "unless named, process-hang (SIGSTOP a rank; timed until the "
+                     "operator's hang detection has restarted the gang and it trains "
+                     "again; the job's hangTimeoutSeconds set to --hang-timeout), hang "
+                     "(SIGSTOP a rank; timed to the stalled-job alert) and nic-down (a "
+                     "rank's node's rail interface set down: NICHealthy, fence, resume "
+                     "elsewhere, NIC alert), both with the monitoring stack."),
     ] = None,
     baseline: Annotated[
         bool, typer.Option(help="Also time a plain Indexed Job under the same faults.")
     ] = True,
     hang_timeout: Annotated[
-        int, typer.Option(help="The job's hangTimeoutSeconds (>= 10).")
-    ] = 10,
+        int | None, typer.Option(help="The job's hangTimeoutSeconds (>= 10; default 10, "
+                                 "with --real 60: a torch worker's start takes longer).")
+    ] = None,
+    backoff: Annotated[int | None, typer.Option(
+        "--backoff", help="With --real: the drilled job's restartPolicy.backoffSeconds for "
+        "this run (default: the stack's; 0 times recovery without a deliberate wait).")
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds before a run counts as failed.")] = 120,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the JSON rows.")] = False,
     real: Annotated[bool, typer.Option(
@@ -60,7 +69,9 @@ def recovery_cmd(
         "or container for real; resume measured from its logs and checkpoints; needs root)."
     )] = False,
     spec: Annotated[Path, typer.Option(
-        "--spec", help="With --real: the stack whose CPU job is drilled.")] = Path(
+        "--spec", help="With --real: the stack whose job is drilled: the job it places on "
+        "the real nodes itself (stacks/demo/cluster.yaml: the PyTorch job lm, in the torch "
+        "image), else its CPU job.")] = Path(
         "stacks/dev/cluster.yaml"),
     torch: Annotated[bool, typer.Option(
         "--torch", help="Instead: kill a worker of the PyTorch example (examples/transformer) "
@@ -74,8 +85,11 @@ def recovery_cmd(
     if real and torch:
         raise typer.BadParameter("--torch runs on loopback, without the real nodes: give "
                                  "one of --real and --torch", param_hint="--torch")
+    if backoff is not None and (not real or backoff < 0):
+        raise typer.BadParameter("give --backoff (>= 0) with --real", param_hint="--backoff")
     if real:
-        _real(spec, scenario or [], 1 if repeat is None else repeat, timeout, as_json)
+        _real(spec, scenario or [], 1 if repeat is None else repeat, timeout, as_json,
+              RealEdits(backoff, 60 if hang_timeout is None else hang_timeout))
         return
     if torch:
         _torch(1 if repeat is None else repeat, as_json)
@@ -84,6 +98,7 @@ def recovery_cmd(
     from trainmaster.bench import BenchError, RecoveryOptions
     from trainmaster.bench import run_recovery_bench as run
 
+    hang_timeout = 10 if hang_timeout is None else hang_timeout
     kubeconfig = kubeconfig_for_context(kubeconfig, context)  # a file other processes read
     if kubeconfig is not None:  # an existing cluster: name it (else one is started)
         say_target(kubeconfig, "bench recovery")
@@ -159,6 +174,39 @@ HANG = "hang"
 NIC_DOWN = "nic-down"
 NAMED_ONLY = (HANG, NIC_DOWN)
 """Scenarios run only when named: they need the monitoring stack."""
+PROCESS_HANG = "process-hang"
+"""Run only when named: it sets the job's hangTimeoutSeconds."""
+PROCESS_KILL = "process-kill"
+
+
+@dataclass(frozen=True)
+class RealEdits:
+    """What `--real` changes in the drilled job's restartPolicy for the run."""
+
+    backoff_seconds: int | None
+    hang_timeout_seconds: int
+
+
+def _drill_spec(spec: Path, folder: Path, names: list[str], edits: RealEdits,
+                report: Callable[[str], None]) -> Path:
+    """The stack's spec, or a copy in `folder` with the drilled job's restartPolicy edited
+    (--backoff; --hang-timeout for process-hang)."""
+    import yaml
+
+    from trainmaster.drill import drilled_job, with_restart_policy
+
+    hang = edits.hang_timeout_seconds if PROCESS_HANG in names else None
+    if edits.backoff_seconds is None and hang is None:
+        return spec
+    job = drilled_job(spec)
+    doc = with_restart_policy(yaml.safe_load(spec.read_text()), job, edits.backoff_seconds,
+                              hang)
+    report(f"{job}: restartPolicy for this run: backoffSeconds "
+           f"{edits.backoff_seconds if edits.backoff_seconds is not None else 'as the stack'}"
+           f", hangTimeoutSeconds {hang if hang is not None else 'as the stack'}")
+    path = folder / spec.name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
 
 
 def _hang_row(stack: RealStack, report: Callable[[str], None], timeout: float
@@ -172,7 +220,8 @@ def _hang_row(stack: RealStack, report: Callable[[str], None], timeout: float
             "ok": result.fired_seconds >= result.threshold_seconds - 10}
 
 
-def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json: bool) -> None:
+def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json: bool,
+          edits: RealEdits) -> None:
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.cluster import ClusterError
     from trainmaster.drill import (
@@ -182,7 +231,10 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
     )
     from trainmaster.toolchain import CLUSTER_FAMILIES, MONITORING_STACK_FAMILIES, NODE_FAMILIES
 
-    names = scenarios or [*(n for n in SCENARIOS if n not in NAMED_ONLY), *ELASTIC_SCENARIOS]
+    if edits.hang_timeout_seconds < 10:
+        raise typer.BadParameter("give 10 or more", param_hint="--hang-timeout")
+    names = scenarios or [*(n for n in SCENARIOS if n not in (*NAMED_ONLY, PROCESS_HANG)),
+                          *ELASTIC_SCENARIOS]
     elastic = [n for n in names if n in ELASTIC_SCENARIOS]
     names = [n for n in names if n not in ELASTIC_SCENARIOS]
     # The node drill leaves its node fenced: it goes last (nic-down lifts its fence).
@@ -205,7 +257,7 @@ def _real(spec: Path, scenarios: list[str], repeat: int, timeout: float, as_json
 
     rows: list[dict[str, object]] = []
     if names:
-        rows += _rigid_rows(spec, names, repeat, timeout, report, monitoring=hang)
+        rows += _rigid_rows(spec, names, repeat, timeout, report, edits, monitoring=hang)
     if elastic:
         rows += _elastic_rows(spec, repeat, report)
     _print_real(rows, as_json)
@@ -251,26 +303,54 @@ def _elastic_rows(spec: Path, repeat: int, report: Callable[[str], None]
 
 
 def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
-                report: Callable[[str], None], monitoring: bool = False
+                report: Callable[[str], None], edits: RealEdits, monitoring: bool = False
+                ) -> list[dict[str, object]]:
+    import tempfile
+
+    from trainmaster.cluster import ClusterError
+    from trainmaster.drill import spec_real_images
+
+    with tempfile.TemporaryDirectory(prefix="trainmaster-drill-") as folder:
+        try:
+            path = _drill_spec(spec, Path(folder), names, edits, report)
+            images = spec_real_images(spec)
+        except ClusterError as exc:
+            raise RecoveryBenchError(str(exc)) from None
+        return _stack_rows(path, images, names, repeat, timeout, report, monitoring)
+
+
+def _stack_rows(spec: Path, images: set[str] | None, names: list[str], repeat: int,
+                timeout: float, report: Callable[[str], None], monitoring: bool
                 ) -> list[dict[str, object]]:
     from trainmaster.cluster import ClusterError, down_state_dir
     from trainmaster.drill import (
         MOVES_THE_GANG,
         run_drill,
         run_nic_down,
+        run_worker_kill,
+        serve_demo_datasets,
         start_real_stack,
         wait_prometheus,
     )
+    from trainmaster.objects import restarts_container_in_place
 
     rows: list[dict[str, object]] = []
     try:
         # A gang of whole nodes moves off a NotReady (or fenced) node only if two others
         # are free.
         moves = any(n in MOVES_THE_GANG for n in names)
-        stack = start_real_stack(spec, 3 if moves else 2, report, monitoring=monitoring)
+        stack = start_real_stack(spec, 3 if moves else 2, report, monitoring=monitoring,
+                                 job_images=images)
     except ClusterError as exc:
         raise RecoveryBenchError(str(exc)) from None
     try:
+        if stack.job.datasets:  # the stack's s3:// datasets (lm reads tinystories)
+            serve_demo_datasets(stack.record, stack.spec, report)
+        torch = stack.job.launcher == "torchrun"
+        in_place = {PROCESS_KILL, *(["container-kill"] if restarts_container_in_place(
+            stack.job) else [])} if torch else set()
+        if torch:  # its first start (warm-ups, the first `import torch`) takes minutes
+            _first_steps(stack, report)
         allowed = stack.job.restart_policy.max_restarts
         if len(names) * repeat > allowed:
             raise RecoveryBenchError(
@@ -281,6 +361,12 @@ def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
             for name in names:
                 if name == HANG:
                     rows.append(_hang_row(stack, report, timeout))
+                    report(f"{name}: {json.dumps(rows[-1])}")
+                    continue
+                if name in in_place:  # torchrun restarts it, or the kubelet its container
+                    inplace = run_worker_kill(stack, report, timeout=timeout, scenario=name)
+                    after = max(after, inplace.checkpoint_at_resume or 0)
+                    rows.append({**inplace.row(), "scenario": name})
                     report(f"{name}: {json.dumps(rows[-1])}")
                     continue
                 if name == NIC_DOWN:
@@ -301,6 +387,14 @@ def _rigid_rows(spec: Path, names: list[str], repeat: int, timeout: float,
         if stack.started:
             down_state_dir(stack.state_dir)
     return rows
+
+
+def _first_steps(stack: RealStack, report: Callable[[str], None]) -> None:
+    from trainmaster.drill import wait_torch_training
+    from trainmaster.kubeclient import SyncKube
+
+    with SyncKube.connect(stack.kubeconfig) as kube:
+        wait_torch_training(stack, kube, report, min_step=1, timeout=1200)
 
 
 def _print_real(rows: list[dict[str, object]], as_json: bool) -> None:

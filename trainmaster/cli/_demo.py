@@ -42,8 +42,13 @@ def demo(
 
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.cluster import ClusterError
-    from trainmaster.demo import real_node_images, run_demo
-    from trainmaster.drill import build_stack_images, pulumi_stack_spec, source_root
+    from trainmaster.demo import run_demo
+    from trainmaster.drill import (
+        build_stack_images,
+        pulumi_stack_spec,
+        source_root,
+        spec_real_images,
+    )
     from trainmaster.toolchain import (
         CLUSTER_FAMILIES,
         MONITORING_STACK_FAMILIES,
@@ -66,7 +71,7 @@ def demo(
     # The images (the torch layer takes minutes cold) build beside the Go tools.
     err.print("building the images beside the tools (each cached by its inputs)",
               highlight=False)
-    images_done = _beside(lambda: build_stack_images(spec, real_node_images(spec),
+    images_done = _beside(lambda: build_stack_images(spec, spec_real_images(spec),
                                                      lambda _: None))
     build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
                          *(MONITORING_STACK_FAMILIES if monitoring else ()),

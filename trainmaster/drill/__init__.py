@@ -16,6 +16,7 @@ from trainmaster.drill._drill import (
     DrillResult,
     ensure_scenario,
     run_drill,
+    steppers,
     wait_training,
 )
 from trainmaster.drill._elastic import (
@@ -32,6 +33,7 @@ from trainmaster.drill._inplace import (
     run_worker_kill,
     wait_torch_training,
 )
+from trainmaster.drill._jobspec import drilled_job, spec_real_images, with_restart_policy
 from trainmaster.drill._logs import pod_log
 from trainmaster.drill._nic import NIC_ALERT, NicDownResult, run_nic_down
 from trainmaster.drill._preempt import run_preemption_drill
@@ -77,6 +79,7 @@ __all__ = [
     "RealStack",
     "build_stack_images",
     "dataset_nodes",
+    "drilled_job",
     "ensure_scenario",
     "host_volume",
     "job_pods",
@@ -100,11 +103,14 @@ __all__ = [
     "serve_demo_datasets",
     "serve_s3_dataset",
     "source_root",
+    "spec_real_images",
     "stack_datasets",
     "start_real_stack",
+    "steppers",
     "story_shards",
     "wait_controllers",
     "wait_prometheus",
     "wait_torch_training",
     "wait_training",
+    "with_restart_policy",
 ]

@@ -10,6 +10,18 @@ restart the gang, and measure from the files what came back.
                      may complete one after the restart was decided
     resumed_step     the step rank 0 logs it resumed at ("resumed from ... at step N")
     lost_steps       the last step any rank of the killed attempt logged - resumed_step
+    phases           where the recovery's time went, each from the kill: the new pods'
+                     containers all started (their status), the workers up (a torchrun
+                     worker's first line), rank 0 resumed (its resume line)
+
+Under torchrun (the PyTorch example) rank 0 alone logs the steps, after each step's
+all-reduce that every rank joins: its step is the gang's. Its rank 0 is the rendezvous'
+choice, on any pod.
+
+Faults: `process-kill`, `container-kill`, `node-not-ready`, `nic-down`, and
+`process-hang`: SIGSTOP to a rank's training process, which the operator's hang
+detection (restartPolicy.hangTimeoutSeconds, from the launcher's heartbeats) must find
+and restart the gang for.
 
 The demo, the realnode test and `trainmaster bench recovery --real` all run this.
 """
@@ -25,15 +37,23 @@ from trainmaster.api import COMPLETION_INDEX_ANNOTATION, GANG_UID_LABEL, parse_t
 from trainmaster.cluster import ClusterError
 from trainmaster.drill._faults import (
     Killed,
+    hang_process,
     kill_container,
     kill_process,
     stop_kubelet,
     take_rail_down,
 )
-from trainmaster.drill._logs import RankLog, checkpoint_steps, pod_log
+from trainmaster.drill._logs import (
+    RESUMED_RANK0,
+    WORKER_UP,
+    RankLog,
+    checkpoint_steps,
+    pod_log,
+)
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube
 from trainmaster.launch import decision_file
+from trainmaster.spec import Job
 
 Fault = Callable[[list[Any], Any, dict[str, Any]], Killed]
 SCENARIOS: dict[str, Fault] = {
@@ -41,6 +61,7 @@ SCENARIOS: dict[str, Fault] = {
     "container-kill": kill_container,
     "node-not-ready": stop_kubelet,
     "nic-down": take_rail_down,
+    "process-hang": hang_process,
 }
 MOVES_THE_GANG = {"node-not-ready", "nic-down"}
 """Scenarios after which the gang must run without the faulted node."""
@@ -65,6 +86,8 @@ class DrillResult:
     checkpoint_at_start: int | None = None
     killed_at: float = 0.0
     """Unix time of the fault, to time what follows it (an alert firing)."""
+    phases: tuple[tuple[str, float], ...] = ()
+    """(phase, seconds after the fault) of the recovery, as this module's docstring says."""
 
     @property
     def lost_steps(self) -> int:
@@ -88,12 +111,19 @@ class DrillResult:
             "checkpoint_at_start": self.checkpoint_at_start,
             "resumed_step": self.resumed_step,
             "lost_steps": self.lost_steps,
+            **{f"{name}_seconds": round(at, 2) for name, at in self.phases},
             "ok": self.ok,
         }
 
 
 def _index(pod: dict[str, Any]) -> int:
     return int((pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION, "0"))
+
+
+def steppers(job: Job) -> int:
+    """How many pods' logs show the gang's steps: every rank's (the numpy example), or
+    rank 0's alone under torchrun."""
+    return 1 if job.launcher == "torchrun" else job.nodes
 
 
 def _logs(stack: RealStack, pods: list[dict[str, Any]]) -> dict[int, RankLog | None]:
@@ -120,7 +150,7 @@ def wait_training(stack: RealStack, kube: SyncKube, report: Report, timeout: flo
         recorded = (status.get("lastCheckpoint") or {}).get("step")
         report(f"{job.name}: {status.get('phase', '-')}, attempt {attempt}, ranks at steps "
                f"{dict(sorted(steps.items()))}, checkpoints {on_disk[-3:]}, recorded {recorded}")
-        if (len(pods) == job.nodes and all(s for s in steps.values())
+        if (len(pods) == job.nodes and sum(1 for s in steps.values() if s) >= steppers(job)
                 and all(p["spec"].get("nodeName") in stack.record.real_nodes for p in pods)
                 and on_disk and recorded == on_disk[-1] and on_disk[-1] > after_checkpoint):
             return attempt, pods
@@ -194,15 +224,17 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
         firsts = [lg.steps()[0] for lg in logs.values() if lg and lg.steps()]
         report(f"{scenario}: attempt {now}, {len(firsts)} of {stack.job.nodes} ranks "
                "training again")
-        if len(new) < stack.job.nodes or len(firsts) < stack.job.nodes:
+        if len(new) < stack.job.nodes or len(firsts) < steppers(stack.job):
             return None
-        rank0 = logs.get(0)
-        resumed = rank0.resumed() if rank0 else None
-        latest = min((lg.last_step() or 0) for lg in logs.values() if lg)
+        resumed = _rank0_resumed(logs)
+        latest = min(s for lg in logs.values() if lg and (s := lg.last_step()) is not None)
         where = tuple(sorted(p["spec"].get("nodeName") or "" for p in new))
         uid = (new[0]["metadata"].get("labels") or {}).get(GANG_UID_LABEL, "")
+        phases.clear()
+        phases.extend(_phases(new, logs, killed_at))
         return max(t for t, _ in firsts) - killed_at, latest, resumed, where, uid
 
+    phases: list[tuple[str, float]] = []
     recover, steps_after, resumed, where, uid = _wait(back, f"{name} to train again",
                                                       timeout, 0.3)
     at_start = _newest_at_decision(stack, uid)
@@ -214,7 +246,35 @@ def _measure(stack: RealStack, kube: SyncKube, scenario: str, killed: Killed,
         resumed_from, resumed_step = resumed
     return DrillResult(scenario, killed, attempt, detect, recover, last_checkpoint,
                        resumed_step, resumed_from, max(before.values(), default=0),
-                       steps_after, where, at_start, killed_at)
+                       steps_after, where, at_start, killed_at, tuple(phases))
+
+
+def _rank0_resumed(logs: dict[int, RankLog | None]) -> tuple[str, int] | None:
+    """Rank 0's resume: the first pod's (the numpy example's rank 0), else whichever pod
+    torchrun's rendezvous gave rank 0."""
+    first = logs.get(0)
+    found = first.resumed(0) if first else None
+    return found or next((r for lg in logs.values() if lg and (r := lg.resumed(0))), None)
+
+
+def _phases(pods: list[dict[str, Any]], logs: dict[int, RankLog | None], killed_at: float
+            ) -> list[tuple[str, float]]:
+    """Where a new gang's recovery time went (this module's docstring), from the pods'
+    status and their logs; a phase that left no trace is left out."""
+    out: list[tuple[str, float]] = []
+    started = [parse_time(c["state"]["running"].get("startedAt"))
+               for p in pods for c in (p.get("status") or {}).get("containerStatuses") or []
+               if "running" in (c.get("state") or {})]
+    if started and all(t is not None for t in started):
+        out.append(("containers_started", max(t.timestamp() for t in started if t) - killed_at))
+    up = [t for lg in logs.values() if lg and (t := lg.first_time(WORKER_UP)) is not None]
+    if len(up) == len(logs):
+        out.append(("workers_up", max(up) - killed_at))
+    resumed = [t for lg in logs.values()
+               if lg and (t := lg.first_time(RESUMED_RANK0)) is not None]
+    if resumed:
+        out.append(("resumed", min(resumed) - killed_at))
+    return out
 
 
 def _newest_at_decision(stack: RealStack, gang_uid: str) -> int | None:

@@ -1,17 +1,24 @@
 """A torchrun job's worker killed, and torchrun restarting it in place: the demo's drill
-for its headline job (examples/transformer).
+for its headline job (examples/transformer). Or its container lost, and restarted in its
+pod by the kubelet (a rigid torchrun job's pods restart on failure: docs/operator.md).
 
 The fault is SIGKILL to one worker process (torchrun's child that runs the training
 script, found through its container's cgroup). torchrun's agents then stop the worker
 group on every pod, rendezvous again and start new workers, which resume at the newest
 complete checkpoint; the pods, their containers and the gang's attempt stay as they were.
+For `container-kill` the whole container is killed (`ctr tasks kill`): the kubelet starts
+it again in the same pod and its new torchrun agent rejoins the others' rendezvous; the
+pods and the attempt stay, one container restarted.
 Everything measured is read from the ranks' log files (kubelet's CRI logs, stamped by the
 runtime), the pods' status and the checkpoint folder:
 
     recover_seconds  the kill -> the first training step logged after it
     resumed_step     the step a rank logs it resumed at ("resumed from ... at step N")
     checkpoint_at_resume  newest complete checkpoint on disk when that line was seen
-    in_place         same attempt, same pods, no container restarted
+    in_place         same attempt, same pods, no container restarted (one, for a container
+                     killed)
+    phases           the killed container started again (container-kill), every pod's
+                     new workers up (their first line), rank 0 resumed: from the kill
 
 If torchrun gives up (its --max-restarts spent, or its restarted round fails), the
 operator restarts the gang instead: the result says so (in_place False), it does not hide
@@ -25,7 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trainmaster.drill._faults import Killed, kill_process
+from trainmaster.api import parse_time
+from trainmaster.drill._faults import Killed, kill_container, kill_process
 from trainmaster.drill._logs import LogLine, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube
@@ -33,6 +41,9 @@ from trainmaster.kubeclient import SyncKube
 LOSS = re.compile(r"^step (\d+) loss ([0-9.]+)")
 RESUMED = re.compile(r"^rank \d+: resumed from (\S+) at step (\d+)")
 STARTED = re.compile(r"^rank \d+ of \d+: pid \d+, torchrun restart (\d+)")
+FAULTS = {"process-kill": kill_process, "container-kill": kill_container}
+"""The faults torchrun's job recovers from in place; each one's restarted containers."""
+RESTARTED_CONTAINERS = {"process-kill": 0, "container-kill": 1}
 
 
 @dataclass(frozen=True)
@@ -58,11 +69,14 @@ class InPlaceResult:
     """(step, loss) as rank 0 logged them before the restart."""
     losses_after: tuple[tuple[int, float], ...]
     """(step, loss) of the new workers' rank 0."""
+    scenario: str = "process-kill"
+    phases: tuple[tuple[str, float], ...] = ()
+    """(phase, seconds after the kill), as this module's docstring says."""
 
     @property
     def in_place(self) -> bool:
         return (self.attempt_after == self.attempt and self.pods_after == self.pods
-                and self.container_restarts == 0)
+                and self.container_restarts == RESTARTED_CONTAINERS[self.scenario])
 
     @property
     def lost_steps(self) -> int:
@@ -75,11 +89,15 @@ class InPlaceResult:
                 and self.steps_after > self.resumed_step)
 
     def row(self) -> dict[str, Any]:
-        return {"scenario": "worker-kill", "in_place": self.in_place,
+        return {"scenario": "worker-kill" if self.scenario == "process-kill"
+                else self.scenario, "in_place": self.in_place,
                 "recover_seconds": round(self.recover_seconds, 2),
                 "checkpoint_at_kill": self.checkpoint_at_kill,
                 "resumed_step": self.resumed_step, "lost_steps": self.lost_steps,
-                "torchrun_restart": self.torchrun_restart, "ok": self.ok}
+                "torchrun_restart": self.torchrun_restart,
+                "container_restarts": self.container_restarts,
+                **{f"{name}_seconds": round(at, 2) for name, at in self.phases},
+                "ok": self.ok}
 
 
 def _lines(stack: RealStack, pods: list[dict[str, Any]]) -> list[LogLine]:
@@ -138,9 +156,30 @@ def wait_torch_training(stack: RealStack, kube: SyncKube, report: Report, min_st
     return found
 
 
+def _phases(pods: list[dict[str, Any]], lines: list[LogLine], killed_at: float,
+            resumed_at: float) -> tuple[tuple[str, float], ...]:
+    """Where the in-place recovery's time went (this module's docstring)."""
+    out: list[tuple[str, float]] = []
+    started = [t.timestamp() for p in pods
+               for c in (p.get("status") or {}).get("containerStatuses") or []
+               if (t := parse_time(((c.get("state") or {}).get("running") or {})
+                                   .get("startedAt"))) is not None
+               and t.timestamp() >= int(killed_at)]
+    if started:
+        out.append(("container_started", max(started) - killed_at))
+    up = [ln.time for ln in lines if killed_at < ln.time and STARTED.match(ln.text)]
+    if up:
+        out.append(("workers_up", max(t for t in up if t <= resumed_at) - killed_at
+                    if any(t <= resumed_at for t in up) else min(up) - killed_at))
+    out.append(("resumed", resumed_at - killed_at))
+    return tuple(out)
+
+
 def run_worker_kill(stack: RealStack, report: Report, min_step: int = 30,
-                    timeout: float = 300) -> InPlaceResult:
-    """Kill one worker of the torchrun job and measure how it came back."""
+                    timeout: float = 300, scenario: str = "process-kill") -> InPlaceResult:
+    """Kill one worker of the torchrun job (or, `container-kill`, its container) and
+    measure how it came back."""
+    fault = FAULTS[scenario]
     ns, name = stack.namespace, stack.job.name
     with SyncKube.connect(stack.kubeconfig) as kube:
         attempt, pods = wait_torch_training(stack, kube, report, min_step, timeout * 2)
@@ -149,8 +188,8 @@ def run_worker_kill(stack: RealStack, report: Report, min_step: int = 30,
         before = losses(_lines(stack, pods))
         at_kill = checkpoint_steps(stack.checkpoints)
         killed_at = time.time()
-        killed = kill_process(stack.nodes, stack.record, victim)
-        report(f"worker-kill: killed {killed.what} of {killed.pod} on {killed.node}")
+        killed = fault(stack.nodes, stack.record, victim)
+        report(f"{scenario}: killed {killed.what} of {killed.pod} on {killed.node}")
         resumed_seen: dict[str, Any] = {}
 
         def back() -> tuple[int, list[dict[str, Any]], list[LogLine]] | None:
@@ -167,7 +206,7 @@ def run_worker_kill(stack: RealStack, report: Report, min_step: int = 30,
             # Steps of the new workers: after their resume (the surviving rank 0 may log a
             # step of the old round after the kill, before it notices).
             stepped = losses([ln for ln in lines if ln.time > resumed_seen.get("at", 1e18)])
-            report(f"worker-kill: attempt {now}, {len(current)} pods running, "
+            report(f"{scenario}: attempt {now}, {len(current)} pods running, "
                    f"{'resumed' if resumed else 'not resumed yet'}, "
                    f"{len(stepped)} steps logged since the kill")
             if len(current) == stack.job.nodes and resumed and stepped:
@@ -196,4 +235,6 @@ def run_worker_kill(stack: RealStack, report: Report, min_step: int = 30,
             steps_after=stepped[-1][1],
             losses_before=tuple((s, v) for _, s, v in before),
             losses_after=tuple((s, v) for _, s, v in stepped),
+            scenario=scenario,
+            phases=_phases(current, lines, killed_at, resumed_seen["at"]),
         )

@@ -11,8 +11,14 @@ from pathlib import Path
 
 from trainmaster.cluster import NodeLayout
 
-STEP = re.compile(r"^rank (\d+) step (\d+) loss ")
-RESUMED = re.compile(r"^rank (\d+): resumed from (\S+) at step (\d+)$")
+# The numpy example's ranks each log `rank R step N loss L`; under torchrun the PyTorch
+# example's rank 0 alone logs `step N loss L` (after the step's all-reduce, which every
+# rank joins) and its resume line ends with the world size it resumed at.
+STEP = re.compile(r"^(?:rank (\d+) )?step (\d+) loss ")
+RESUMED = re.compile(r"^rank (\d+): resumed from (\S+) at step (\d+)(?: \(world size \d+\))?$")
+WORKER_UP = re.compile(r"^rank \d+ of \d+: pid \d+")
+"""A torchrun worker's first line, once its process group and model are up."""
+RESUMED_RANK0 = re.compile(r"^rank 0: resumed from ")
 CHECKPOINT_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -35,11 +41,16 @@ class RankLog:
         steps = self.steps()
         return steps[-1][1] if steps else None
 
-    def resumed(self) -> tuple[str, int] | None:
+    def resumed(self, rank: int | None = None) -> tuple[str, int] | None:
+        """Where the first resume line (of `rank`, if given) says it resumed."""
         for ln in self.lines:
-            if m := RESUMED.match(ln.text):
+            if (m := RESUMED.match(ln.text)) and rank in (None, int(m.group(1))):
                 return m.group(2), int(m.group(3))
         return None
+
+    def first_time(self, pattern: re.Pattern[str]) -> float | None:
+        """When the first line matching `pattern` was logged."""
+        return next((ln.time for ln in self.lines if pattern.match(ln.text)), None)
 
 
 def _cri_time(stamp: str) -> float:

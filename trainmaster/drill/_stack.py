@@ -248,6 +248,20 @@ def start_real_stack(spec_path: Path, real_nodes: int = 2,
     archives = build_stack_images(spec_path, job_images, report)
     result = cluster.up(spec_path, real_nodes=real_nodes, report=report,
                         monitoring=monitoring)
+    try:
+        return _deploy(result, spec_path, doc, moved, on_real, archives, pulumi_stack, report)
+    except BaseException:
+        # A failure after `cluster up` (an image archive gone from the shared cache, a
+        # Pulumi error) must not leave the cluster this call started running.
+        if not result.already_running:
+            cluster.down_state_dir(Path(result.record.state_dir))
+        raise
+
+
+def _deploy(result: cluster.UpResult, spec_path: Path, doc: dict[str, Any], moved: list[str],
+            on_real: set[str], archives: list[Path], pulumi_stack: str | None,
+            report: Report) -> RealStack:
+    """`start_real_stack` after `cluster up`: the images, the volume and the objects."""
     record = result.record
     if not record.real_nodes:
         raise ClusterError(

@@ -53,6 +53,7 @@ from trainmaster.objects._jobs import (
     build_training_jobs,
     priority_class_name,
     render_launch_script,
+    restarts_container_in_place,
     trainer_account,
 )
 from trainmaster.objects._monitoring import build_monitoring
@@ -211,6 +212,7 @@ __all__ = [
     "render_launch_script",
     "render_to_dir",
     "replacements",
+    "restarts_container_in_place",
     "scheduler_config",
     "service_accounts",
     "spec_configmap_name",

@@ -151,8 +151,15 @@ ELASTIC_LAST_CALL_SECONDS = 5
 minimum (torchrun's default, 30 s, is most of a shrink's time)."""
 
 
+RDZV_KEEP_ALIVE = ",keep_alive_interval=1,keep_alive_max_attempt=3"
+"""A container restarted in place rejoins its gang's rendezvous, whose next round opens
+once the dead agent is dropped from the last: after keep_alive_max_attempt missed
+heartbeats, 3 s here (torch's default, 5 s x 3, was most of a restart's wait)."""
+
+
 def render_launch_script(job: Job) -> str:
-    conf = f",last_call_timeout={ELASTIC_LAST_CALL_SECONDS}" if job.elastic else ""
+    conf = (f",last_call_timeout={ELASTIC_LAST_CALL_SECONDS}" if job.elastic
+            else RDZV_KEEP_ALIVE if restarts_container_in_place(job) else "")
     return _template_env().get_template("launch.sh.j2").render(
         job=job, entry=_entry(job), bundle=f"{LAUNCHER_DIR}/{BUNDLE_NAME}",
         nnodes=torchrun_nnodes(job), rdzv_port=ELASTIC_RDZV_PORT, rdzv_conf=conf)
@@ -310,11 +317,26 @@ def build_pod_group(
 
 
 
+def restarts_container_in_place(job: Job) -> bool:
+    """restartPolicy.containerRestart inPlace (a rigid torchrun job retrying any exit code:
+    validate refuses it elsewhere): a lost container is restarted in its pod by the kubelet
+    (pod restartPolicy OnFailure), and the other pods' torchrun agents rendezvous with it
+    again, without a new gang (no new pods to schedule, attach and start, and the others
+    keep their workers' warm forkserver). The Job counts those restarts against
+    restartPolicy.maxRestarts (its backoffLimit); past them it fails and the operator
+    restarts the gang."""
+    return (job.restart_policy.container_restart == "inPlace" and job.launcher == "torchrun"
+            and job.elastic is None and job.restart_policy.retryable_exit_codes == "any")
+
+
 def _failure_limits(job: Job) -> dict[str, Any]:
-    """A rigid gang's Job fails at its first failed pod (the operator restarts the gang).
+    """A rigid gang's Job fails at its first failed pod (the operator restarts the gang);
+    for a job whose containers restart in place, once their restarts pass maxRestarts.
     An elastic gang goes on without a lost member: the Job replaces that member's pod
     (pending until the scheduler finds it a node, then the gang grows), up to
     restartPolicy.maxRestarts times per member; an index failing more fails the Job."""
+    if restarts_container_in_place(job):
+        return {"backoffLimit": job.restart_policy.max_restarts}
     if job.elastic is None:
         return {"backoffLimit": 0}
     return {"backoffLimitPerIndex": job.restart_policy.max_restarts, "maxFailedIndexes": 0,
@@ -410,7 +432,8 @@ def build_gang_job(
                     "securityContext": {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)},
                     "schedulerName": spec.scheduler.name,
                     "priorityClassName": job_priority_class(spec, job),
-                    "restartPolicy": "Never",
+                    "restartPolicy": "OnFailure" if restarts_container_in_place(job)
+                    else "Never",
                     "subdomain": job.name,
                     "terminationGracePeriodSeconds": 30,
                     "initContainers": [_launcher_init(spec)],

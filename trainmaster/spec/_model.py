@@ -603,6 +603,10 @@ class RestartPolicy(_Model):
     """`any` non-zero exit, or only these codes; others fail the job at once."""
     hang_timeout_seconds: int = Field(1800, ge=10)
     """Restart when no heartbeat arrives for this long."""
+    container_restart: Literal["gang", "inPlace"] = "gang"
+    """What a lost trainer container costs: `gang`, the operator restarts the whole gang in
+    new pods; `inPlace` (a rigid torchrun job retrying `any` exit code), the kubelet starts
+    the container again in its pod and torchrun's agents rendezvous with it (docs/operator.md)."""
 
 
 class JobTopology(_Model):

@@ -458,12 +458,30 @@ def _elastic_range(job: Job, path: str) -> Iterator[SpecIssue]:
                         f"between minNodes and maxNodes")
 
 
+def _container_restart(job: Job, path: str) -> Iterator[SpecIssue]:
+    """`containerRestart: inPlace` only where torchrun's agents can take the container back
+    and the kubelet may restart it whatever its exit code."""
+    policy = job.restart_policy
+    if policy.container_restart != "inPlace":
+        return
+    why = ("it needs launcher torchrun (its agents rendezvous with the restarted container)"
+           if job.launcher != "torchrun" else
+           "an elastic job's lost member gets a new pod from its Job instead"
+           if job.elastic is not None else
+           "the kubelet restarts a container whatever its exit code, so retryableExitCodes "
+           "must be any" if policy.retryable_exit_codes != "any" else "")
+    if why:
+        yield SpecIssue(f"{path}.restartPolicy.containerRestart",
+                        f"containerRestart inPlace: {why}; set containerRestart to gang")
+
+
 def check_job(
     spec: ClusterSpec, job: Job, path: str, capacity: DomainCapacity | None = None
 ) -> Iterator[SpecIssue]:
     """The checks of one job against its (already checked) cluster: queue, datasets, env,
     hyper-parameters, and that its pods fit the nodes and its topology."""
     yield from _elastic_range(job, path)
+    yield from _container_restart(job, path)
     queues = {q.name for q in spec.scheduler.queues}
     datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
     if job.queue not in queues and "queue" not in job.model_fields_set:
