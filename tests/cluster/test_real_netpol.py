@@ -117,11 +117,12 @@ def test_rendered_policies_are_enforced_on_the_real_nodes(stack: RealStack) -> N
     scrape_ns = stack.spec.monitoring.scrape_namespace
     nodes = stack.record.real_nodes
     with SyncKube.connect(stack.kubeconfig) as kube:
-        # What trainmaster rendered is what kube-router enforces.
+        attempt, ranks = wait_training(stack, kube, log)
+        # What trainmaster rendered is what kube-router enforces: the namespace's deny, and
+        # the job's policy, which the operator makes with the gang.
         policies = {p["metadata"]["name"] for p in kube.list(
             api_path("networking.k8s.io/v1", "networkpolicies", ns))}
-        assert f"{stack.job.name}-rendezvous" in policies, policies
-        attempt, ranks = wait_training(stack, kube, log)
+        assert {"deny-ingress", f"{stack.job.name}-rendezvous"} <= policies, policies
         ranks = sorted(ranks, key=lambda p: p["metadata"]["name"])
         assert {p["spec"]["nodeName"] for p in ranks} == set(nodes)
         rank0, rank1 = ranks[0]["metadata"]["name"], ranks[1]["metadata"]["name"]
