@@ -32,9 +32,10 @@ def held(lock: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Another cluster's kube-router: flock(1) holding the lock while its command runs."""
     proc = subprocess.Popen(["flock", "--nonblock", str(lock), "sleep", "60"],
                             start_new_session=True)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while _kube_router.holder() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert _kube_router.holder() is not None, "flock(1) did not take the lock in 30 s"
     _kube_router.OWNER.write_text("/state/of/other\n")
     yield proc
     _stop(proc)
@@ -76,4 +77,8 @@ def test_a_second_cluster_runs_without_enforcement_and_says_so(
 def test_the_lock_is_free_once_its_process_is_gone(held: subprocess.Popen[bytes]) -> None:
     assert _kube_router.holder() == "/state/of/other"
     _stop(held)
+    # The command's exit (which closes its copy of the lock) may trail flock(1)'s a moment.
+    deadline = time.monotonic() + 10
+    while _kube_router.holder() is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _kube_router.holder() is None
