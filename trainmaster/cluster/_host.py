@@ -113,7 +113,7 @@ class NodeNet:
 
     @property
     def gateway(self) -> str:
-        """The bridge's address: the pods' gateway and the node's InternalIP."""
+        """The bridge's address: the pods' gateway (node 0's is every real node's InternalIP)."""
         return str(self.subnet.network_address + 1)
 
 

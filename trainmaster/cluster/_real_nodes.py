@@ -11,7 +11,8 @@ Every real node lives on this host with its own folders, socket, cgroup root and
                                      kubelet makes unix sockets deep inside its root)
     /run/trainmaster/s<slot>/n<i>/   containerd state and socket
     /sys/fs/cgroup/*/tm-s<slot>-n<i> the kubelet's cgroup root (its pods' cgroups)
-    bridge tm<slot>n<i>              10.244.<slot*16+i>.1/24: the pods' gateway, the node's IP
+    bridge tm<slot>n<i>              10.244.<slot*16+i>.1/24: the pods' gateway (node 0's is every
+                                     real node's InternalIP: node_ip)
 
 CoreDNS runs as a host process on node 0's bridge address and serves cluster.local from the
 API server, so a headless Service's names resolve in pods as on any cluster. Pods reach the API
@@ -36,6 +37,7 @@ from trainmaster.cluster import (
     _attachments,
     _fabric,
     _host,
+    _kube_router,
     _multus,
     _storage_host,
     _whereabouts,
@@ -112,6 +114,13 @@ def layouts(state_dir: Path, slot: int, names: list[str]) -> list[NodeLayout]:
 
 
 def dns_ip(slot: int) -> str:
+    return _host.node_net(slot, 0).gateway
+
+
+def node_ip(slot: int) -> str:
+    """Every real node's InternalIP: the first node's bridge address. They share this host's
+    network namespace, and kube-router, which enforces for the pods whose hostIP is its
+    Node's, then covers them all (_kube_router); each kubelet listens there on its own port."""
     return _host.node_net(slot, 0).gateway
 
 
@@ -211,7 +220,7 @@ def _kubelet_config(
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": f"/{node.cgroup_root}",
         "containerRuntimeEndpoint": f"unix://{node.socket}",
-        "address": node.net.gateway,
+        "address": node_ip(node.slot),
         "port": port,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -386,7 +395,7 @@ def start(
                 f"--root-dir={node.data_dir / 'kubelet'}",
                 f"--cert-dir={node.data_dir / 'kubelet' / 'pki'}",
                 f"--hostname-override={node.name}",
-                f"--node-ip={node.net.gateway}",
+                f"--node-ip={node_ip(node.slot)}",
                 "--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
                 "--register-with-taints="
                 f"{REAL_NODE_TAINT['key']}={REAL_NODE_TAINT['value']}:{REAL_NODE_TAINT['effect']}",
@@ -397,6 +406,8 @@ def start(
     _host.add_apiserver_nat(slot, [n.net.bridge for n in nodes], apiserver_port, host["iptables"])
     report(f"waiting for {len(nodes)} real nodes to register and become Ready")
     _advertise(spec, nodes, kubeconfig, state_dir)
+    _kube_router.start(kubeconfig=kubeconfig, state_dir=state_dir, node=nodes[0].name,
+                       launch=launch, report=report)
 
 
 def _spec_labels(spec: ClusterSpec, node: ResolvedNode) -> dict[str, str]:
@@ -524,6 +535,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     if iptables is not None:
         _host.remove_nat(slot, iptables)
     _remove_container_log_links(data_dir)
+    left_policy = _kube_router.cleanup(state_dir)
     if not left_mounts:
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -534,7 +546,7 @@ def teardown(state_dir: Path, slot: int, names: list[str]) -> list[str]:
     for folder in (_host.RUN_ROOT / "slots", _host.RUN_ROOT):
         with contextlib.suppress(OSError):
             folder.rmdir()  # only when no other cluster holds a slot
-    problems = [f"mount {m}" for m in left_mounts]
+    problems = [f"mount {m}" for m in left_mounts] + left_policy
     left_links = {*_host.leftover_links(slot), *_fabric.links(slot)}
     problems += [f"link {link}" for link in sorted(left_links)]
     problems += [f"ip rule {rule}" for rule in _storage_host.rules(slot)]
