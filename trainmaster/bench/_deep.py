@@ -5,18 +5,19 @@ one benchmark, each in a fresh namespace: with the wake-up index (``retryIndex: 
 the default) and as the baseline before it, ``retryIndex: false`` (every queued gang
 tried at every cycle, i.e. a full pass per event). The gangs are those of `bench queue`
 (1-32 pods of 4 or 8 GPUs, required at node, leaf or spine or preferred), the same
-draw for both runs. Per run:
+draw for both runs. Per run, each step ending when no bind came for 8 s:
 
-1. **empty queue**: gangs holding about half the cluster's GPUs are created at once and
-   bound (the queue holds only gangs that fit); timed from the first bind to the last.
-2. untimed: gangs that fill the cluster, then ``P`` more that cannot fit (the deep
-   queue), until no bind happens for a few seconds.
-3. **deep queue**: the pods of phase 1 are deleted at once (grace period 0); the
-   scheduler refills that half of the cluster from the deep queue, which stays deep
-   (``P`` gangs are far more than half the cluster). Timed from the first bind to the
-   last.
+1. untimed: gangs holding half the cluster's GPUs (``first``) and gangs for the rest;
+   then gangs holding another half (``second``), which wait.
+2. **empty queue**: the pods of ``first`` are deleted at once (grace period 0); the
+   scheduler places ``second`` (only gangs that fit the released half are queued).
+3. untimed: ``P`` more gangs, far more than the cluster holds (the deep queue).
+4. **deep queue**: the pods of ``second`` are deleted at once; the scheduler refills
+   that half from the deep queue, which stays deep.
 
-Figures per phase: binds per second (pods bound / seconds from first to last bind) and
+Both timed steps free the same share of the cluster the same way, so the deletions pace
+both alike. Figures per step: binds per second (pods bound / seconds from the delete call to the
+last bind) and
 the scheduler's CPU per cycle, p50 and p95, interpolated (as Prometheus'
 ``histogram_quantile``) from its own ``trainmaster_scheduler_cycle_cpu_seconds``
 histogram, read before and after the phase. A cycle answers every event (pod deleted,
@@ -139,7 +140,7 @@ def _objects(gangs: Sequence[DeepGang], namespace: str, phase: str, scheduler: s
 class PhaseFigures:
     pods_bound: int
     seconds: float
-    """From the phase's first bind to its last."""
+    """From the step's start (the delete call) to its last bind."""
     binds_per_second: float
     cycles: int
     cpu_ms_p50: float
@@ -261,6 +262,7 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     watcher = BindWatcher(api, namespace, 10**9)
     await watcher.start()
     already = len(watcher.bound)
+    started = time.monotonic()
     try:
         await act()
         await watcher.wait(timeout, _QUIET)
@@ -268,8 +270,8 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
         await watcher.stop()
     after, _ = await _scrape(port)
     bound = len(watcher.bound) - already
-    first, last = watcher.first_at, watcher.last_at
-    seconds = (last - first) if first is not None and last is not None else 0.0
+    last = watcher.last_at
+    seconds = (last - started) if last is not None else 0.0
     cycles = int(after.get(math.inf, 0.0) - before.get(math.inf, 0.0))
     figures = PhaseFigures(
         pods_bound=bound, seconds=round(seconds, 3),
@@ -289,8 +291,9 @@ async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pendin
     """One variant in a fresh namespace (see the module doc)."""
     namespace = f"bench-deep-{'index' if retry_index else 'full'}-{uuid.uuid4().hex[:5]}"
     rng = random.Random(seed)
-    half = gangs_holding(rng, "e", gpus // 2)
-    rest = gangs_holding(rng, "f", gpus - sum(g.pods * g.gpus for g in half))
+    first = gangs_holding(rng, "a", gpus // 2)
+    rest = gangs_holding(rng, "r", gpus - sum(g.pods * g.gpus for g in first))
+    second = gangs_holding(rng, "b", gpus // 2)
     deep = deep_gangs(rng, "d", pending)
     scheduler = _Scheduler(retry_index)
     name = scheduler.scheduler_name
@@ -308,23 +311,31 @@ async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pendin
                 await create_all(api, groups)
                 await create_all(api, pods)
 
-            empty = await _phase(api, namespace, port, lambda: create(half, "empty"),
-                                 report, f"{variant}: empty queue", timeout)
-
-            async def fill() -> None:
-                await create(rest, "fill")
-                await create(deep, "deep")
-
-            await _phase(api, namespace, port, fill, report,
-                         f"{variant}: cluster filled, {pending} more gangs queued", timeout)
-
-            async def release() -> None:
+            async def release(phase: str) -> None:
                 await api.request("DELETE", pod_path(namespace),
                                   params={"gracePeriodSeconds": "0",
-                                          "labelSelector": f"{PHASE_LABEL}=empty"})
+                                          "labelSelector": f"{PHASE_LABEL}={phase}"})
 
-            deep_figures = await _phase(api, namespace, port, release, report,
-                                        f"{variant}: deep queue", timeout)
+            async def fill() -> None:
+                await create(first, "first")
+                await create(rest, "rest")
+
+            async def nothing() -> None:
+                pass
+
+            await _phase(api, namespace, port, fill, report, f"{variant}: cluster filled",
+                         timeout)
+            await _phase(api, namespace, port, lambda: create(second, "second"), report,
+                         f"{variant}: {len(second)} gangs for half the cluster queued",
+                         timeout)
+            empty = await _phase(api, namespace, port, lambda: release("first"), report,
+                                 f"{variant}: empty queue", timeout)
+            await _phase(api, namespace, port, lambda: create(deep, "deep"), report,
+                         f"{variant}: {pending} more gangs queued", timeout)
+            await _phase(api, namespace, port, nothing, report,
+                         f"{variant}: settled", timeout)
+            deep_figures = await _phase(api, namespace, port, lambda: release("second"),
+                                        report, f"{variant}: deep queue", timeout)
         finally:
             await scheduler.stop()
     finally:
