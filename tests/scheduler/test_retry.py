@@ -242,3 +242,32 @@ def test_the_metrics_count_wakeups_by_reason_full_passes_and_backoffs() -> None:
             == stats.wakeups[reason] > 0
     assert value("trainmaster_scheduler_retry_full_passes_total") == stats.full_passes
     assert value("trainmaster_scheduler_retry_backoffs_total") == stats.backoffs > 0
+
+
+def test_a_release_that_leaves_enough_gpus_but_no_node_for_a_pod_tries_nobody() -> None:
+    """A leaf with the GPUs of a gang in total but in pieces too small for its pods:
+    the gang woken by it is not tried (``still_helps`` counts its pod slots)."""
+    clock = Clock()
+    state = _cluster()
+    holders = _full(state, "run", [n.name for n in state.nodes])
+    sched = GangScheduler(state, clock=clock, starvation_after=1e9, retry=_EVENTS_ONLY)
+    sched.submit(_gang("pair", 2, 8, level="leaf", mode=TopologyMode.REQUIRED))
+    assert not sched.run_cycle().placed
+    tried, rechecked = sched.wake.stats.tried, sched.wake.stats.rechecked
+    # Leaf s0-l0: one node wholly free and two with 4 GPUs free: 16 free in the leaf
+    # (its need) and a node for one pod, but no second 8-GPU slot.
+    state.remove(holders[0].uid)
+    for k in (1, 2):
+        state.remove(holders[k].uid)
+        state.add_bound(PodRequest(f"half{k}", requests={GPU: 4}), state.nodes[k].name)
+    clock.now = 1.0
+    assert not sched.run_cycle().placed
+    assert sched.wake.stats.wakeups["capacity"] == 1
+    assert sched.wake.stats.tried == tried and sched.wake.stats.rechecked == rechecked + 1
+    # A second whole node of that leaf free: tried and placed there.
+    state.remove(holders[3].uid)
+    clock.now = 2.0
+    result = sched.run_cycle()
+    assert [p.gang for p in result.placed] == ["default/pair"]
+    assert {b.node for b in result.placed[0].bindings} == {state.nodes[0].name,
+                                                          state.nodes[3].name}

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from trainmaster.scheduler import DEFAULT_FILTERS, GPU, PODS, ClusterState, Placement, place_gang
+from trainmaster.scheduler import (
+    DEFAULT_FILTERS,
+    GPU,
+    PODS,
+    ClusterState,
+    Code,
+    Placement,
+    Unschedulable,
+    place_gang,
+)
 from trainmaster.scheduler.state.views import OvercommitError, PodState
 
 from .builders import LEVELS, make_cluster, make_gang, make_node, make_pod
@@ -225,3 +234,29 @@ def test_eligibility_is_cached_until_a_node_changes() -> None:
     assert snap.eligibility(pod, DEFAULT_FILTERS) is first
     snap.set_node(make_node("a", labels={"pool": "x"}))
     assert snap.eligibility(pod, DEFAULT_FILTERS).mask == bytes([1, 1])
+
+
+def test_a_failed_gangs_explanation_follows_pod_and_node_changes() -> None:
+    """The explanation is memoised (``ClusterState.memo``/``static_memo``): a pod or
+    node change must show in the next one."""
+    snap = make_cluster()
+    for leaf in ("s0-l0", "s0-l1", "s1-l0", "s1-l1"):
+        for k in range(3):
+            snap.add_bound(make_pod(f"{leaf}-{k}", gpus=8), f"{leaf}-n{k}")
+    gang = make_gang("three", 3, gpus=8, level="leaf", mode="required")
+    first = place_gang(snap, gang)
+    assert isinstance(first, Unschedulable) and first.code is Code.UNSCHEDULABLE
+    assert "has 8 free" in first.reason and "4/16 nodes fit" in first.reason
+    snap.remove(make_pod("s0-l0-0", gpus=8).uid)
+    again = place_gang(snap, gang)
+    assert isinstance(again, Unschedulable)
+    assert "best leaf spine-0/leaf-0 has 16 free" in again.reason
+    assert "5/16 nodes fit" in again.reason
+    # Five pods of 8 GPUs never fit a leaf of four nodes, until the leaf gets a fifth.
+    five = make_gang("five", 5, gpus=8, level="leaf", mode="required")
+    never = place_gang(snap, five)
+    assert isinstance(never, Unschedulable)
+    assert never.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    snap.set_node(make_node("s0-l0-n9", topology=("spine-0", "leaf-0")))
+    later = place_gang(snap, five)
+    assert isinstance(later, Unschedulable) and later.code is Code.UNSCHEDULABLE

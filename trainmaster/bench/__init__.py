@@ -12,6 +12,7 @@ decision with admission through a cohort tree next to the flat one; ``queue_benc
 
 from trainmaster.bench._admission import AdmissionResult, admission_at_scale
 from trainmaster.bench._contenders import CONTENDERS
+from trainmaster.bench._deep import DeepResult, DeepRun, PhaseFigures, run_deep_bench
 from trainmaster.bench._errors import BenchError
 from trainmaster.bench._failover import FailoverOptions, run_failover_bench
 from trainmaster.bench._placement import (
@@ -56,7 +57,10 @@ __all__ = [
     "BenchOptions",
     "BenchResult",
     "ContenderResult",
+    "DeepResult",
+    "DeepRun",
     "FailoverOptions",
+    "PhaseFigures",
     "PlacementResult",
     "QueueResult",
     "QueueRun",
@@ -73,6 +77,7 @@ __all__ = [
     "placement_before_after",
     "placement_microbench",
     "queue_bench",
+    "run_deep_bench",
     "run_failover_bench",
     "run_preemption_bench",
     "run_recovery_bench",

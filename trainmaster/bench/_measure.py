@@ -43,6 +43,11 @@ class BindWatcher:
         self._task: asyncio.Task[None] | None = None
         self._progress = time.monotonic()
 
+    @property
+    def last_at(self) -> float | None:
+        """When the last pod was seen bound (after ``start``; None before the first)."""
+        return None if self.first_at is None else self._progress
+
     async def start(self) -> None:
         self._progress = time.monotonic()
         page = await self._api.get(self._path)

@@ -127,6 +127,8 @@ class BenchOptions:
     """... or after this many seconds without a single new bind."""
     repeat: int = 1
     """Rounds (every contender once per round, in turn); see ``combine``."""
+    pending: int = 0
+    """> 0: the deep-queue variant (``_deep``) with this many gangs waiting."""
     also_tree: Path | None = None
     """Also run trainmaster-scheduler from this checkout, as one more contender
     (``trainmaster@PATH``) in every round: before and after in one run (``_trees``)."""

@@ -60,6 +60,12 @@ def scheduler_cmd(
                      "(e.g. a git worktree of an older commit) as one more contender, "
                      "trainmaster@PATH: before and after in one run."),
     ] = None,
+    pending: Annotated[
+        int, typer.Option(help="The deep-queue variant instead: trainmaster-scheduler with "
+                          "this many gangs waiting beyond a full cluster, with the wake-up "
+                          "index and with a full pass per event (retryIndex off); CPU per "
+                          "cycle and binds per second, empty queue and deep queue.")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
     """Bind P pending pods on N nodes with each scheduler alone; time and judge them."""
@@ -69,15 +75,26 @@ def scheduler_cmd(
     kubeconfig = kubeconfig_for_context(kubeconfig, context)
     if kubeconfig is not None:  # an existing cluster: name it (else one is started)
         say_target(kubeconfig, "bench scheduler")
+    if pending < 0:
+        raise UsageError(f"--pending must be at least 0, got {pending}")
+    if pending and (only or also_tree is not None or repeat != 1):
+        raise UsageError("--pending runs trainmaster-scheduler only, once: drop --only, "
+                         "--also-tree and --repeat")
     options = BenchOptions(nodes=nodes, pods=pods, seed=seed, only=tuple(only or ()),
                            kubeconfig=kubeconfig, bind_concurrency=bind_concurrency,
-                           timeout=timeout, repeat=repeat, also_tree=also_tree)
+                           timeout=timeout, repeat=repeat, also_tree=also_tree,
+                           pending=pending)
     options.contenders()
     if kubeconfig is None:
         from trainmaster.cli._tools import build_with_progress
         from trainmaster.toolchain import CLUSTER_FAMILIES
 
         build_with_progress(list(CLUSTER_FAMILIES), why="this benchmark's control plane")
+    if pending:
+        from trainmaster.cli._bench_deep import print_deep
+
+        print_deep(options, as_json)
+        return
     result = run_scheduler_bench(options, report=lambda line: _err.print(line, highlight=False))
     if as_json:
         print(json.dumps(result.to_json()))

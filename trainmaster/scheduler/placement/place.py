@@ -102,7 +102,13 @@ def _explain(search: Search, last: int, node_depth: int) -> Unschedulable:
         )
     what += f", needs {search.need}"
     # Smallest first: a gang that fits an empty leaf is found after one small pack.
-    ever = any(search.at_rank(r, node_depth, static=True) for r in range(last + 1))
+    # Node specs alone decide it, so gangs of the same shape share the answer.
+    memo = snap.static_memo()
+    key = ("ever", search.shape(), last, node_depth)
+    ever = memo.get(key)
+    if ever is None:
+        ever = memo[key] = any(search.at_rank(r, node_depth, static=True)
+                               for r in range(last + 1))
     code = Code.UNSCHEDULABLE if ever else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     never = "" if ever else "; it cannot fit even with every scheduled pod gone"
     return Unschedulable(gang.key, f"{what}{never}; {search.node_summary()}", code)

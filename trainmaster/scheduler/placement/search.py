@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from ..framework.interface import LEAST_FREE_GPUS, FilterPlugin, LiveDomain, ScorePlugin
 from ..framework.model import GPU, Gang, PodRequest, TopologyMode
@@ -34,6 +35,8 @@ class _Group:
     static_mask: bytes | bytearray
     mask: bytes | bytearray
     reasons: Sequence[str | None]
+    signature: tuple[object, Hashable]
+    """(requests, the filters' cache key): equal signatures, equal masks."""
 
 
 Assignment = list[tuple[PodRequest, int]]
@@ -72,7 +75,8 @@ class Search:
         blocked_idx = snapshot.indices(blocked) if grown is None else ()
         self.groups: list[_Group] = []
         totals: dict[str, int] = {}
-        for (_, fkey), pods in signatures.items():
+        for signature, pods in signatures.items():
+            fkey = signature[1]
             first = pods[0]
             elig = snapshot.eligibility(first, filters, fkey)
             mask: bytes | bytearray = elig.mask
@@ -87,7 +91,8 @@ class Search:
                 totals[r] = totals.get(r, 0) + q * len(pods)
             pods.sort(key=lambda p: p.key)
             self.groups.append(
-                _Group(pods, requests, tuple(requests.items()), elig.mask, mask, elig.reasons)
+                _Group(pods, requests, tuple(requests.items()), elig.mask, mask, elig.reasons,
+                       signature)
             )
         self.primary = primary_resource(totals)
         self.groups.sort(
@@ -218,8 +223,24 @@ class Search:
 
     # --- diagnostics ------------------------------------------------------------------
 
+    def shape(self) -> tuple[object, ...]:
+        """What the answers below depend on besides the state: the groups' signatures
+        and sizes (in packing order) and the topology."""
+        topo = self.gang.topology
+        return (tuple((g.signature, len(g.pods)) for g in self.groups), topo.level,
+                topo.mode)
+
     def best_free(self, rank: int) -> tuple[str, int]:
-        """The domain at ``rank`` with the most free primary resource."""
+        """The domain at ``rank`` with the most free primary resource (memoised until a
+        pod or node changes: every gang that fails in between asks the same)."""
+        memo = self.snap.memo()
+        key = ("best_free", rank, self.primary)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = self._best_free(rank)
+        return cast("tuple[str, int]", found)
+
+    def _best_free(self, rank: int) -> tuple[str, int]:
         cols, primary = self.cols, self.primary
         if rank == 0:
             pairs = [
@@ -237,6 +258,15 @@ class Search:
     def node_summary(self) -> str:
         """Why nodes reject one pod of the largest group, kube-scheduler style."""
         group = self.groups[0]
+        memo = self.snap.memo()
+        key = ("node_summary", group.signature, bytes(group.mask))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = self._node_counts(group)
+        fits, detail = cast("tuple[int, str]", found)
+        return f"{fits}/{len(self.cols.nodes)} nodes fit one {group.pods[0].key}-like pod{detail}"
+
+    def _node_counts(self, group: _Group) -> tuple[int, str]:
         cols = self.cols
         counts: Counter[str] = Counter()
         fits = 0
@@ -254,8 +284,7 @@ class Search:
                 else:
                     fits += 1
         parts = [f"{n} {why}" for why, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
-        detail = f": {', '.join(parts)}" if parts else ""
-        return f"{fits}/{len(cols.nodes)} nodes fit one {group.pods[0].key}-like pod{detail}"
+        return fits, f": {', '.join(parts)}" if parts else ""
 
 
 def min_depth(snapshot: ClusterState, rank: int) -> int:

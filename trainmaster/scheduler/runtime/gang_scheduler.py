@@ -138,6 +138,7 @@ class GangScheduler:
         self._holders_of: tuple[int, int] = (-1, -1)
         self._res_changes = 0
         self._nominees: frozenset[str] = frozenset()
+        self._cycles = 0  # indexed cycles run: keys memoised answers to one cycle
 
     def submit(self, gang: Gang) -> None:
         """Queue a gang (or replace it, e.g. when more members arrived)."""
@@ -254,6 +255,7 @@ class GangScheduler:
         would fail again and is not tried (``retry.py``). Same decisions as ``_run_all``."""
         now = self._clock()
         wake = self.wake
+        self._cycles += 1
         placed: list[Placement] = []
         failed: list[Unschedulable] = []
         held: list[Reservation] = []
@@ -293,7 +295,7 @@ class GangScheduler:
             before = self._reservations.get(key)
             # Woken for capacity that the gangs ahead of it took by now: parked again.
             futile = key in woken and not wake.still_helps(key, self.snapshot,
-                                                           blocked.indices)
+                                                           blocked.indices, self._cycles)
             if (futile or key not in woken) and before is not None:
                 if self._still_valid(key, before, blocked):
                     held.append(before)

@@ -420,7 +420,9 @@ class SchedulerRuntime:
     def _cycle(self, now: float, quiet: set[str] | frozenset[str] = frozenset()) -> CycleResult:
         """Run the core's cycle; bind what it placed; back off and report the rest
         (except ``quiet`` gangs, whose failure the caller handles)."""
+        cpu = time.thread_time()  # the cycle runs on this thread without yielding
         outcome = self.cycle.run(quiet)
+        self.metrics.cycle_cpu.observe(time.thread_time() - cpu)
         result = outcome.result()
         elapsed = outcome.core_seconds
         self.metrics.cycle.observe(elapsed)

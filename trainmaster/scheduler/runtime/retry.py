@@ -33,9 +33,10 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right, insort
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..framework.model import GPU, Gang, TopologyMode
 from ..state import ClusterState
@@ -91,27 +92,45 @@ class _Capacity:
     need: int
     per_pod: int
     priority: int
+    pods: int
+    """Pods it needs at least (each of ``per_pod`` GPUs or more, on one node)."""
 
 
-def capacity_terms(snapshot: ClusterState, gang: Gang) -> tuple[int, int, int] | None:
+def capacity_terms(snapshot: ClusterState, gang: Gang) -> tuple[int, int, int, int] | None:
     """(largest rank it may use, GPUs it needs in one domain there, fewest GPUs of one
-    pod) for the smallest placement ``gang`` may take; None if it needs no GPU (then
-    nothing here can tell when it fits: it is not parked for capacity)."""
+    pod, pods it needs) for the smallest placement ``gang`` may take; None if it needs
+    no GPU (then nothing here can tell when it fits: it is not parked for capacity)."""
     members = gang.members
     if not members:
         return None
-    required = gang.required_members if gang.elastic else len(members)
+    required = max(gang.required_members if gang.elastic else len(members), 1)
     gpus = sorted(p.effective_requests.get(GPU, 0) for p in members)
-    need = sum(gpus[:max(required, 1)])
+    need = sum(gpus[:required])
     if need <= 0 or gpus[0] <= 0:
         return None
     top = len(snapshot.levels) + 1
     if gang.elastic or gang.topology.mode is not TopologyMode.REQUIRED:
-        return top, need, gpus[0]  # an elastic size may take another topology
+        return top, need, gpus[0], required  # an elastic size may take another topology
     try:
-        return snapshot.rank(gang.topology.level), need, gpus[0]
+        return snapshot.rank(gang.topology.level), need, gpus[0], required
     except ValueError:
         return None
+
+
+def _slots(snapshot: ClusterState, nodes: Sequence[int], per_pod: int,
+           blocked: AbstractSet[int], stamp: int) -> int:
+    """Pods of ``per_pod`` GPUs that ``nodes`` outside ``blocked`` could take: a gang
+    needing more pods than this cannot fit there, whatever its GPUs in total. Memoised
+    until a pod or node changes (``ClusterState.memo``), per cycle (``stamp``) and size
+    of ``blocked`` (it only grows within a cycle)."""
+    memo = snapshot.memo()
+    key = ("slots", id(nodes), per_pod, stamp, len(blocked))
+    found = memo.get(key)
+    if found is None:
+        free = snapshot.columns.free
+        found = memo[key] = sum(free[i].get(GPU, 0) // per_pod for i in nodes
+                                if i not in blocked and free[i].get(GPU, 0) >= per_pod)
+    return cast(int, found)
 
 
 class WakeIndex:
@@ -146,11 +165,11 @@ class WakeIndex:
     def parked(self, key: str) -> bool:
         return key in self._capacity or key in self._quota_of or key in self._other
 
-    def park_capacity(self, key: str, order: Order, terms: tuple[int, int, int],
+    def park_capacity(self, key: str, order: Order, terms: tuple[int, int, int, int],
                       priority: int) -> None:
         self.unpark(key)
-        rank, need, per_pod = terms
-        self._capacity[key] = _Capacity(order, rank, need, per_pod, priority)
+        rank, need, per_pod, pods = terms
+        self._capacity[key] = _Capacity(order, rank, need, per_pod, priority, pods)
         insort(self._by_need.setdefault((rank, per_pod), []), (need, order, key))
         insort(self._by_order, (order, key))
         self._priorities[priority] += 1
@@ -197,43 +216,48 @@ class WakeIndex:
         self._timer_at.pop((key, BACKOFF), None)
         self._timer_at.pop((key, STARVING), None)
 
-    def wake(self, key: str, reason: str, node: int | None = None) -> None:
+    def wake(self, key: str, reason: str, nodes: Sequence[int] | None = None) -> None:
         """Try ``key`` at the next cycle (or later in this one, see ``take_behind``).
-        ``node``: the node whose release woke it for capacity; such a gang stays in the
+        ``nodes``: the nodes whose release woke it for capacity; such a gang stays in the
         index until it is tried, so that every later release that may help it is noted
         too (``still_helps`` checks them all)."""
         before = self.pending.get(key)
-        if node is not None and key in self._capacity:
+        if nodes is not None and key in self._capacity:
             if before in (None, CAPACITY):
-                self.woken_by.setdefault(key, []).append(node)
+                self.woken_by.setdefault(key, []).extend(nodes)
         else:  # woken for another reason: tried in any case
             self.unpark(key)
             self.woken_by.pop(key, None)
-        if before is None or (before == CAPACITY and node is None):
+        if before is None or (before == CAPACITY and nodes is None):
             self.pending[key] = reason
             self.stats.wakeups[reason] += 1
 
-    def still_helps(self, key: str, snapshot: ClusterState, blocked: AbstractSet[int]
-                    ) -> bool:
+    def still_helps(self, key: str, snapshot: ClusterState, blocked: AbstractSet[int],
+                    stamp: int = 0) -> bool:
         """Whether a node that woke ``key`` for capacity still holds one of its pods and
         its domain still its whole need, outside ``blocked``; True if it was woken for
         anything else. False: it would fail (the gangs tried before it took that
-        capacity), so it stays parked without a try."""
+        capacity), so it stays parked without a try. ``stamp``: the cycle's, for the
+        slot counts memoised on the snapshot (``_slots``)."""
         nodes = self.woken_by.pop(key, None)
         cap = self._capacity.get(key)
         if nodes is None or cap is None:
             return True
         cols = snapshot.columns
+        seen: set[int] = set()
         for i in nodes:
-            if i >= len(cols.free) or i in blocked:
+            if i >= len(cols.free) or i in blocked or i in seen:
                 continue
+            seen.add(i)
             if cols.free[i].get(GPU, 0) < cap.per_pod:
                 continue
             if cap.rank == 0:
                 return True
             for dom in snapshot.ancestors(i):
                 if dom.rank == cap.rank:
-                    if dom.free.get(GPU, 0) >= cap.need:
+                    if (dom.free.get(GPU, 0) >= cap.need
+                            and _slots(snapshot, dom.nodes, cap.per_pod, blocked,
+                                       stamp) >= cap.pods):
                         return True
                     break
             else:
@@ -321,29 +345,46 @@ class WakeIndex:
             return
         cols = snapshot.columns
         top = len(snapshot.levels) + 1
+        # (rank, domain) -> [its free GPUs, the released nodes in it with their free
+        # GPUs]: a gang is woken once per domain at its rank, not once per node.
+        touched: dict[tuple[int, object], tuple[int, list[tuple[int, int]]]] = {}
         for i in nodes:
             if i >= len(cols.free):
                 continue
             free_i = cols.free[i].get(GPU, 0)
             if free_i <= 0:
                 continue
-            at_rank = {0: free_i}
-            for dom in snapshot.ancestors(i):
-                at_rank[dom.rank] = dom.free.get(GPU, 0)
-            at_rank.setdefault(top, free_i)
             limit = holders.get(i)
             if limit is not None or behind is not None:
+                at_rank = {0: free_i}
+                for dom in snapshot.ancestors(i):
+                    at_rank[dom.rank] = dom.free.get(GPU, 0)
+                at_rank.setdefault(top, free_i)
                 self._wake_limited(i, at_rank, free_i, limit, behind)
                 continue
-            for (rank, per_pod), bucket in self._by_need.items():
-                if per_pod > free_i or not bucket:
-                    continue
-                free = at_rank.get(rank)
-                if free is None:
+            touched[(0, i)] = (free_i, [(i, free_i)])
+            has_top = False
+            for dom in snapshot.ancestors(i):
+                has_top = has_top or dom.rank == top
+                entry = touched.get((dom.rank, id(dom)))
+                if entry is None:
+                    entry = touched[(dom.rank, id(dom))] = (dom.free.get(GPU, 0), [])
+                entry[1].append((i, free_i))
+            if not has_top:
+                touched[(top, ("node", i))] = (free_i, [(i, free_i)])
+        by_rank: dict[int, list[tuple[int, list[tuple[int, int]]]]] = {}
+        for (rank, _), entry in touched.items():
+            by_rank.setdefault(rank, []).append(entry)
+        for (rank, per_pod), bucket in self._by_need.items():
+            if not bucket:
+                continue
+            for free, members in by_rank.get(rank, ()):
+                helping = [i for i, f in members if f >= per_pod]
+                if not helping:
                     continue
                 k = bisect_right(bucket, free, key=lambda e: e[0])
                 for _, _, key in bucket[:k]:
-                    self.wake(key, CAPACITY, i)
+                    self.wake(key, CAPACITY, helping)
 
     def _wake_limited(self, i: int, at_rank: Mapping[int, int], free_i: int,
                       limit: Order | None, behind: Order | None) -> None:
@@ -361,7 +402,7 @@ class WakeIndex:
                 continue
             free = at_rank.get(cap.rank)
             if free is not None and cap.need <= free:
-                self.wake(key, CAPACITY, i)
+                self.wake(key, CAPACITY, (i,))
 
     def preemptors_of(self, priority: int) -> None:
         """A gang of ``priority`` just started: the parked gangs above it may now preempt

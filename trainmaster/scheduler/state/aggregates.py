@@ -10,7 +10,7 @@ of ``ClusterState`` (``cluster_state.py``), which owns the node columns.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from ..framework.model import CLUSTER_LEVEL, GPU, NODE_LEVEL, NodeInfo
@@ -38,6 +38,9 @@ class CapacityIndex:
     _capacity: list[dict[str, int]]
     _schedulable: list[bool]
     _capacity_counts: dict[str, dict[int, int]]
+    _pod_version: int
+    _memo: tuple[tuple[int, int], dict[Hashable, object]]
+    _static_memo: tuple[int, dict[Hashable, object]]
     _max_capacity: dict[str, int]
     _gpu_buckets: dict[int, set[int]]
     _gpu_order: dict[int, list[tuple[str, int]]]
@@ -132,6 +135,7 @@ class CapacityIndex:
         return {r: q for r, q in free.items() if q > 0}
 
     def _charge(self, i: int, requests: Mapping[str, int], sign: int) -> None:
+        self._pod_version += 1
         free = self._free[i]
         requested = self._requested[i]
         schedulable = self._schedulable[i]
@@ -202,6 +206,22 @@ class CapacityIndex:
         """Changes whenever a node is added, removed or given a new spec (pods do not
         change it): lets callers keep answers about node specs until it moves."""
         return self._node_version
+
+    def memo(self) -> dict[Hashable, object]:
+        """A scratch cache for answers derived from the whole state (a failed gang's
+        explanation): emptied whenever a pod is charged or released or a node changes.
+        Why: in a deep queue many gangs of the same shape fail between two changes."""
+        stamp = (self._node_version, self._pod_version)
+        if self._memo[0] != stamp:
+            self._memo = (stamp, {})
+        return self._memo[1]
+
+    def static_memo(self) -> dict[Hashable, object]:
+        """``memo`` for answers about node specs only (whether a gang could ever fit):
+        emptied only when a node changes."""
+        if self._static_memo[0] != self._node_version:
+            self._static_memo = (self._node_version, {})
+        return self._static_memo[1]
 
     @property
     def max_capacity(self) -> Mapping[str, int]:

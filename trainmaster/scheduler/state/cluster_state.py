@@ -105,6 +105,9 @@ class ClusterState(CapacityIndex, FilterIndex):
 
     def _build(self, specs: list[NodeInfo]) -> None:
         self._node_version = getattr(self, "_node_version", 0) + 1
+        self._pod_version = getattr(self, "_pod_version", 0)
+        self._memo = ((-1, -1), {})
+        self._static_memo = (-1, {})
         """Every index from ``specs`` (index order) and the tracked pods' node indices."""
         self._nodes: list[NodeInfo] = list(specs)
         self._by_name: tuple[NodeInfo, ...] | None = None

@@ -1,0 +1,388 @@
+"""`trainmaster bench scheduler --pending P`: the live scheduler with a deep queue.
+
+trainmaster-scheduler on the benchmark's local control plane (kwok nodes), run twice in
+one benchmark, each in a fresh namespace: with the wake-up index (``retryIndex: true``,
+the default) and as the baseline before it, ``retryIndex: false`` (every queued gang
+tried at every cycle, i.e. a full pass per event). The gangs are those of `bench queue`
+(1-32 pods of 4 or 8 GPUs, required at node, leaf or spine or preferred), the same
+draw for both runs. Per run, each step ending when no bind came for 8 s:
+
+1. untimed: gangs holding half the cluster's GPUs (``first``) and gangs for the rest;
+   then gangs holding another half (``second``), which wait.
+2. **empty queue**: the pods of ``first`` are deleted at once (grace period 0); the
+   scheduler places ``second`` (only gangs that fit the released half are queued).
+3. untimed: ``P`` more gangs, far more than the cluster holds (the deep queue).
+4. **deep queue**: the pods of ``second`` are deleted at once; the scheduler refills
+   that half from the deep queue, which stays deep.
+
+Both timed steps free the same share of the cluster the same way, so the deletions pace
+both alike. Figures per step: binds per second (pods bound / seconds from the delete call to the
+last bind) and
+the scheduler's CPU per cycle, p50 and p95, interpolated (as Prometheus'
+``histogram_quantile``) from its own ``trainmaster_scheduler_cycle_cpu_seconds``
+histogram, read before and after the phase. A cycle answers every event (pod deleted,
+gang arriving, bind done) that arrived since the last one, so CPU per cycle bounds
+CPU per event from above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import re
+import signal
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainmaster.api import BENCH_LABEL, GPU_RESOURCE
+from trainmaster.bench._cluster import bench_cluster
+from trainmaster.bench._contenders import RunContext, Trainmaster
+from trainmaster.bench._errors import BenchError
+from trainmaster.bench._kube import (
+    create_all,
+    create_namespace,
+    delete_namespace,
+    ensure_podgroup_crd,
+    wait_nodes_quiet,
+    wait_nodes_settled,
+)
+from trainmaster.bench._measure import BindWatcher
+from trainmaster.bench._run import (
+    BenchOptions,
+    _gpus,
+    _gpus_in_use,
+    _interrupt,
+    _load_average,
+    _rdma_resources,
+)
+from trainmaster.bench._workload import GangSpec, pod, pod_group
+from trainmaster.cluster import cluster_sizing
+from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
+from trainmaster.polling import WaitTimeout
+
+Report = Callable[[str], None]
+PHASE_LABEL = "bench-phase"
+"""On the benchmark's own pods: which phase made them (``empty``, ``fill``, ``deep``)."""
+_QUIET = 8.0
+"""Seconds without a bind that end a phase (what was placeable is placed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeepGang:
+    name: str
+    pods: int
+    gpus: int
+    level: str
+    mode: str
+
+
+def _draw(rng: random.Random, name: str) -> DeepGang:
+    """One gang of the `bench queue` mix (its ``_gang``)."""
+    pods = rng.choice((1, 1, 1, 2, 2, 4, 4, 8, 16, 32))
+    gpus = rng.choice((4, 8))
+    if pods == 1:
+        level, mode = "node", "required"
+    elif pods * gpus <= 20 * 8 and rng.random() < 0.5:
+        level, mode = "leaf", "required"
+    elif rng.random() < 0.5:
+        level, mode = "spine", "required"
+    else:
+        level, mode = "leaf", "preferred"
+    return DeepGang(name, pods, gpus, level, mode)
+
+
+def deep_gangs(rng: random.Random, prefix: str, count: int) -> list[DeepGang]:
+    return [_draw(rng, f"{prefix}{k:05d}") for k in range(count)]
+
+
+def gangs_holding(rng: random.Random, prefix: str, gpus: int) -> list[DeepGang]:
+    """Gangs of the mix until they hold ``gpus`` GPUs (the last one may go beyond)."""
+    out: list[DeepGang] = []
+    total = 0
+    while total < gpus:
+        out.append(_draw(rng, f"{prefix}{len(out):05d}"))
+        total += out[-1].pods * out[-1].gpus
+    return out
+
+
+def _objects(gangs: Sequence[DeepGang], namespace: str, phase: str, scheduler: str,
+             rdma: Sequence[str]) -> tuple[list[tuple[str, dict[str, Any]]],
+                                           list[tuple[str, dict[str, Any]]]]:
+    """(PodGroups, pods) for ``gangs``: the bench workload's objects with this mix's
+    GPUs and topology."""
+    groups, pods = [], []
+    for gang in gangs:
+        spec = GangSpec(gang.name, gang.pods)
+        group = pod_group(spec, namespace)
+        annotations = group["metadata"]["annotations"]
+        for key in list(annotations):
+            annotations[key] = gang.level if key.endswith("domain") else gang.mode
+        groups.append((podgroup_path(namespace), group))
+        for i in range(gang.pods):
+            body = pod(spec, i, namespace, scheduler, rdma)
+            body["metadata"]["labels"][PHASE_LABEL] = phase
+            resources = body["spec"]["containers"][0]["resources"]
+            for part in ("requests", "limits"):
+                resources[part][GPU_RESOURCE] = str(gang.gpus)
+            pods.append((pod_path(namespace), body))
+    return groups, pods
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseFigures:
+    pods_bound: int
+    seconds: float
+    """From the step's start (the delete call) to its last bind."""
+    binds_per_second: float
+    cycles: int
+    cpu_ms_p50: float
+    cpu_ms_p95: float
+    waiting_gangs: int
+    """Gangs waiting when the phase started (the scheduler's pending gauge)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeepRun:
+    variant: str
+    retry_index: bool
+    empty: PhaseFigures
+    deep: PhaseFigures
+
+    @property
+    def binds_ratio(self) -> float:
+        """Deep-queue binds per second / empty-queue binds per second."""
+        base = self.empty.binds_per_second
+        return round(self.deep.binds_per_second / base, 3) if base else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"variant": self.variant, "retry_index": self.retry_index,
+                "empty": asdict(self.empty), "deep": asdict(self.deep),
+                "binds_ratio": self.binds_ratio}
+
+
+@dataclass(frozen=True, slots=True)
+class DeepResult:
+    nodes: int
+    pending: int
+    seed: int
+    runs: tuple[DeepRun, ...]
+    load_average: tuple[float, float, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "pending": self.pending, "seed": self.seed,
+                "load_average": list(self.load_average),
+                "runs": [r.to_json() for r in self.runs]}
+
+
+VARIANTS = (("wake-up index", True), ("full pass per event (retryIndex off)", False))
+
+
+class _Scheduler(Trainmaster):
+    """trainmaster-scheduler with ``retryIndex`` set; its metrics port is known."""
+
+    def __init__(self, retry_index: bool) -> None:
+        super().__init__()
+        self.retry_index = retry_index
+        self.metrics_port = 0
+
+    def config(self, ctx: RunContext) -> dict[str, Any]:
+        doc = super().config(ctx)
+        doc["retryIndex"] = self.retry_index
+        self.metrics_port = int(doc["metricsPort"])
+        return doc
+
+
+Histogram = dict[float, float]
+_BUCKET = re.compile(r'^trainmaster_scheduler_cycle_cpu_seconds_bucket\{le="([^"]+)"\} (\S+)$')
+_PENDING = re.compile(r"^trainmaster_scheduler_pending_gangs (\S+)$")
+
+
+def parse_metrics(text: str) -> tuple[Histogram, int]:
+    """(cumulative bucket counts by upper bound, pending gangs) from /metrics."""
+    buckets: Histogram = {}
+    pending = 0
+    for line in text.splitlines():
+        found = _BUCKET.match(line)
+        if found:
+            buckets[float(found.group(1))] = float(found.group(2))
+        elif (gauge := _PENDING.match(line)) is not None:
+            pending = int(float(gauge.group(1)))
+    return buckets, pending
+
+
+def quantile(q: float, before: Histogram, after: Histogram) -> float:
+    """The ``q`` quantile of the observations between two readings, linear within a
+    bucket (``histogram_quantile``); 0 if none."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not counts or counts[-1] <= 0:
+        return 0.0
+    rank = q * counts[-1]
+    lower, seen = 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            inside = count - seen
+            return lower + (bound - lower) * ((rank - seen) / inside if inside else 1.0)
+        lower, seen = bound, count
+    return lower
+
+
+async def _scrape(port: int, timeout: float = 60.0) -> tuple[Histogram, int]:
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def get() -> str:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return bytes(answer.read()).decode()
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return parse_metrics(await asyncio.to_thread(get))
+        except OSError:
+            if time.monotonic() > deadline:
+                raise BenchError(f"the scheduler's metrics on port {port} did not answer "
+                                 f"in {timeout:.0f}s; see its log") from None
+            await asyncio.sleep(0.5)
+
+
+async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
+                 report: Report, label: str, timeout: float) -> PhaseFigures:
+    """Run ``act`` (creates or deletes) and time the binds that follow until quiet."""
+    before, waiting = await _scrape(port)
+    watcher = BindWatcher(api, namespace, 10**9)
+    await watcher.start()
+    already = len(watcher.bound)
+    started = time.monotonic()
+    try:
+        await act()
+        await watcher.wait(timeout, _QUIET)
+    finally:
+        await watcher.stop()
+    after, _ = await _scrape(port)
+    bound = len(watcher.bound) - already
+    last = watcher.last_at
+    seconds = (last - started) if last is not None else 0.0
+    cycles = int(after.get(math.inf, 0.0) - before.get(math.inf, 0.0))
+    figures = PhaseFigures(
+        pods_bound=bound, seconds=round(seconds, 3),
+        binds_per_second=round(bound / seconds, 1) if seconds > 0 else 0.0,
+        cycles=cycles,
+        cpu_ms_p50=round(quantile(0.5, before, after) * 1000, 2),
+        cpu_ms_p95=round(quantile(0.95, before, after) * 1000, 2),
+        waiting_gangs=waiting)
+    report(f"{label}: {bound} pods bound in {seconds:.1f}s, {cycles} cycles, CPU per cycle "
+           f"p50 {figures.cpu_ms_p50:.1f} ms p95 {figures.cpu_ms_p95:.1f} ms")
+    return figures
+
+
+async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pending: int,
+                   seed: int, variant: str, retry_index: bool, rdma: Sequence[str],
+                   bind_concurrency: int, timeout: float, report: Report) -> DeepRun:
+    """One variant in a fresh namespace (see the module doc)."""
+    namespace = f"bench-deep-{'index' if retry_index else 'full'}-{uuid.uuid4().hex[:5]}"
+    rng = random.Random(seed)
+    first = gangs_holding(rng, "a", gpus // 2)
+    rest = gangs_holding(rng, "r", gpus - sum(g.pods * g.gpus for g in first))
+    second = gangs_holding(rng, "b", gpus // 2)
+    deep = deep_gangs(rng, "d", pending)
+    scheduler = _Scheduler(retry_index)
+    name = scheduler.scheduler_name
+    await create_namespace(api, namespace, {BENCH_LABEL: "true"})
+    try:
+        await scheduler.prepare(RunContext(kubeconfig, namespace, workdir, bind_concurrency))
+        await scheduler.start()
+        try:
+            port = scheduler.metrics_port
+            await _scrape(port)
+            report(f"{variant}: scheduler up in {namespace}")
+
+            async def create(gangs: Sequence[DeepGang], phase: str) -> None:
+                groups, pods = _objects(gangs, namespace, phase, name, rdma)
+                await create_all(api, groups)
+                await create_all(api, pods)
+
+            async def release(phase: str) -> None:
+                await api.request("DELETE", pod_path(namespace),
+                                  params={"gracePeriodSeconds": "0",
+                                          "labelSelector": f"{PHASE_LABEL}={phase}"})
+
+            async def fill() -> None:
+                await create(first, "first")
+                await create(rest, "rest")
+
+            async def nothing() -> None:
+                pass
+
+            await _phase(api, namespace, port, fill, report, f"{variant}: cluster filled",
+                         timeout)
+            await _phase(api, namespace, port, lambda: create(second, "second"), report,
+                         f"{variant}: {len(second)} gangs for half the cluster queued",
+                         timeout)
+            empty = await _phase(api, namespace, port, lambda: release("first"), report,
+                                 f"{variant}: empty queue", timeout)
+            await _phase(api, namespace, port, lambda: create(deep, "deep"), report,
+                         f"{variant}: {pending} more gangs queued", timeout)
+            await _phase(api, namespace, port, nothing, report,
+                         f"{variant}: settled", timeout)
+            deep_figures = await _phase(api, namespace, port, lambda: release("second"),
+                                        report, f"{variant}: deep queue", timeout)
+        finally:
+            await scheduler.stop()
+    finally:
+        report(f"{variant}: deleting {namespace}")
+        await delete_namespace(api, namespace, 600.0)
+    return DeepRun(variant, retry_index, empty, deep_figures)
+
+
+async def _deep_bench(options: BenchOptions, kubeconfig: Path, report: Report) -> DeepResult:
+    api = await Kube.connect(kubeconfig, pool=72)
+    async with api:
+        settle_limit = cluster_sizing(options.nodes).ready_timeout
+        report("waiting for every node to be Ready and untainted, then quiet")
+        await wait_nodes_settled(api, settle_limit)
+        await wait_nodes_quiet(api, timeout=settle_limit)
+        await ensure_podgroup_crd(api)
+        nodes = await api.list(node_path(), "type=kwok")
+        gpus = _gpus(nodes) - await _gpus_in_use(api, {n["metadata"]["name"] for n in nodes})
+        if gpus <= 0:
+            raise BenchError("the cluster's kwok nodes have no free GPU: delete the pods "
+                             "that hold them")
+        rdma = _rdma_resources(nodes)
+        runs = []
+        with tempfile.TemporaryDirectory(prefix="trainmaster-bench-deep-") as tmp:
+            for variant, index in VARIANTS:
+                runs.append(await deep_run(api, kubeconfig, Path(tmp), gpus, options.pending,
+                                           options.seed, variant, index, rdma,
+                                           options.bind_concurrency, options.timeout, report))
+    return DeepResult(len(nodes), options.pending, options.seed, tuple(runs),
+                      _load_average())
+
+
+def run_deep_bench(options: BenchOptions, report: Report) -> DeepResult:
+    """`bench scheduler --pending P` (module doc): a local cluster is started and
+    stopped unless ``options.kubeconfig`` names one; SIGTERM is handled like Ctrl-C."""
+    if options.nodes < 1 or options.pending < 1:
+        raise BenchError("--nodes and --pending must be at least 1")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with bench_cluster(options.nodes, options.kubeconfig, report) as kubeconfig:
+            try:
+                return asyncio.run(_deep_bench(options, kubeconfig, report))
+            except ApiError as err:
+                raise BenchError(f"the API server call failed during the benchmark: {err}; "
+                                 "retry on a quieter machine") from None
+            except WaitTimeout as err:
+                raise BenchError(f"{err}; the machine may be too busy for this size (load "
+                                 f"average {os.getloadavg()[0]:.1f})") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
