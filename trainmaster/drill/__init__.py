@@ -50,6 +50,11 @@ from trainmaster.drill._stack import (
     wait_controllers,
     wait_prometheus,
 )
+from trainmaster.drill._torch_elastic import (
+    TorchElasticResult,
+    make_torch_elastic,
+    run_torch_elastic_drill,
+)
 from trainmaster.drill._traffic import InterfaceBytes, parse_net_dev, rank_traffic
 from trainmaster.drill._warmups import DatasetNodes, dataset_nodes, stack_datasets
 
@@ -68,6 +73,7 @@ __all__ = [
     "Killed",
     "NicDownResult",
     "RealStack",
+    "TorchElasticResult",
     "build_stack_images",
     "dataset_nodes",
     "ensure_scenario",
@@ -76,6 +82,7 @@ __all__ = [
     "job_status",
     "logged_step",
     "make_elastic",
+    "make_torch_elastic",
     "parse_net_dev",
     "placed_on_real_nodes",
     "pod_log",
@@ -87,6 +94,7 @@ __all__ = [
     "run_hang",
     "run_nic_down",
     "run_preemption_drill",
+    "run_torch_elastic_drill",
     "run_worker_kill",
     "s3_endpoint",
     "serve_demo_datasets",

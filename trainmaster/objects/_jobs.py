@@ -146,13 +146,28 @@ def _template_env() -> jinja2.Environment:
     )
 
 
-ELASTIC_LAST_CALL_SECONDS = 5
+ELASTIC_LAST_CALL_SECONDS = 3
 """How long an elastic torchrun gang's rendezvous waits for more members once it has its
-minimum (torchrun's default, 30 s, is most of a shrink's time)."""
+minimum (torchrun's default, 30 s, is most of a shrink's time). The survivors of a lost
+node fail in the same all-reduce, so they join within a second or two of each other."""
+ELASTIC_KEEP_ALIVE_SECONDS = 1
+ELASTIC_KEEP_ALIVE_MISSES = 3
+"""A lost node's agent stays a participant of the finished round until it has missed this
+many keep-alives (torchrun's default 5 s x 3); while it does, the survivors cannot start the
+next round (c10d moves on only when the round's participants are gone). 1 s x 3: the dead
+node is dropped about 3 s after its last heartbeat, for one small store write a second per
+agent."""
+
+
+def elastic_rdzv_conf() -> str:
+    """The `--rdzv-conf` settings (after is_host) of an elastic torchrun gang."""
+    return (f",last_call_timeout={ELASTIC_LAST_CALL_SECONDS}"
+            f",keep_alive_interval={ELASTIC_KEEP_ALIVE_SECONDS}"
+            f",keep_alive_max_attempt={ELASTIC_KEEP_ALIVE_MISSES}")
 
 
 def render_launch_script(job: Job) -> str:
-    conf = f",last_call_timeout={ELASTIC_LAST_CALL_SECONDS}" if job.elastic else ""
+    conf = elastic_rdzv_conf() if job.elastic else ""
     return _template_env().get_template("launch.sh.j2").render(
         job=job, entry=_entry(job), bundle=f"{LAUNCHER_DIR}/{BUNDLE_NAME}",
         nnodes=torchrun_nnodes(job), rdzv_port=ELASTIC_RDZV_PORT, rdzv_conf=conf)
