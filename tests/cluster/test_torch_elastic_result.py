@@ -59,3 +59,16 @@ def test_the_newest_round_and_the_shrink_profile_come_from_the_log() -> None:
     late = _result("elastic-shrink", "n1", "killed", T0, 2, 1, {"lm-0": (lines, round_)},
                    40, watch)
     assert not late.ok
+
+
+def test_two_pods_each_with_a_rank_0_of_the_same_size_are_a_split_gang() -> None:
+    from trainmaster.drill._torch_elastic import split_worlds
+
+    # What two real nodes did with 3 s keep-alives at load 20: each pod trained alone.
+    alone = parse_cri_log(_cri([(0.0, "rank 0 of 1: pid 21, torchrun restart 0, gloo on x")]))
+    rounds: Any = {"lm-0": (alone, newest_round("lm-0", alone)),
+                   "lm-1": (alone, newest_round("lm-1", alone))}
+    assert split_worlds(rounds) == "a rank 0 of 1 on each of lm-0, lm-1"
+    peer = parse_cri_log(_cri([(0.0, "rank 1 of 2: pid 22, torchrun restart 1, gloo on x")]))
+    rounds["lm-1"] = (peer, newest_round("lm-1", peer))
+    assert split_worlds(rounds) == ""

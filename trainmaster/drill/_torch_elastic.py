@@ -187,6 +187,10 @@ class _Watch:
     def __call__(self, kube: SyncKube, report: Report, what: str) -> Rounds:
         def check() -> Rounds | None:
             rounds = _rounds(self.stack, kube)
+            split = split_worlds(rounds)
+            if split:
+                raise ClusterError(f"{self.stack.job.name} runs {split}: separate worlds "
+                                   "(torchrun's rendezvous split the gang)")
             fresh = {n: r for n, r in rounds.items() if r[1] is not None
                      and r[1].world == self.world and r[1].started > self.since}
             lead = [r for _, r in fresh.values() if r is not None and r.rank == 0]
@@ -202,6 +206,17 @@ class _Watch:
         found: Rounds = _wait(check, f"{self.stack.job.name} to train at world size "
                               f"{self.world}", 600, 0.5)
         return found
+
+
+def split_worlds(rounds: Rounds) -> str:
+    """Pods whose newest rounds each have a rank 0 of the same world size: one gang in
+    several worlds (e.g. a node declared dead by the rendezvous while it trained)."""
+    leads: dict[int, list[str]] = {}
+    for name, (_, r) in sorted(rounds.items()):
+        if r is not None and r.rank == 0:
+            leads.setdefault(r.world, []).append(name)
+    return "; ".join(f"a rank 0 of {world} on each of {', '.join(pods)}"
+                     for world, pods in leads.items() if len(pods) > 1)
 
 
 def _lead(rounds: Rounds, world: int, since: float) -> tuple[list[LogLine], TorchRound]:

@@ -151,12 +151,14 @@ ELASTIC_LAST_CALL_SECONDS = 3
 minimum (torchrun's default, 30 s, is most of a shrink's time). The survivors of a lost
 node fail in the same all-reduce, so they join within a second or two of each other."""
 ELASTIC_KEEP_ALIVE_SECONDS = 1
-ELASTIC_KEEP_ALIVE_MISSES = 3
+ELASTIC_KEEP_ALIVE_MISSES = 8
 """A lost node's agent stays a participant of the finished round until it has missed this
 many keep-alives (torchrun's default 5 s x 3); while it does, the survivors cannot start the
-next round (c10d moves on only when the round's participants are gone). 1 s x 3: the dead
-node is dropped about 3 s after its last heartbeat, for one small store write a second per
-agent."""
+next round (c10d moves on only when the round's participants are gone). 1 s x 8: the dead
+node is dropped about 8 s after its last heartbeat, for one small store write a second per
+agent. Not shorter: an agent starved of CPU that misses them all is declared dead while it
+trains, and a joining node then starts a world of its own (two worlds of one, seen with 3 s
+at load average 20 on two real nodes, 2026-12-05)."""
 
 
 def elastic_rdzv_conf() -> str:
