@@ -4,7 +4,7 @@ nodes with its controllers up; `cluster down` after."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ def log(line: str) -> None:
 @contextmanager
 def dev_stack(name: str, real_nodes: int, folder: Path,
               edit: Callable[[dict[str, Any]], None] | None = None,
-              monitoring: bool = False) -> Iterator[RealStack]:
-    """stacks/dev named `name`, `edit`ed, written to `folder`, started on `real_nodes`."""
+              monitoring: bool = False, job_images: Collection[str] | None = None
+              ) -> Iterator[RealStack]:
+    """stacks/dev named `name`, `edit`ed, written to `folder`, started on `real_nodes`
+    (with the jobs of `job_images` on them: default the trainmaster image's)."""
     from trainmaster import cluster
 
     doc = yaml.safe_load((STACKS / "dev" / "cluster.yaml").read_text())
@@ -32,7 +34,8 @@ def dev_stack(name: str, real_nodes: int, folder: Path,
         edit(doc)
     path = folder / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    real = start_real_stack(path, real_nodes, log, monitoring=monitoring)
+    real = start_real_stack(path, real_nodes, log, monitoring=monitoring,
+                            job_images=job_images)
     try:
         wait_controllers(real, log)
         yield real

@@ -40,7 +40,10 @@ def test_an_elastic_torchrun_job_runs_torchrun_over_its_range() -> None:
     assert "--max-restarts=4" in script
     assert '--rdzv-backend=c10d --rdzv-id="${TRAINMASTER_GANG_UID:-llm-elastic}"' in script
     assert '--rdzv-endpoint="${MASTER_ADDR}:${TRAINMASTER_RDZV_PORT:-29400}"' in script
-    assert '--rdzv-conf="is_host=${IS_HOST},last_call_timeout=5"' in script
+    # Short rendezvous timers: a lost node is dropped ~8 s after its last keep-alive, and
+    # the smaller round closes 3 s after its minimum joined (torchrun: 15 s and 30 s).
+    assert ('--rdzv-conf="is_host=${IS_HOST},last_call_timeout=3,keep_alive_interval=1,'
+            'keep_alive_max_attempt=8"') in script
     assert "--node-rank" not in script  # inert under c10d: the rendezvous assigns ranks
     env = _env(spec, "llm-elastic")
     assert env["NNODES"] == "2:4" and env["NPROC_PER_NODE"] == "8"

@@ -12,6 +12,11 @@ import typer
 
 from trainmaster.cli._app import ContextOpt, kubeconfig_for_context, say_target
 from trainmaster.cli._bench import bench_app
+from trainmaster.cli._bench_torch_elastic import (
+    JOB_CHOICES,
+    TorchElasticBenchError,
+    torch_elastic_rows,
+)
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
 from trainmaster.polling import WaitTimeout
@@ -73,6 +78,9 @@ def recovery_cmd(
         "the real nodes itself (stacks/demo/cluster.yaml: the PyTorch job lm, in the torch "
         "image), else its CPU job.")] = Path(
         "stacks/dev/cluster.yaml"),
+    job: Annotated[str, typer.Option(
+        "--job", help="With --real: the job drilled: cpu (the stack's) or torch (the PyTorch "
+        "example, elastic 1..2 on two real nodes; elastic-shrink and elastic-grow).")] = "cpu",
     torch: Annotated[bool, typer.Option(
         "--torch", help="Instead: kill a worker of the PyTorch example (examples/transformer) "
         "under the real torchrun, two pods on loopback, no cluster (needs torch: uv sync "
@@ -87,6 +95,12 @@ def recovery_cmd(
                                  "one of --real and --torch", param_hint="--torch")
     if backoff is not None and (not real or backoff < 0):
         raise typer.BadParameter("give --backoff (>= 0) with --real", param_hint="--backoff")
+    if job not in JOB_CHOICES:
+        raise typer.BadParameter(f"{job!r}: choose one of {', '.join(JOB_CHOICES)}",
+                                 param_hint="--job")
+    if job == "torch":
+        _real_torch(spec, scenario or [], real, 1 if repeat is None else repeat, as_json)
+        return
     if real:
         _real(spec, scenario or [], 1 if repeat is None else repeat, timeout, as_json,
               RealEdits(backoff, 60 if hang_timeout is None else hang_timeout))
@@ -164,6 +178,28 @@ def _torch(repeat: int, as_json: bool) -> None:
         table.add_row(*(str(row[key]) for key in columns))
     _out.print(table)
     _out.print(f"target: training again <= {rows[0]['target_seconds']} s after the kill")
+
+
+def _real_torch(spec: Path, scenarios: list[str], real: bool, repeat: int,
+                as_json: bool) -> None:
+    from trainmaster.cli._tools import build_with_progress
+    from trainmaster.drill import ELASTIC_SCENARIOS
+    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+
+    if not real:
+        raise typer.BadParameter("the torch job is drilled on real nodes: add --real",
+                                 param_hint="--job")
+    other = sorted(set(scenarios) - set(ELASTIC_SCENARIOS))
+    if other:
+        raise typer.BadParameter(
+            f"{', '.join(other)}: with --job torch the scenarios are "
+            f"{' and '.join(ELASTIC_SCENARIOS)} (one drill)", param_hint="--scenario")
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="this benchmark's real nodes")
+    try:
+        rows = torch_elastic_rows(spec, repeat, lambda line: _err.print(line, highlight=False))
+    except TorchElasticBenchError as exc:
+        raise RecoveryBenchError(str(exc)) from None
+    _print_real(rows, as_json)
 
 
 def _num(value: float | None) -> str:

@@ -52,6 +52,11 @@ from trainmaster.drill._stack import (
     wait_controllers,
     wait_prometheus,
 )
+from trainmaster.drill._torch_elastic import (
+    TorchElasticResult,
+    make_torch_elastic,
+    run_torch_elastic_drill,
+)
 from trainmaster.drill._traffic import (
     InterfaceBytes,
     NodeInterfaceBytes,
@@ -77,6 +82,7 @@ __all__ = [
     "NicDownResult",
     "NodeInterfaceBytes",
     "RealStack",
+    "TorchElasticResult",
     "build_stack_images",
     "dataset_nodes",
     "drilled_job",
@@ -86,6 +92,7 @@ __all__ = [
     "job_status",
     "logged_step",
     "make_elastic",
+    "make_torch_elastic",
     "node_storage_traffic",
     "parse_net_dev",
     "placed_on_real_nodes",
@@ -98,6 +105,7 @@ __all__ = [
     "run_hang",
     "run_nic_down",
     "run_preemption_drill",
+    "run_torch_elastic_drill",
     "run_worker_kill",
     "s3_endpoint",
     "serve_demo_datasets",

@@ -146,19 +146,38 @@ def _template_env() -> jinja2.Environment:
     )
 
 
-ELASTIC_LAST_CALL_SECONDS = 5
+ELASTIC_LAST_CALL_SECONDS = 3
 """How long an elastic torchrun gang's rendezvous waits for more members once it has its
-minimum (torchrun's default, 30 s, is most of a shrink's time)."""
+minimum (torchrun's default, 30 s, is most of a shrink's time). The survivors of a lost
+node fail in the same all-reduce, so they join within a second or two of each other."""
+ELASTIC_KEEP_ALIVE_SECONDS = 1
+ELASTIC_KEEP_ALIVE_MISSES = 8
+"""A lost node's agent stays a participant of the finished round until it has missed this
+many keep-alives (torchrun's default 5 s x 3); while it does, the survivors cannot start the
+next round (c10d moves on only when the round's participants are gone). 1 s x 8: the dead
+node is dropped about 8 s after its last heartbeat, for one small store write a second per
+agent. Not shorter: an agent starved of CPU that misses them all is declared dead while it
+trains, and a joining node then starts a world of its own (two worlds of one, seen with 3 s
+at load average 20 on two real nodes, 2026-12-05)."""
 
 
-RDZV_KEEP_ALIVE = ",keep_alive_interval=1,keep_alive_max_attempt=3"
+def elastic_rdzv_conf() -> str:
+    """The `--rdzv-conf` settings (after is_host) of an elastic torchrun gang."""
+    return (f",last_call_timeout={ELASTIC_LAST_CALL_SECONDS}"
+            f",keep_alive_interval={ELASTIC_KEEP_ALIVE_SECONDS}"
+            f",keep_alive_max_attempt={ELASTIC_KEEP_ALIVE_MISSES}")
+
+
+RDZV_KEEP_ALIVE = (f",keep_alive_interval={ELASTIC_KEEP_ALIVE_SECONDS}"
+                   f",keep_alive_max_attempt={ELASTIC_KEEP_ALIVE_MISSES}")
 """A container restarted in place rejoins its gang's rendezvous, whose next round opens
 once the dead agent is dropped from the last: after keep_alive_max_attempt missed
-heartbeats, 3 s here (torch's default, 5 s x 3, was most of a restart's wait)."""
+heartbeats (torch's default, 5 s x 3, was most of a restart's wait). The elastic gang's
+1 s x 8, for the same reason as there: fewer misses split a CPU-starved gang in two."""
 
 
 def render_launch_script(job: Job) -> str:
-    conf = (f",last_call_timeout={ELASTIC_LAST_CALL_SECONDS}" if job.elastic
+    conf = (elastic_rdzv_conf() if job.elastic
             else RDZV_KEEP_ALIVE if restarts_container_in_place(job) else "")
     return _template_env().get_template("launch.sh.j2").render(
         job=job, entry=_entry(job), bundle=f"{LAUNCHER_DIR}/{BUNDLE_NAME}",
