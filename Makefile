@@ -12,7 +12,7 @@ UV := $(BIN)/uv
 # Use the Python that made .venv; never fetch an interpreter.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test lint lock tools image host-packages test-packages clean
+.PHONY: demo test test-drills lint lock tools image host-packages test-packages clean
 
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -71,9 +71,14 @@ test-packages:
 demo: $(STAMP) host-packages
 	$(BIN)/trainmaster demo --stack demo
 
-## Lint, type-check and the whole test suite (integration tests start their own cluster).
+## Lint, type-check and the whole test suite (integration tests start their own cluster),
+## less the long PyTorch fault drills on real nodes (`make test-drills`; one at a time: each
+## cluster's nodes hold the torch image, about 9 GB a node).
 test: $(STAMP) tools host-packages test-packages lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not drill"
+
+test-drills: $(STAMP) tools host-packages
+	$(BIN)/python -m pytest -q -m drill
 
 lint: $(STAMP)
 	$(UV) lock --check

@@ -30,7 +30,9 @@ from trainmaster.image import torch_reference
 from trainmaster.kubeclient import SyncKube
 from trainmaster.spec import load_spec
 
-pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
+pytestmark = [
+    pytest.mark.integration, pytest.mark.realnode, pytest.mark.image, pytest.mark.drill,
+]
 
 TARGET_SECONDS = 20
 """Issue 38: the survivors train again within 20 s of the node's loss."""

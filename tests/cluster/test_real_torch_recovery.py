@@ -41,7 +41,9 @@ from trainmaster.drill._logs import checkpoint_steps
 from trainmaster.kubeclient import SyncKube, trainingjob_path
 from trainmaster.operator import Cause
 
-pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
+pytestmark = [
+    pytest.mark.integration, pytest.mark.realnode, pytest.mark.image, pytest.mark.drill,
+]
 
 HANG_TIMEOUT = 60
 TARGET_SECONDS = 15
@@ -53,6 +55,9 @@ def stack(trainmaster_home: Path, tmp_path_factory: pytest.TempPathFactory
     def edit(doc: dict[str, Any]) -> None:
         doc.update(with_restart_policy(doc, "lm", backoff_seconds=0,
                                        hang_timeout_seconds=HANG_TIMEOUT))
+        # The container kill's restart in its pod (make demo's lm does not set it yet).
+        lm = next(j for j in doc["jobs"] if j["name"] == "lm")
+        lm["restartPolicy"]["containerRestart"] = "inPlace"
 
     with torch_stack("torchdrill", 2, tmp_path_factory.mktemp("torchdrill"), edit) as real:
         assert real.job.name == "lm" and real.job.launcher == "torchrun"
