@@ -110,13 +110,10 @@ def _training_pods(kube: SyncKube, stack: RealStack) -> list[dict[str, Any]]:
     return pods if len(pods) == stack.job.nodes else []
 
 
-def _trains_since(marks: list[Mark], since: float) -> bool:
-    """A run started after `since` has logged a step (or, with no new run, a step after
-    `since` was logged a while after it: the job went on through the fault)."""
-    runs = split_runs(marks)
-    if any(start > since for start, _ in runs):
-        return True
-    return any(m.step is not None and m.time > since + 30 for m in marks)
+def _restarted_since(marks: list[Mark], since: float) -> bool:
+    """A run started after `since` has logged a step. Not merely a step after it: with a
+    stopped kubelet the old gang trains on until the operator replaces it."""
+    return any(start > since for start, _ in split_runs(marks))
 
 
 def _condition(kube: SyncKube, node: str, kind: str) -> str:
@@ -130,7 +127,7 @@ def _settle(kube: SyncKube, stack: RealStack, pending: _Pending, marks: list[Mar
             report: Report) -> bool:
     """One look at a pending fault; True once it is behind us."""
     fault = pending.fault
-    if not _trains_since(marks, fault.at):
+    if not _restarted_since(marks, fault.at):
         return False
     if not pending.back_condition:
         return True
@@ -147,8 +144,9 @@ def _settle(kube: SyncKube, stack: RealStack, pending: _Pending, marks: list[Mar
     return True
 
 
-def _progress(acc: Accounting, now: float, injected: int, due: int, state: str) -> str:
-    elapsed, total = now - acc.start, acc.end - acc.start
+def _progress(acc: Accounting, end: float, injected: int, due: int, state: str) -> str:
+    """The soak so far (`acc` accounts up to now) as one line."""
+    elapsed, total = acc.end - acc.start, end - acc.start
     return (f"soak {elapsed / 60:5.1f} of {total / 60:.1f} min: step {acc.last_step}, "
             f"fault {injected} of {due}, {state}, ETTR so far "
             f"{acc.productive_seconds / max(elapsed, 1e-9):.1%}")
@@ -175,9 +173,11 @@ def run_soak(stack: RealStack, minutes: float, fault_every: float, report: Repor
                 if _settle(kube, stack, pending, marks, report):
                     pending = None
                 elif now - pending.fault.at > timeout:
-                    _undo(pending)
-                    raise ClusterError(f"{pending.fault.kind} on {pending.fault.node}: the job "
-                                       f"did not train again within {timeout:.0f}s")
+                    # Put the node back and go on: the report shows the fault's cost.
+                    report(f"{pending.fault.kind}: no restart within {timeout:.0f}s; "
+                           "undoing the fault")
+                    _put_back(stack, pending)
+                    pending = None
             if pending is None and len(faults) < due and now >= start + (len(faults) + 1) \
                     * fault_every:
                 pods = _training_pods(kube, stack)
@@ -187,23 +187,24 @@ def run_soak(stack: RealStack, minutes: float, fault_every: float, report: Repor
             if now - reported >= report_every:
                 reported = now
                 state = "recovering" if pending is not None else "training"
-                report(_progress(account(marks, faults, start, now), now, len(faults), due,
+                report(_progress(account(marks, faults, start, now), end, len(faults), due,
                                  state))
             time.sleep(every)
         marks = logs.read(kube)
         if pending is not None:
-            _undo(pending)
-            if pending.back_condition:
-                unfence_nodes(stack.kubeconfig, [pending.fault.node])
+            _put_back(stack, pending)
     accounting = account(marks, faults, start, end)
     return SoakResult(stack.job.name, stack.job.launcher, minutes, fault_every, accounting,
                       tuple(stack.record.real_nodes), tuple(marks))
 
 
-def _undo(pending: _Pending) -> None:
+def _put_back(stack: RealStack, pending: _Pending) -> None:
+    """Undo the fault now, and lift the node's fence if it takes a node away."""
     if not pending.undone and pending.killed.undo is not None:
         pending.killed.undo()
         pending.undone = True
+    if pending.back_condition:
+        unfence_nodes(stack.kubeconfig, [pending.fault.node])
 
 
 def _wait_first_steps(kube: SyncKube, stack: RealStack, logs: _Logs, report: Report,
