@@ -17,9 +17,10 @@ Productive time is the sum of the counted steps' times, clipped to the soak's wi
 
     ETTR = productive time / wall time of the soak.
 
-Per fault: `recover_seconds` is the fault -> the first step line of the first run started
-after it (if none started before the next fault, the first step line after the fault: the
-job did not stop); `steps_lost` is the highest step logged before that run started minus
+Per fault (the last one's read after the window if it ends before the job trains again):
+`recover_seconds` is the fault -> the first step line of the first run started after it
+(if none started before the next fault, the first step line after the fault: the job did
+not stop); `steps_lost` is the highest step logged before that run started minus
 the step that run resumed at (its first step - 1).
 """
 
@@ -153,8 +154,10 @@ def account(marks: list[Mark], faults: list[Fault], start: float, end: float) ->
                    for _, steps in runs for a, b in itertools.pairwise(steps))
     last = max((m.step for _, steps in runs for m in steps if m.step is not None), default=0)
     ordered = sorted(faults, key=lambda f: f.at)
-    costs = tuple(_cost(f, ordered[i + 1].at if i + 1 < len(ordered) else end, runs)
-                  for i, f in enumerate(ordered))
+    # A fault's cost may be seen after the window (the soak waits for its last fault).
+    every_run = split_runs(marks)
+    costs = tuple(_cost(f, ordered[i + 1].at if i + 1 < len(ordered) else float("inf"),
+                        every_run) for i, f in enumerate(ordered))
     return Accounting(start, end, productive, counted, last,
                       sum(1 for s, _ in runs if s >= start), monotone, costs)
 

@@ -7,6 +7,8 @@ files with them).
 The next fault waits until the job trains again after the last one, and, after a node
 loss or a NIC down, until the node is back (kubelet resumed and Ready, or the link up and
 NICHealthy=True) and unfenced; a fault so delayed is injected as soon as that is done.
+A fault still pending when the soak's minutes are up is waited for after them (its
+recovery timed; the ETTR's window stays the minutes).
 """
 
 from __future__ import annotations
@@ -191,8 +193,17 @@ def run_soak(stack: RealStack, minutes: float, fault_every: float, report: Repor
                                  state))
             time.sleep(every)
         marks = logs.read(kube)
-        if pending is not None:
-            _put_back(stack, pending)
+        # The window is over; a fault still pending is waited for, to time its recovery.
+        while pending is not None:
+            if _settle(kube, stack, pending, marks, report):
+                pending = None
+            elif time.time() - pending.fault.at > timeout:
+                report(f"{pending.fault.kind}: no restart within {timeout:.0f}s")
+                _put_back(stack, pending)
+                pending = None
+            else:
+                time.sleep(every)
+                marks = logs.read(kube)
     accounting = account(marks, faults, start, end)
     return SoakResult(stack.job.name, stack.job.launcher, minutes, fault_every, accounting,
                       tuple(stack.record.real_nodes), tuple(marks))
