@@ -109,3 +109,20 @@ def test_a_skipped_step_is_not_monotone() -> None:
     lines = [(1.0, "step 1 loss 1"), (2.0, "step 2 loss 1"), (3.0, "step 4 loss 1")]
     acc = account(progress_marks(parse_cri_log(cri(*lines))), [], T0, T0 + 3)
     assert not acc.monotone
+
+
+def test_the_last_faults_recovery_is_timed_after_the_window_which_it_does_not_widen() -> None:
+    # The soak ends at 30 s, 5 s after a fault; the job trains again at 40 s (the soak
+    # waits for it): the fault gets its figures, the ETTR counts only the 30 s window.
+    lines = [(float(s), f"rank 0 step {s} loss 0.1") for s in range(1, 26)]
+    lines += [(38.0, "rank 0/2: joined the gang"),
+              (39.0, "rank 0: resumed from /ck/dp/step-20 at step 20")]
+    lines += [(40.0 + s - 21, f"rank 0 step {s} loss 0.1") for s in range(21, 31)]
+    marks = progress_marks(parse_cri_log(cri(*lines)))
+    acc = account(marks, [Fault("nic-down", T0 + 25.5)], T0, T0 + 30)
+    (cost,) = acc.faults
+    assert cost.restarted and cost.resumed_step == 20 and cost.steps_lost == 5
+    assert cost.recover_seconds == pytest.approx(14.5, abs=1e-3)
+    assert acc.steps_counted == 25 and acc.last_step == 25
+    assert acc.productive_seconds == pytest.approx(25.0, abs=1e-3)
+    assert acc.ettr == pytest.approx(25 / 30, abs=1e-4)
