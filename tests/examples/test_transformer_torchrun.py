@@ -10,7 +10,6 @@ follow the steps and stop with a hung worker; `bench recovery --torch` times the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -20,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT, stack_doc
+from trainmaster.bench import LoopbackPod as Pod
 from trainmaster.cluster import free_port
 from trainmaster.drill import story_shards
 from trainmaster.launch import write_bundle
@@ -35,7 +34,6 @@ from trainmaster.objects import build_gang_job, render_launch_script
 from trainmaster.spec import ClusterSpec, load_spec_text
 
 TRAIN = ROOT / "examples" / "transformer" / "train.py"
-STEP = re.compile(r"^step (\d+) loss ([0-9.]+)$")
 pytestmark = pytest.mark.timeout(900)
 
 
@@ -55,54 +53,6 @@ def _spec(nodes: int, steps: int, elastic: tuple[int, int] | None = None,
         **({"elastic": {"minNodes": elastic[0], "maxNodes": elastic[1]}} if elastic else {}),
     })
     return load_spec_text(yaml.safe_dump(doc), "dev.yaml")
-
-
-@dataclass
-class Pod:
-    """One pod's launch script, and its output lines with the time each arrived."""
-
-    proc: subprocess.Popen[str]
-    lines: list[tuple[float, str]] = field(default_factory=list)
-
-    def read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append((time.monotonic(), line.rstrip("\n")))
-
-    def wait_for(self, pattern: str, after: float = 0.0, seconds: float = 600) -> re.Match[str]:
-        deadline = time.monotonic() + seconds
-        seen = 0
-        while time.monotonic() < deadline:
-            for at, line in self.lines[seen:]:
-                seen += 1
-                match = re.search(pattern, line)
-                if match and at >= after:
-                    return match
-            if self.proc.poll() is not None and seen == len(self.lines):
-                break
-            time.sleep(0.05)
-        tail = "\n".join(line for _, line in self.lines[-40:])
-        raise AssertionError(f"no line matching {pattern!r}; last lines:\n{tail}")
-
-    def at(self, pattern: str, after: float = 0.0) -> float:
-        for at, line in self.lines:
-            if at >= after and re.search(pattern, line):
-                return at
-        raise AssertionError(pattern)
-
-    def kill(self) -> None:
-        """The whole pod, as a container kill: its process group (bash, the launcher,
-        torchrun) and the workers, which torchrun starts in sessions of their own."""
-        workers = [int(m[1]) for _, line in self.lines
-                   if (m := re.match(r"^rank \d+ of \d+: pid (\d+)", line))]
-        for kill in (lambda: os.killpg(self.proc.pid, signal.SIGKILL),
-                     *(lambda pid=pid: os.kill(pid, signal.SIGKILL) for pid in workers)):
-            with contextlib.suppress(ProcessLookupError):
-                kill()
-
-    def steps(self) -> list[tuple[int, float]]:
-        return [(int(m[1]), float(m[2])) for _, line in self.lines
-                if (m := STEP.match(line))]
 
 
 @pytest.fixture(scope="module")
@@ -172,11 +122,11 @@ def test_the_transformer_trains_and_a_killed_worker_restarts_in_place(
     ckpt = tmp_path / "checkpoints"
     pods = gang(_spec(nodes=2, steps=100_000), ckpt)
     # torchrun started one worker per pod, ranked by the rendezvous (not by pod index).
-    rank0 = next(p for p in pods if p.wait_for(r"^rank (\d) of 2: pid")[1] == "0")
+    rank0 = next(p for p in pods if p.match(r"^rank (\d) of 2: pid")[1] == "0")
     rank1 = next(p for p in pods if p is not rank0)
-    pid = int(rank1.wait_for(r"^rank 1 of 2: pid (\d+)")[1])
-    rank0.wait_for(r"^checkpoint .*step-30 \(step 30\)")
-    rank0.wait_for(r"^step 35 loss")
+    pid = int(rank1.match(r"^rank 1 of 2: pid (\d+)")[1])
+    rank0.match(r"^checkpoint .*step-30 \(step 30\)")
+    rank0.match(r"^step 35 loss")
     before = rank0.steps()
     first, last = [loss for _, loss in before[:5]], [loss for _, loss in before[-5:]]
     print(f"loss: steps 1-5 {first}, steps {before[-5][0]}-{before[-1][0]} {last}")
@@ -184,14 +134,14 @@ def test_the_transformer_trains_and_a_killed_worker_restarts_in_place(
 
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)  # one worker process dies; its pod does not
-    resumed = rank0.wait_for(r"^rank 0: resumed from (.*step-(\d+)) at step (\d+) \(world "
+    resumed = rank0.match(r"^rank 0: resumed from (.*step-(\d+)) at step (\d+) \(world "
                              r"size 2\)", after=killed_at)
     last_checkpoint = max(step for step, _ in before if step % 10 == 0 and step <= 35)
     assert int(resumed[3]) >= last_checkpoint  # no steps lost beyond the last checkpoint
     again = int(resumed[3]) + 1
-    rank0.wait_for(rf"^step {again} loss", after=killed_at)
+    rank0.match(rf"^step {again} loss", after=killed_at)
     training_again = rank0.at(rf"^step {again} loss", after=killed_at) - killed_at
-    restarted = rank1.wait_for(r"^rank 1 of 2: pid (\d+), torchrun restart (\d+)",
+    restarted = rank1.match(r"^rank 1 of 2: pid (\d+), torchrun restart (\d+)",
                                after=killed_at)
     assert int(restarted[1]) != pid and int(restarted[2]) >= 1  # a new worker, same pod
     assert all(p.proc.poll() is None for p in pods)  # no pod ended: torchrun restarted it
@@ -202,7 +152,7 @@ def test_the_transformer_trains_and_a_killed_worker_restarts_in_place(
     # load. (The healthy pod's agent restarts its worker too: as a failure when its worker
     # saw the peer's connection close first, else as a membership change.)
     for pod in pods:
-        pod.wait_for(r"^rank \d of 2: pid \d+, torchrun restart", after=killed_at)
+        pod.match(r"^rank \d of 2: pid \d+, torchrun restart", after=killed_at)
     started = max(p.at(r"^rank \d of 2: pid \d+, torchrun restart", killed_at)
                   for p in pods) - killed_at
     loaded = rank0.at(r"^rank 0: resumed from", killed_at) - killed_at
@@ -220,7 +170,7 @@ def test_a_gang_of_another_world_size_resumes_the_step(gang: Any, tmp_path: Path
     assert (ckpt / "step-20" / ".metadata").exists()  # DCP's
     [one] = gang(_spec(nodes=1, steps=25), ckpt)
     assert one.proc.wait(600) == 0, "\n".join(line for _, line in one.lines[-30:])
-    one.wait_for(rf"^rank 0: resumed from {re.escape(str(ckpt))}/step-20 at step 20 "
+    one.match(rf"^rank 0: resumed from {re.escape(str(ckpt))}/step-20 at step 20 "
                  r"\(world size 1\)")
     assert [step for step, _ in one.steps()] == [21, 22, 23, 24, 25]
     assert (ckpt / "step-25" / "COMPLETE").exists()
@@ -239,9 +189,9 @@ def test_a_lost_container_restarts_in_its_pod_and_rejoins_the_gangs_rendezvous(
     assert "keep_alive_interval=1" in render_launch_script(spec.job("lm"))
     port = free_port()
     pods = gang(spec, ckpt, port=port)
-    rank0 = next(p for p in pods if p.wait_for(r"^rank (\d) of 2: pid")[1] == "0")
-    rank0.wait_for(r"^checkpoint .*step-20 \(step 20\)")
-    rank0.wait_for(r"^step 23 loss")
+    rank0 = next(p for p in pods if p.match(r"^rank (\d) of 2: pid")[1] == "0")
+    rank0.match(r"^checkpoint .*step-20 \(step 20\)")
+    rank0.match(r"^step 23 loss")
     agent = pods[0].proc.pid
     lost_at = time.monotonic()
     pods[1].kill()  # the container, whole
@@ -250,7 +200,7 @@ def test_a_lost_container_restarts_in_its_pod_and_rejoins_the_gangs_rendezvous(
     [again] = gang(spec, ckpt, indexes=[1], port=port)  # the kubelet starts it again
     restarted_at = time.monotonic()
     both = (pods[0], again)
-    resumed = [p.wait_for(r"^rank (\d): resumed from .*step-(\d+) at step (\d+) \(world "
+    resumed = [p.match(r"^rank (\d): resumed from .*step-(\d+) at step (\d+) \(world "
                           r"size 2\)", after=restarted_at) for p in both]
     assert sorted(m[1] for m in resumed) == ["0", "1"]
     assert resumed[0][3] == resumed[1][3]  # both ranks from one checkpoint
@@ -258,10 +208,10 @@ def test_a_lost_container_restarts_in_its_pod_and_rejoins_the_gangs_rendezvous(
     assert int(resumed[0][3]) == newest, (resumed[0][3], newest)
     lead = next(p for p, m in zip(both, resumed, strict=True) if m[1] == "0")
     step = int(resumed[0][3]) + 1
-    lead.wait_for(rf"^step {step} loss", after=restarted_at)
+    lead.match(rf"^step {step} loss", after=restarted_at)
     # Pod 0 went on throughout: the same agent, whose worker torchrun restarted.
     assert pods[0].proc.poll() is None and pods[0].proc.pid == agent
-    assert int(pods[0].wait_for(r"^rank \d of 2: pid \d+, torchrun restart (\d+)",
+    assert int(pods[0].match(r"^rank \d of 2: pid \d+, torchrun restart (\d+)",
                                 after=lost_at)[1]) >= 1
     up = again.at(r"^rank \d of 2: pid \d+, torchrun restart", restarted_at) - lost_at
     loaded = lead.at(r"^rank 0: resumed from", restarted_at) - lost_at
@@ -284,27 +234,27 @@ def test_an_elastic_gang_survives_the_loss_of_the_store_pod_and_grows_back(
     # Pod i is 127.0.0.1i here (all of 127/8 is this machine), its store on one port.
     candidates = {"TRAINMASTER_RDZV_CANDIDATES": f"127.0.0.1{{index}}:{port}"}
     pods = gang(spec, ckpt, extra_env=candidates, port=port)  # one rendezvous id
-    pods[1].wait_for(r"rendezvous store: 127\.0\.0\.10:\d+ \(joining\)")
-    rank0 = next(p for p in pods if p.wait_for(r"^rank (\d) of 2: pid")[1] == "0")
-    rank0.wait_for(r"^checkpoint .*step-20 \(step 20\)")
+    pods[1].match(r"rendezvous store: 127\.0\.0\.10:\d+ \(joining\)")
+    rank0 = next(p for p in pods if p.match(r"^rank (\d) of 2: pid")[1] == "0")
+    rank0.match(r"^checkpoint .*step-20 \(step 20\)")
     lost_at = time.monotonic()
     pods[0].kill()  # pod 0, the store's host, is gone
-    pods[1].wait_for(r"rendezvous store: 127\.0\.0\.10:\d+ is gone; electing again",
+    pods[1].match(r"rendezvous store: 127\.0\.0\.10:\d+ is gone; electing again",
                      after=lost_at)
-    pods[1].wait_for(r"rendezvous store: 127\.0\.0\.11:\d+ \(this pod hosts it\)",
+    pods[1].match(r"rendezvous store: 127\.0\.0\.11:\d+ \(this pod hosts it\)",
                      after=lost_at)
-    shrunk = pods[1].wait_for(r"^rank 0: resumed from .*step-(\d+) at step (\d+) \(world "
+    shrunk = pods[1].match(r"^rank 0: resumed from .*step-(\d+) at step (\d+) \(world "
                               r"size 1\)", after=lost_at)
     again = int(shrunk[2]) + 1
-    pods[1].wait_for(rf"^step {again} loss", after=lost_at)
+    pods[1].match(rf"^step {again} loss", after=lost_at)
     print(f"store pod lost: training again at world size 1 (step {again}) "
           f"{pods[1].at(rf'^step {again} loss', lost_at) - lost_at:.1f} s later")
-    pods[1].wait_for(r"^checkpoint .*step-(\d+) ", after=lost_at)  # a step at size 1 saved
+    pods[1].match(r"^checkpoint .*step-(\d+) ", after=lost_at)  # a step at size 1 saved
 
     joined_at = time.monotonic()
     [replacement] = gang(spec, ckpt, extra_env=candidates, indexes=[0], port=port)
-    replacement.wait_for(r"rendezvous store: 127\.0\.0\.11:\d+ \(joining\)")
-    grown = [p.wait_for(r"^rank (\d): resumed from .*step-(\d+) at step (\d+) \(world "
+    replacement.match(r"rendezvous store: 127\.0\.0\.11:\d+ \(joining\)")
+    grown = [p.match(r"^rank (\d): resumed from .*step-(\d+) at step (\d+) \(world "
                         r"size 2\)", after=joined_at) for p in (pods[1], replacement)]
     assert sorted(m[1] for m in grown) == ["0", "1"]
     assert grown[0][3] == grown[1][3]  # both ranks from one checkpoint
@@ -312,7 +262,7 @@ def test_an_elastic_gang_survives_the_loss_of_the_store_pod_and_grows_back(
     lead = next(p for p, m in zip((pods[1], replacement), grown, strict=True) if m[1] == "0")
     resumed_at = lead.at(r"^rank 0: resumed from .* \(world size 2\)", joined_at)
     step = int(grown[0][3]) + 1
-    lead.wait_for(rf"^step {step} loss", after=resumed_at)
+    lead.match(rf"^step {step} loss", after=resumed_at)
     assert pods[1].proc.poll() is None  # the survivor's pod went on throughout
     print(f"replacement joined: training again at world size 2 (step {step}) "
           f"{lead.at(rf'^step {step} loss', resumed_at) - joined_at:.1f} s after it started")
@@ -368,9 +318,9 @@ def test_the_launcher_reports_the_torch_jobs_progress_and_a_hang_shows(
     port = free_port()
     [pod] = gang(_spec(nodes=1, steps=100_000), tmp_path / "checkpoints",
                  extra_env={"TRAINMASTER_METRICS_PORT": str(port)})
-    pid = int(pod.wait_for(r"^rank 0 of 1: pid (\d+)")[1])
-    pod.wait_for(r"^checkpoint .*step-10 \(step 10\)")
-    pod.wait_for(r"^step 13 loss")
+    pid = int(pod.match(r"^rank 0 of 1: pid (\d+)")[1])
+    pod.match(r"^checkpoint .*step-10 \(step 10\)")
+    pod.match(r"^step 13 loss")
     # The launcher reads the steps and checkpoints as they come (a loaded machine may
     # lag the log by a few seconds): both show up in the metrics.
     deadline = time.monotonic() + 60
@@ -391,7 +341,7 @@ def test_the_launcher_reports_the_torch_jobs_progress_and_a_hang_shows(
     finally:
         os.kill(pid, signal.SIGCONT)
     step = int(later["trainmaster_job_step"])
-    pod.wait_for(rf"^step {step + 2} loss")  # it goes on once resumed
+    pod.match(rf"^step {step + 2} loss")  # it goes on once resumed
     deadline = time.monotonic() + 30
     while _metrics(port)["trainmaster_job_step"] <= step:
         assert time.monotonic() < deadline

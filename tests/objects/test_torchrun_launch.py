@@ -84,9 +84,9 @@ def test_a_rigid_torchrun_jobs_lost_container_restarts_in_its_pod() -> None:
     assert job["spec"]["backoffLimit"] == 4  # restartPolicy.maxRestarts, then the gang
     assert "backoffLimitPerIndex" not in job["spec"]
     # The restarted container rejoins the rendezvous once its lost agent is dropped from
-    # the last round: 3 missed heartbeats of 1 s.
+    # the last round: 8 missed heartbeats of 1 s.
     assert ('--rdzv-conf="is_host=${IS_HOST},keep_alive_interval=1,'
-            'keep_alive_max_attempt=3"') in render_launch_script(spec.job("llm-elastic"))
+            'keep_alive_max_attempt=8"') in render_launch_script(spec.job("llm-elastic"))
 
 
 @pytest.mark.parametrize(("changes", "why"), [

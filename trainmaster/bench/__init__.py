@@ -42,7 +42,11 @@ from trainmaster.bench._run import (
     ContenderResult,
     run_scheduler_bench,
 )
-from trainmaster.bench._torch_loopback import TORCH_SCENARIO, run_torch_loopback_bench
+from trainmaster.bench._torch_loopback import (
+    TORCH_SCENARIO,
+    LoopbackPod,
+    run_torch_loopback_bench,
+)
 from trainmaster.bench._trees import placement_before_after
 from trainmaster.bench._ui import ViewTime, bench_ui, build_world, served
 from trainmaster.bench._workload import gang_sizes, leaves_needed, workload
@@ -60,6 +64,7 @@ __all__ = [
     "DeepResult",
     "DeepRun",
     "FailoverOptions",
+    "LoopbackPod",
     "PhaseFigures",
     "PlacementResult",
     "QueueResult",

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ROOT / "examples" / "transformer" / "train.py"
 STACK = ROOT / "stacks" / "dev" / "cluster.yaml"
 TORCH_SCENARIO = "torch-worker-kill (loopback)"
+STEP_LINE = re.compile(r"^step (\d+) loss ([0-9.]+)$")
 
 
 @dataclass
@@ -71,6 +72,22 @@ class LoopbackPod:
         tail = "\n".join(line for _, line in self.lines[-20:])
         raise BenchError(f"no line matching {pattern!r} in a pod's output; its last "
                          f"lines:\n{tail}")
+
+    def match(self, pattern: str, after: float = 0.0, seconds: float = 600) -> re.Match[str]:
+        """``wait_for``'s match alone."""
+        return self.wait_for(pattern, after, seconds)[1]
+
+    def at(self, pattern: str, after: float = 0.0) -> float:
+        """When the first line matching ``pattern`` since ``after`` arrived."""
+        for at, line in self.lines:
+            if at >= after and re.search(pattern, line):
+                return at
+        raise BenchError(f"no line matching {pattern!r} in a pod's output")
+
+    def steps(self) -> list[tuple[int, float]]:
+        """The steps the pod's rank printed, with their losses."""
+        return [(int(m[1]), float(m[2])) for _, line in self.lines
+                if (m := STEP_LINE.match(line))]
 
     def kill(self) -> None:
         """The pod's processes: its process group and the workers it printed."""

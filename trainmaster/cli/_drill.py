@@ -1,17 +1,23 @@
 """`trainmaster drill nic-down`: a rail interface of a real node taken down under a training
-job, and what the agent, the operator, the gang and the alerting do about it."""
+job, and what the agent, the operator, the gang and the alerting do about it.
+`trainmaster drill soak`: every fault in turn under a training job for minutes, and its
+ETTR (trainmaster/drill/_soak.py)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from trainmaster.cli._app import app
 from trainmaster.cli._console import lazy_console
 from trainmaster.errors import TrainmasterError
+
+if TYPE_CHECKING:
+    from trainmaster.drill import SoakResult
 
 drill_app = typer.Typer(help="Real faults on a local cluster's real nodes.",
                         no_args_is_help=True)
@@ -106,3 +112,122 @@ def nic_down_cmd(
 
 def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}s"
+
+
+SOAK_REAL_NODES = 3
+"""A gang of two whole-node pods trains on after a node loss only if a third is free."""
+
+
+@drill_app.command("soak")
+def soak_cmd(
+    minutes: Annotated[float, typer.Option(
+        "--minutes", help="How long the soak runs (its wall time).")] = 30,
+    fault_every: Annotated[float, typer.Option(
+        "--fault-every", help="Seconds between two faults.")] = 180,
+    spec: Annotated[Path, typer.Option(
+        "--spec", help="The stack whose real job is soaked: stacks/dev (the numpy job) or "
+        "stacks/demo (the torch job lm, in the torch image).")] = Path(
+        "stacks/dev/cluster.yaml"),
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Also write a PNG of step against wall time, faults marked.")] = None,
+    timeout: Annotated[float, typer.Option(
+        help="Seconds a fault may take to be behind us.")] = 600,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the JSON row.")] = False,
+) -> None:
+    """Inject faults in turn for minutes; report the ETTR.
+
+    On three real nodes the stack's real job trains while a worker kill,
+    a container kill, a node loss (kubelet stopped, then resumed) and a
+    NIC down (rail 0's link down, then up) come in turn, one every
+    --fault-every seconds. Reports the effective training time ratio
+    (ETTR, docs/real-nodes.md) and per fault the time to training again
+    and the steps lost. Needs root; stops the cluster it starts."""
+    from trainmaster.cli._tools import build_with_progress
+    from trainmaster.cluster import ClusterError, down_state_dir
+    from trainmaster.drill import faults_in, soak_spec
+    from trainmaster.toolchain import CLUSTER_FAMILIES, NODE_FAMILIES
+
+    if minutes <= 0:
+        raise typer.BadParameter(f"{minutes:g}: give a positive number of minutes",
+                                 param_hint="--minutes")
+    if fault_every <= 0 or faults_in(minutes, fault_every) < 1:
+        raise typer.BadParameter(
+            f"{fault_every:g}: give a positive number of seconds below the soak's "
+            f"{minutes * 60:g}s, so that at least one fault falls in it",
+            param_hint="--fault-every")
+    if not spec.is_file():
+        raise typer.BadParameter(f"{spec} does not exist", param_hint="--spec")
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise typer.BadParameter(f"{plot}: name a .png file", param_hint="--plot")
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES], why="the soak's real nodes")
+
+    def report(line: str) -> None:
+        _err.print(line, highlight=False, markup=False)
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="trainmaster-soak-") as folder:
+        try:
+            placed = soak_spec(spec, Path(folder), faults_in(minutes, fault_every))
+            result = _soak(placed, minutes, fault_every, timeout, report, down_state_dir)
+        except ClusterError as exc:
+            raise DrillError(str(exc)) from None
+    if plot is not None:
+        from trainmaster.drill import plot_soak
+
+        plot_soak(result, plot)
+        report(f"wrote {plot}")
+    if as_json:
+        print(json.dumps(result.row()))
+    else:
+        _print_soak(result)
+    if not result.ok:
+        raise DrillError(f"the soak did not go as expected: {json.dumps(result.row())}")
+
+
+def _soak(placed: Path, minutes: float, fault_every: float, timeout: float,
+          report: Callable[[str], None], down: Callable[[Path], object]) -> SoakResult:
+    from trainmaster.drill import (
+        run_soak,
+        serve_demo_datasets,
+        spec_real_images,
+        start_real_stack,
+        wait_controllers,
+    )
+
+    stack = start_real_stack(placed, SOAK_REAL_NODES, report,
+                             job_images=spec_real_images(placed))
+    try:
+        if len(stack.record.real_nodes) < SOAK_REAL_NODES:
+            raise DrillError(
+                f"cluster {stack.record.name} runs {len(stack.record.real_nodes)} real "
+                f"nodes; the soak needs {SOAK_REAL_NODES}: stop it with `trainmaster "
+                "cluster down`")
+        serve_demo_datasets(stack.record, stack.spec, report)  # the torch job's dataset
+        wait_controllers(stack, report)
+        return run_soak(stack, minutes, fault_every, report, timeout)
+    finally:
+        if stack.started:
+            down(stack.state_dir)
+
+
+def _print_soak(result: SoakResult) -> None:
+    from rich.table import Table  # rich: only when printing
+
+    acc = result.accounting
+    _out.print(f"{result.job} ({result.launcher}) on {', '.join(result.nodes)}: "
+               f"{acc.wall_seconds / 60:.1f} min, a fault every {result.fault_every:g}s",
+               highlight=False, markup=False)
+    _out.print(f"ETTR {acc.ettr:.1%}: {acc.productive_seconds:.0f}s of productive steps in "
+               f"{acc.wall_seconds:.0f}s ({acc.steps_counted} steps counted, last step "
+               f"{acc.last_step}, {acc.runs} restarts)", highlight=False, markup=False)
+    table = Table(title="faults")
+    for column in ("#", "fault", "node", "training again s", "steps lost", "resumed at"):
+        table.add_column(column, justify="left" if column in ("fault", "node") else "right",
+                         no_wrap=True)
+    for i, cost in enumerate(acc.faults, 1):
+        again = "-" if cost.recover_seconds is None else f"{cost.recover_seconds:.1f}"
+        resumed = "-" if cost.resumed_step is None else str(cost.resumed_step)
+        table.add_row(str(i), cost.fault.kind, cost.fault.node, again, str(cost.steps_lost),
+                      resumed)
+    _out.print(table)

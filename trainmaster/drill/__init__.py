@@ -25,6 +25,15 @@ from trainmaster.drill._elastic import (
     make_elastic,
     run_elastic_drill,
 )
+from trainmaster.drill._ettr import (
+    Accounting,
+    Fault,
+    FaultCost,
+    Mark,
+    account,
+    progress_marks,
+    split_runs,
+)
 from trainmaster.drill._faults import Killed
 from trainmaster.drill._hang import run_hang
 from trainmaster.drill._inplace import (
@@ -37,6 +46,9 @@ from trainmaster.drill._jobspec import drilled_job, spec_real_images, with_resta
 from trainmaster.drill._logs import pod_log
 from trainmaster.drill._nic import NIC_ALERT, NicDownResult, run_nic_down
 from trainmaster.drill._preempt import run_preemption_drill
+from trainmaster.drill._soak import FAULT_KINDS, SoakResult, faults_in, run_soak
+from trainmaster.drill._soak_plot import plot_soak
+from trainmaster.drill._soak_spec import soak_spec
 from trainmaster.drill._stack import (
     ON_REAL_NODES,
     RealStack,
@@ -68,25 +80,33 @@ from trainmaster.drill._warmups import DatasetNodes, dataset_nodes, stack_datase
 
 __all__ = [
     "ELASTIC_SCENARIOS",
+    "FAULT_KINDS",
     "MOVES_THE_GANG",
     "NIC_ALERT",
     "ON_REAL_NODES",
     "S3_PORT",
     "SCENARIOS",
+    "Accounting",
     "DatasetNodes",
     "DrillResult",
     "ElasticResult",
+    "Fault",
+    "FaultCost",
     "InPlaceResult",
     "InterfaceBytes",
     "Killed",
+    "Mark",
     "NicDownResult",
     "NodeInterfaceBytes",
     "RealStack",
+    "SoakResult",
     "TorchElasticResult",
+    "account",
     "build_stack_images",
     "dataset_nodes",
     "drilled_job",
     "ensure_scenario",
+    "faults_in",
     "host_volume",
     "job_pods",
     "job_status",
@@ -96,8 +116,10 @@ __all__ = [
     "node_storage_traffic",
     "parse_net_dev",
     "placed_on_real_nodes",
+    "plot_soak",
     "pod_log",
     "pods_table",
+    "progress_marks",
     "pulumi_stack_spec",
     "rank_traffic",
     "run_drill",
@@ -105,13 +127,16 @@ __all__ = [
     "run_hang",
     "run_nic_down",
     "run_preemption_drill",
+    "run_soak",
     "run_torch_elastic_drill",
     "run_worker_kill",
     "s3_endpoint",
     "serve_demo_datasets",
     "serve_s3_dataset",
+    "soak_spec",
     "source_root",
     "spec_real_images",
+    "split_runs",
     "stack_datasets",
     "start_real_stack",
     "steppers",
