@@ -1,18 +1,5 @@
-"""Pulumi's mocks run on the current event loop; an earlier asyncio.run() in the same test
-session (e.g. `cluster up`) closes and unsets it, so give every test a fresh one."""
+"""Every module here builds components on Pulumi's mocks: a fresh event loop each."""
 
-from __future__ import annotations
+from tests.pulumi_loop import event_loop_for_pulumi
 
-import asyncio
-from collections.abc import Iterator
-
-import pytest
-
-
-@pytest.fixture(autouse=True, scope="module")
-def event_loop_for_pulumi() -> Iterator[None]:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    yield
-    loop.close()
-    asyncio.set_event_loop(None)
+__all__ = ["event_loop_for_pulumi"]

@@ -335,7 +335,6 @@ def build_pod_group(
     }
 
 
-
 def restarts_container_in_place(job: Job) -> bool:
     """restartPolicy.containerRestart inPlace (a rigid torchrun job retrying any exit code:
     validate refuses it elsewhere): a lost container is restarted in its pod by the kubelet
