@@ -11,8 +11,27 @@ from typing import Any
 
 import yaml
 
+from trainmaster.api import app_labels
 from trainmaster.cluster._processes import ClusterError
 from trainmaster.kubeclient import ApiError, SyncKube
+
+
+def cluster_identity(name: str, *, namespace: str, account: str, role: str,
+                     rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A node daemon's identity: its ServiceAccount, a ClusterRole of ``rules`` and the
+    binding between them, labelled as one of the local cluster's network parts."""
+    meta = {"labels": app_labels(name, "networks", "local-cluster")}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": account, "namespace": namespace, **meta}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": role, **meta}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": role, **meta},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]},
+    ]
 
 
 def _token_secret(namespace: str, account: str, secret: str) -> dict[str, Any]:

@@ -36,7 +36,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainmaster.api import app_labels
 from trainmaster.cluster import _host, _identity
 from trainmaster.cluster._processes import ClusterError, free_port, wait_until
 from trainmaster.toolchain import is_built, tool_path
@@ -73,19 +72,8 @@ Report = Callable[[str], None]
 
 
 def identity_documents() -> list[dict[str, Any]]:
-    meta = {"labels": app_labels("kube-router", "networks", "local-cluster")}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE, **meta}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": {"name": CLUSTER_ROLE, **meta}, "rules": RULES},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": CLUSTER_ROLE, **meta},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                     "name": CLUSTER_ROLE},
-         "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT,
-                       "namespace": NAMESPACE}]},
-    ]
+    return _identity.cluster_identity("kube-router", namespace=NAMESPACE, account=SERVICE_ACCOUNT,
+                                      role=CLUSTER_ROLE, rules=RULES)
 
 
 def install(kubeconfig: Path, out_dir: Path, timeout: float = 60) -> Path:

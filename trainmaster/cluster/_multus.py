@@ -24,7 +24,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainmaster.api import app_labels
 from trainmaster.cluster import _identity
 
 NAMESPACE = "kube-system"
@@ -45,20 +44,8 @@ RULES: list[dict[str, Any]] = [
 
 
 def identity_documents() -> list[dict[str, Any]]:
-    labels = app_labels("multus", "networks", "local-cluster")
-    meta = {"labels": labels}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE, **meta}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": {"name": CLUSTER_ROLE, **meta}, "rules": RULES},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": CLUSTER_ROLE, **meta},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                     "name": CLUSTER_ROLE},
-         "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT,
-                       "namespace": NAMESPACE}]},
-    ]
+    return _identity.cluster_identity("multus", namespace=NAMESPACE, account=SERVICE_ACCOUNT,
+                                      role=CLUSTER_ROLE, rules=RULES)
 
 
 def install(kubeconfig: Path, out_dir: Path, timeout: float = 60) -> Path:
