@@ -50,9 +50,7 @@ from trainmaster.bench._kube import (
     create_all,
     create_namespace,
     delete_namespace,
-    ensure_podgroup_crd,
-    wait_nodes_quiet,
-    wait_nodes_settled,
+    settled_kwok_nodes,
 )
 from trainmaster.bench._measure import BindWatcher
 from trainmaster.bench._run import (
@@ -65,7 +63,7 @@ from trainmaster.bench._run import (
 )
 from trainmaster.bench._workload import GangSpec, pod, pod_group
 from trainmaster.cluster import cluster_sizing
-from trainmaster.kubeclient import ApiError, Kube, node_path, pod_path, podgroup_path
+from trainmaster.kubeclient import ApiError, Kube, pod_path, podgroup_path
 from trainmaster.polling import WaitTimeout
 
 Report = Callable[[str], None]
@@ -348,11 +346,7 @@ async def _deep_bench(options: BenchOptions, kubeconfig: Path, report: Report) -
     api = await Kube.connect(kubeconfig, pool=72)
     async with api:
         settle_limit = cluster_sizing(options.nodes).ready_timeout
-        report("waiting for every node to be Ready and untainted, then quiet")
-        await wait_nodes_settled(api, settle_limit)
-        await wait_nodes_quiet(api, timeout=settle_limit)
-        await ensure_podgroup_crd(api)
-        nodes = await api.list(node_path(), "type=kwok")
+        nodes = await settled_kwok_nodes(api, settle_limit, report)
         gpus = _gpus(nodes) - await _gpus_in_use(api, {n["metadata"]["name"] for n in nodes})
         if gpus <= 0:
             raise BenchError("the cluster's kwok nodes have no free GPU: delete the pods "

@@ -56,14 +56,12 @@ from trainmaster.bench._errors import BenchError
 from trainmaster.bench._kube import (
     count_pods,
     delete_namespace,
-    ensure_podgroup_crd,
-    wait_nodes_quiet,
-    wait_nodes_settled,
+    settled_kwok_nodes,
 )
 from trainmaster.bench._run import _load_average, _populate, _rdma_resources, _warm_up
 from trainmaster.bench._workload import GPUS_PER_POD, workload
 from trainmaster.cluster import cluster_sizing
-from trainmaster.kubeclient import GONE, ApiError, Kube, node_path, pod_path
+from trainmaster.kubeclient import GONE, ApiError, Kube, pod_path
 from trainmaster.polling import WaitTimeout
 from trainmaster.scheduler import SchedulerConfig
 
@@ -412,11 +410,7 @@ async def _bench(options: FailoverOptions, kubeconfig: Path, audit: AuditLog | N
     api = await Kube.connect(kubeconfig, pool=72)
     async with api:
         settle_limit = cluster_sizing(options.nodes).ready_timeout
-        report("waiting for every node to be Ready and untainted, then quiet")
-        await wait_nodes_settled(api, settle_limit)
-        await wait_nodes_quiet(api, timeout=settle_limit)
-        await ensure_podgroup_crd(api)
-        nodes = await api.list(node_path(), "type=kwok")
+        nodes = await settled_kwok_nodes(api, settle_limit, report)
         rdma = _rdma_resources(nodes)
         await _warm_up(api, rdma, report)
         namespace = f"bench-failover-{uuid.uuid4().hex[:5]}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from trainmaster.kubeclient import (
@@ -186,3 +186,15 @@ async def wait_nodes_quiet(api: Kube, quiet: float = 5.0, timeout: float = 180.0
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
     return time.monotonic() - started
+
+
+async def settled_kwok_nodes(api: Kube, limit: float, report: Callable[[str], None]
+                             ) -> list[dict[str, Any]]:
+    """The kwok nodes once every node is Ready, untainted and quiet (within ``limit``
+    seconds each), with the PodGroup CRD in place: where every live bench starts."""
+    report("waiting for every node to be Ready and untainted, then quiet")
+    await wait_nodes_settled(api, limit)
+    waited = await wait_nodes_quiet(api, timeout=limit)
+    report(f"nodes quiet after {waited:.0f}s")
+    await ensure_podgroup_crd(api)
+    return await api.list(node_path(), "type=kwok")

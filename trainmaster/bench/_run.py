@@ -45,9 +45,7 @@ from trainmaster.bench._kube import (
     create_all,
     create_namespace,
     delete_namespace,
-    ensure_podgroup_crd,
-    wait_nodes_quiet,
-    wait_nodes_settled,
+    settled_kwok_nodes,
 )
 from trainmaster.bench._measure import BindWatcher, placement_quality
 from trainmaster.bench._trees import checked_tree
@@ -60,7 +58,7 @@ from trainmaster.bench._workload import (
     workload,
 )
 from trainmaster.cluster import cluster_sizing
-from trainmaster.kubeclient import ApiError, Kube, api_path, node_path, pod_path, podgroup_path
+from trainmaster.kubeclient import ApiError, Kube, api_path, pod_path, podgroup_path
 from trainmaster.polling import WaitTimeout
 from trainmaster.scheduler import pod_requests
 
@@ -284,12 +282,7 @@ async def _bench(options: BenchOptions, kubeconfig: Path, report: Report) -> Ben
         # The controller manager lifts not-ready taints at a rate, not all at once: the
         # wait grows with the cluster as `cluster up`'s Ready wait does (400 s at 5000).
         settle_limit = cluster_sizing(options.nodes).ready_timeout
-        report("waiting for every node to be Ready and untainted, then quiet")
-        await wait_nodes_settled(api, settle_limit)
-        waited = await wait_nodes_quiet(api, timeout=settle_limit)
-        report(f"nodes quiet after {waited:.0f}s")
-        await ensure_podgroup_crd(api)
-        nodes = await api.list(node_path(), "type=kwok")
+        nodes = await settled_kwok_nodes(api, settle_limit, report)
         gpus = _gpus(nodes) - await _gpus_in_use(api, {n["metadata"]["name"] for n in nodes})
         if options.pods * GPUS_PER_POD > gpus:
             raise BenchError(f"{options.pods} pods of {GPUS_PER_POD} GPUs do not fit the "
