@@ -75,7 +75,7 @@ demo: $(STAMP) host-packages
 ## less the long PyTorch fault drills on real nodes (`make test-drills`; one at a time: each
 ## cluster's nodes hold the torch image, about 9 GB a node).
 test: $(STAMP) tools host-packages test-packages lint
-	$(BIN)/python -m pytest -q -m "not drill"
+	$(BIN)/python -m pytest -q
 
 test-drills: $(STAMP) tools host-packages
 	$(BIN)/python -m pytest -q -m drill

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from kubernetes import client
 
 from tests.helpers import ROOT
 from trainmaster.kubeclient import generated_client
+from trainmaster.spec import load_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.image]
 
@@ -32,7 +34,17 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _cold_node_cache() -> None:
+    """The node cache is a host folder (cache.path) that outlives clusters: an earlier
+    real-node test may have filled it with the same dataset, and a warm-up that finds it
+    complete reads nothing over the storage network, which the demo's bytes then show."""
+    spec = load_spec(ROOT / "stacks" / "demo" / "cluster.yaml")
+    for dataset in spec.cache.datasets:
+        shutil.rmtree(Path(spec.cache.path) / dataset.name, ignore_errors=True)
+
+
 def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
+    _cold_node_cache()
     env = {**os.environ, "TRAINMASTER_HOME": str(tmp_path)}
     env.pop("KUBECONFIG", None)
     state = tmp_path / "clusters" / "dev"
