@@ -49,8 +49,8 @@ def torch_stack(name: str, real_nodes: int, folder: Path,
     """stacks/demo named `name`, `edit`ed, written to `folder`, started on `real_nodes`:
     its PyTorch job lm (examples/transformer under torchrun, in the torch image, loaded into
     every real node) and the S3 server of its dataset, as `make demo` has them, applied
-    without the Pulumi engine. Hold /tmp/tm/torch-real.lock on a shared host: one real
-    cluster with the torch image (about 9 GB per node) at a time."""
+    without the Pulumi engine. One real cluster with the torch image (about 9 GB per node)
+    at a time on a host: `make test-drills` runs them one after another."""
     from trainmaster import cluster
     from trainmaster.drill import serve_demo_datasets, spec_real_images
 

@@ -7,8 +7,8 @@ rendezvous and the gang grows back to world size 2, without the operator restart
 World sizes, resumed steps and times come from the pods' logs and the checkpoint folder
 (trainmaster.drill._torch_elastic).
 
-Starts a real-node cluster with the torch image (about 9 GB per node): on a shared host,
-run it under the host's lock (`flock /tmp/tm/torch-real.lock ...`)."""
+Starts a real-node cluster with the torch image (about 9 GB per node): one such cluster
+at a time on a host (`make test-drills`)."""
 
 from __future__ import annotations
 

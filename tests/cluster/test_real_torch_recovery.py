@@ -14,8 +14,8 @@ in the torch image) on two real nodes, faulted for real (issue 38): the same dri
   operator's hang detection (hangTimeoutSeconds) restarts the gang, which resumes.
 
 The job's backoffSeconds is 0 (a backoff is a deliberate wait, not recovery time) and its
-hangTimeoutSeconds 60. Run alone, holding the host's torch lock: `flock
-/tmp/tm/torch-real.lock .venv/bin/python -m pytest tests/cluster/test_real_torch_recovery.py`.
+hangTimeoutSeconds 60. One torch-image cluster at a time on a host: `make test-drills`, or
+`.venv/bin/python -m pytest -m drill tests/cluster/test_real_torch_recovery.py`.
 """
 
 from __future__ import annotations
