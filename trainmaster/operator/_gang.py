@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from trainmaster.api import CHECKPOINT_ANNOTATION, JOB_LABEL, RESTART_ANNOTATION, format_time
 from trainmaster.kubeclient import ApiError, Kube, job_path, pod_path, podgroup_path
 from trainmaster.objects import build_gang, gang_name
-from trainmaster.operator._faults import gang_view
+from trainmaster.operator._faults import gang_view, pod_view
 from trainmaster.operator._model import GangView, NodeHealth
 from trainmaster.spec import ClusterSpec, Job
 
@@ -26,6 +27,22 @@ class GangObjects:
         self.kube = kube
         self._outdated: set[str] = set()
         self._marked: dict[tuple[str, str], str] = {}
+        self._preempted: dict[tuple[str, str, int], str] = {}
+
+    def note_pod(self, body: Mapping[str, Any]) -> None:
+        """Remember a gang pod the scheduler marked preempted, as the watch saw it: on a
+        loaded API server the pod can be deleted, its rigid Job failed and its replacement
+        created before the next list, which then shows a failed gang and no preemption."""
+        view = pod_view(body)
+        job = ((body.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+        if view.preempted_by and view.attempt is not None and job:
+            namespace = (body.get("metadata") or {}).get("namespace", "")
+            self._preempted[(namespace, job, view.attempt)] = view.preempted_by
+
+    def forget(self, namespace: str, job: str) -> None:
+        """The TrainingJob is gone: a new one of the same name starts with a clean slate."""
+        for key in [k for k in self._preempted if k[:2] == (namespace, job)]:
+            del self._preempted[key]
 
     async def observe(self, namespace: str, job: Job, attempt: int) -> GangView:
         selector = f"{JOB_LABEL}={job.name}"
@@ -33,7 +50,14 @@ class GangObjects:
             self.kube.list(pod_path(namespace), selector),
             self.kube.list(job_path(namespace), selector),
         )
-        return gang_view(attempt, pods, jobs)
+        gang = gang_view(attempt, pods, jobs)
+        for key in [k for k in self._preempted if k[:2] == (namespace, job.name)
+                    and k[2] < attempt]:
+            del self._preempted[key]  # an older attempt's: already handled
+        seen = self._preempted.get((namespace, job.name, attempt))
+        if gang.preempted_by is None and seen is not None:
+            gang = replace(gang, preempted_by=seen)
+        return gang
 
     async def apply(
         self,

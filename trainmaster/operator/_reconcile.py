@@ -78,9 +78,11 @@ class Reconciler:
             body = await self.kube.get(trainingjob_path(key.namespace, key.name))
         except ApiError as exc:
             if exc.status == 404:
+                self.gang.forget(key.namespace, key.name)
                 raise Gone() from None
             raise
         if (body.get("metadata") or {}).get("deletionTimestamp"):
+            self.gang.forget(key.namespace, key.name)
             raise Gone()  # being deleted: garbage collection removes the gang
         state = JobState.from_body(body)
         spec = await self._spec(key.namespace)

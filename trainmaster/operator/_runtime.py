@@ -128,6 +128,7 @@ class Runtime:
         if not job:
             return
         key = Key(meta.get("namespace", ""), job)
+        self.reconciler.gang.note_pod(body)
         if event_type == "DELETED":
             self.book.untrack_pod(meta.get("uid", ""))
         else:
