@@ -11,7 +11,16 @@ over the quota, binds nothing and its pods and the JobSet's Event carry the sche
 reason (the queue and its usage) until the first is deleted and its quota comes back.
 
 Preemption: a high-priority JobSet that finds no leaf preempts a low-priority JobSet's
-gang whole (every pod of it), with a Preempted Event on the low JobSet, and is bound."""
+gang whole (every pod of it), with a Preempted Event on the low JobSet, and is bound.
+
+Fair sharing: queues `alpha` and `beta` hold nothing of their own in cohort `lab` (32
+GPUs, fair sharing on, equal weights), so everything either runs is borrowed. Two JobSets
+of beta (one Job x 2 pods x 8 GPUs each, 16 GPUs) fill the cohort, share 32/32 = 1.0. A
+JobSet of alpha of the same size would have share 16/32 = 0.5, at most beta's 16/32 = 0.5
+after losing one (Kueue's LessThanOrEqualToFinalShare): exactly one of beta's JobSets is
+preempted whole, its Preempted Event says fair sharing decided, and alpha's JobSet is
+bound where it was. All three JobSets have the same priority: only fair sharing lets one
+evict another."""
 
 from __future__ import annotations
 
@@ -163,3 +172,65 @@ def test_a_high_priority_jobset_preempts_a_low_one_whole(
             scratch.namespace, field_selector="involvedObject.kind=JobSet").items
         assert any(e.reason == "Preempted" and e.involved_object.name == "low"
                    for e in events), [(e.reason, e.involved_object.name) for e in events]
+
+
+def test_fair_sharing_gives_a_jobset_of_the_lower_share_queue_its_share(
+        local_cluster: LocalCluster, jobset_controller: Controller, tmp_path: Path) -> None:
+    with scratch_box(local_cluster.kubeconfig) as scratch, processes() as procs:
+        # two leaves of 2 nodes x 8 GPUs: a JobSet of one Job of 2 pods fills a leaf
+        add_ready_nodes(scratch, [(f"{leaf}{n}", f"leaf-{leaf}")
+                                  for leaf in "ab" for n in range(2)])
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump({
+            "preemption": True,
+            "queues": [{"name": "alpha", "nominalQuota": 0, "cohort": "lab"},
+                       {"name": "beta", "nominalQuota": 0, "cohort": "lab"}],
+            "cohorts": [{"name": "lab", "resources": [{"name": "nvidia.com/gpu",
+                                                       "nominalQuota": 32}]}],
+            "fairSharing": {"enable": True},
+        }))
+        procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "a",
+                                      "--config", str(path)))
+        gauge = 'trainmaster_scheduler_queue_gpus_in_use{{queue="{}"}}'
+
+        betas = ("b0", "b1")
+        for name in betas:
+            create_jobset(scratch, jobset(scratch, name, "beta", jobs=1))
+        wait_for(lambda: all(bound(scratch, name) == 2 for name in betas),
+                 "beta's two JobSets bound (the whole cohort, borrowed)", 180)
+        before = {name: {p.metadata.uid for p in jobset_pods(scratch, name)}
+                  for name in betas}
+        wait_for(lambda: procs[0].metrics().get(gauge.format("beta")) == 32,
+                 "beta charged 32 GPUs", 120)
+
+        create_jobset(scratch, jobset(scratch, "a0", "alpha", jobs=1))
+        wait_for(lambda: bound(scratch, "a0") == 2, "alpha's JobSet bound", 180)
+        alive = {name: {p.metadata.uid for p in jobset_pods(scratch, name)
+                        if p.spec.node_name and p.metadata.deletion_timestamp is None}
+                 for name in betas}
+        gone = [name for name in betas if not before[name] & alive[name]]
+        assert len(gone) == 1, (before, alive)  # exactly one of beta's JobSets, whole
+        victim = gone[0]
+        kept = next(name for name in betas if name != victim)
+        assert alive[kept] == before[kept]  # the other untouched
+        by_job = jobs_by_leaf(scratch, "a0")
+        assert all(len(leaves) == 1 for leaves in by_job.values()), by_job
+
+        def preempted() -> list[Any] | None:
+            events = client.CoreV1Api(scratch.api_client).list_namespaced_event(
+                scratch.namespace, field_selector="involvedObject.kind=JobSet").items
+            return [e for e in events if e.reason == "Preempted"] or None
+
+        events = wait_for(preempted, "the Preempted Event on beta's JobSet", 120)
+        assert [e.involved_object.name for e in events] == [victim], \
+            [(e.involved_object.name, e.message) for e in events]
+        message = events[0].message
+        assert f"preempted by {scratch.namespace}/jobset:a0" in message, message
+        # beta's share before the eviction: 32/32
+        assert "queue alpha, fair sharing, its side's share 1)" in message, message
+        # The victim's Jobs make new pods; they wait: beta is above its share now.
+        wait_for(lambda: procs[0].metrics().get(gauge.format("alpha")) == 16
+                 and procs[0].metrics().get(gauge.format("beta")) == 16,
+                 "alpha charged 16 GPUs, beta 16", 120)
+        time.sleep(3)
+        assert bound(scratch, kept) == 2
