@@ -48,12 +48,13 @@ CLUSTER_SCOPED: frozenset[tuple[str, str]] = frozenset(
 
 CLUSTER_WIDE_READS: frozenset[tuple[str, str]] = frozenset(
     {("", "pods"), ("scheduling.x-k8s.io", "podgroups"), ("scheduling.k8s.io", "podgroups"),
-     ("scheduling.k8s.io", "workloads"), ("jobset.x-k8s.io", "jobsets")}
+     ("scheduling.k8s.io", "workloads"), ("scheduling.k8s.io", "compositepodgroups"),
+     ("jobset.x-k8s.io", "jobsets")}
 )
 """Namespaced resources a scheduler must read everywhere: every pod on a node takes its
 share of the node, whatever its namespace (and gangs are PodGroups, scheduler-plugins'
-or the upstream API's, with the Workloads that hold a composite group's template, or
-JobSets). Read only."""
+or the upstream API's, with the CompositePodGroups and the Workloads that hold a
+composite group's policy, or JobSets). Read only."""
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 

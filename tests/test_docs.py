@@ -237,7 +237,8 @@ def _spec_with(part: dict[str, Any]) -> dict[str, Any]:
 YAML = _blocks("yaml")
 LIVE_OBJECT_PAGES = {
     "docs/interop.md": ("tests/scheduler/test_interop_doc_live.py",  # the upstream API
-                        "tests/scheduler/test_interop_live.py"),  # JobSet, Kueue
+                        "tests/scheduler/test_interop_live.py",  # JobSet, Kueue
+                        "tests/scheduler/test_composites_live.py"),  # CompositePodGroup
     "docs/queues.md": ("tests/scheduler/test_queues_doc_live.py",),
 }
 """Pages with Kubernetes objects in YAML, and the live tests that submit them."""

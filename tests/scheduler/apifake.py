@@ -167,8 +167,10 @@ class Cluster:
                  groups: list[dict[str, Any]],
                  upstream_groups: list[dict[str, Any]] | None = None,
                  jobsets: list[dict[str, Any]] | None = None,
-                 workloads: list[dict[str, Any]] | None = None) -> None:
+                 workloads: list[dict[str, Any]] | None = None,
+                 composites: list[dict[str, Any]] | None = None) -> None:
         self.lists = {"/apis/scheduling.k8s.io/v1beta1/workloads": workloads or [],
+                      "/apis/scheduling.k8s.io/v1alpha3/compositepodgroups": composites or [],
                       "/api/v1/nodes": nodes, "/api/v1/pods": pods,
                       "/apis/scheduling.x-k8s.io/v1alpha1/podgroups": groups,
                       "/apis/scheduling.k8s.io/v1beta1/podgroups": upstream_groups or [],

@@ -13,7 +13,7 @@ from tests.scheduler.apifake import Cluster, fake_runtime, node_obj, pod_obj
 from trainmaster.scheduler import Gang, TopologyConstraint, TopologyMode, place_gang
 from trainmaster.scheduler.framework.results import Placement, Unschedulable
 from trainmaster.scheduler.runtime.cache import ClusterCache
-from trainmaster.scheduler.runtime.composites import composite_templates
+from trainmaster.scheduler.runtime.composites import composite_object, composite_templates
 from trainmaster.scheduler.runtime.config import SchedulerConfig
 
 from .builders import make_cluster, make_pod
@@ -174,7 +174,8 @@ def test_children_wait_for_the_workload_and_for_min_group_count() -> None:
         assert cluster.binds == {}
         (waiting,) = _conditions(api.calls, "trainer-all-0")[-1:]
         assert waiting["status"] == "False"
-        assert "waiting for Workload ns/trainer" in waiting["message"]
+        assert ("waiting for CompositePodGroup ns/trainer-all (scheduling.k8s.io/v1alpha3) "
+                "or Workload ns/trainer") in waiting["message"]
         rt.cache.on_workload("ADDED", workload())  # minGroupCount 2, one child exists
         await rt.step()
         await rt.idle()
@@ -203,7 +204,7 @@ def test_pods_follow_their_podgroup_into_and_out_of_its_composite() -> None:
     assert set(cache.members) == {composite}
     parts = {cache.pending[uid].request.part for uid in cache.members[composite]}
     assert parts == {"trainer-all-0"}
-    assert "waiting for Workload" in (cache.groups[composite].problem or "")
+    assert "or Workload ns/trainer" in (cache.groups[composite].problem or "")
     cache.on_workload("ADDED", workload(min_groups=1))
     group = cache.groups[composite]
     assert group.problem is None
@@ -213,3 +214,120 @@ def test_pods_follow_their_podgroup_into_and_out_of_its_composite() -> None:
     cache.on_upstream_group("DELETED", child("trainer-all-0", min_count=2))
     assert set(cache.members) == {"ns/scheduling.k8s.io:trainer-all-0"}
     assert composite not in cache.groups
+
+
+# --- the v1alpha3 CompositePodGroup object ------------------------------------------------
+
+COMPOSITE_STATUS_PATH = ("/apis/scheduling.k8s.io/v1alpha3/namespaces/ns/compositepodgroups/"
+                         "{}/status")
+
+
+def composite_pod_group(name: str = "trainer-all", *, min_groups: int = 2, key: str = SPINE,
+                        scheduled: bool = False) -> dict[str, Any]:
+    """A CompositePodGroup as the API server serves it (spec fields as in its OpenAPI)."""
+    status: dict[str, Any] = {"conditions": [{
+        "type": "CompositePodGroupInitiallyScheduled", "status": "True",
+        "reason": "Scheduled"}]} if scheduled else {}
+    return {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"cpg-{name}",
+                         "resourceVersion": "1"},
+            "spec": {"workloadRef": {"workloadName": "trainer", "templateName": "all"},
+                     "schedulingPolicy": {"gang": {"minGroupCount": min_groups}},
+                     "schedulingConstraints": {"topology": [{"key": key}]}},
+            "status": status}
+
+
+def _composite_conditions(calls: list[tuple[str, str, Any]], name: str) -> list[dict[str, Any]]:
+    return [body["status"]["conditions"][0] for method, path, body in calls
+            if method == "PATCH" and path == COMPOSITE_STATUS_PATH.format(name)]
+
+
+def test_a_composite_pod_group_reads_as_its_policy_and_constraint() -> None:
+    found = composite_object(composite_pod_group(min_groups=3, key=LEAF))
+    assert (found.name, found.min_group_count, found.object_name) == ("all", 3, "trainer-all")
+    assert found.constraints == {"topology": [{"key": LEAF}]}
+    assert not found.object_scheduled
+    assert composite_object(composite_pod_group(scheduled=True)).object_scheduled
+    basic = composite_pod_group()
+    basic["spec"]["schedulingPolicy"] = {"basic": {}}
+    assert composite_object(basic).min_group_count == 0
+
+
+def test_the_composite_pod_group_wins_over_the_workloads_template_and_is_reported_on() -> None:
+    cache = ClusterCache(SchedulerConfig())
+    for obj in nodes():
+        cache.on_node("ADDED", obj)
+    cache.build_snapshot()
+    composite = "ns/scheduling.k8s.io:composite:trainer-all"
+    cache.on_upstream_group("ADDED", child("trainer-all-0", min_count=2))
+    # no Workload: the object alone is enough
+    cache.on_composite_object("ADDED", composite_pod_group(min_groups=1))
+    group = cache.groups[composite]
+    assert group.problem is None
+    assert (group.part_level, group.whole_level) == ("leaf", "spine")
+    assert group.composite_object == "trainer-all"
+    # a Workload whose template says otherwise: the object still decides
+    cache.on_workload("ADDED", workload(min_groups=5, key=LEAF))
+    assert cache.groups[composite].problem is None
+    assert cache.groups[composite].whole_level == "spine"
+    # the object gone: the Workload's template applies
+    cache.on_composite_object("DELETED", composite_pod_group(min_groups=1))
+    group = cache.groups[composite]
+    assert "1 of minGroupCount 5 PodGroups exist" in (group.problem or "")
+    assert group.composite_object == ""
+    # an object already reported True is not written again
+    cache.on_composite_object("ADDED", composite_pod_group(min_groups=1, scheduled=True))
+    assert cache.groups[composite].composite_object == ""
+    bad = composite_pod_group(min_groups=1, key="example.com/rack")
+    cache.on_composite_object("MODIFIED", bad)
+    assert "CompositePodGroup ns/trainer-all: schedulingConstraints.topology key" in (
+        cache.groups[composite].invalid or "")
+
+
+def test_a_composite_pod_group_is_placed_level_by_level_and_gets_its_condition() -> None:
+    pods = [member(f"r{c}-{p}", f"trainer-all-{c}") for c in range(2) for p in range(2)]
+    groups = [child(f"trainer-all-{c}", min_count=2) for c in range(2)]
+    # no Workload at all: the CompositePodGroup carries the policy and the spine constraint
+    cluster = Cluster(nodes(), pods, [], groups, composites=[composite_pod_group()])
+    api, rt = fake_runtime(cluster, CONFIG)
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.writer.drain(1)
+        assert sorted(cluster.binds) == ["r0-0", "r0-1", "r1-0", "r1-1"]
+        labels = {p: rt.cache.nodes[n].labels for p, n in cluster.binds.items()}
+        assert {lb[SPINE] for lb in labels.values()} == {"spine-1"}  # spine-0 is short
+        for c in range(2):
+            assert len({labels[f"r{c}-{p}"][LEAF] for p in range(2)}) == 1
+        (done,) = _composite_conditions(api.calls, "trainer-all")
+        assert (done["type"], done["status"], done["reason"]) == (
+            "CompositePodGroupInitiallyScheduled", "True", "Scheduled")
+        assert [c["status"] for c in _conditions(api.calls, "trainer-all-0")] == ["True"]
+        await rt.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_composite_pod_group_that_cannot_fit_says_so_and_binds_nothing() -> None:
+    pods = [member(f"r{c}-{p}", f"trainer-all-{c}") for c in range(3) for p in range(4)]
+    groups = [child(f"trainer-all-{c}", min_count=4) for c in range(3)]
+    # 3 children of a leaf each, under one spine of 2 leaves: never all of it
+    cluster = Cluster(nodes(), pods, [], groups,
+                      composites=[composite_pod_group(min_groups=3)])
+    api, rt = fake_runtime(cluster, CONFIG)
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        await rt.idle()
+        await rt.writer.drain(1)
+        assert cluster.binds == {}
+        (waiting,) = _composite_conditions(api.calls, "trainer-all")[-1:]
+        assert (waiting["type"], waiting["status"], waiting["reason"]) == (
+            "CompositePodGroupInitiallyScheduled", "False", "Unschedulable")
+        assert "spine" in waiting["message"], waiting
+        await rt.shutdown()
+
+    asyncio.run(run())

@@ -6,23 +6,36 @@ parentCompositePodGroupName. trainmaster-scheduler (a subprocess) places the chi
 one composite level by level: each child PodGroup under one leaf, all of them under one
 spine, and reports on every child's PodGroupInitiallyScheduled condition.
 
+The v1alpha3 CompositePodGroup object: docs/interop.md's example (a CompositePodGroup,
+its two PodGroups, two Indexed Jobs naming them), submitted as printed without a
+Workload, is placed from the object's own policy and constraint, nothing of it bound
+while no spine holds both PodGroups, and the object reports
+CompositePodGroupInitiallyScheduled.
+
 Each test brings its own kwok nodes (leaf and spine labels), namespace and schedulerName,
 and removes everything at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from kubernetes import client
 
 from tests.conftest import LocalCluster
-from tests.scheduler.live import SchedulerProcess, Scratch, processes, wait_for
+from tests.helpers import ROOT
+from tests.scheduler.live import TEST_LABEL, SchedulerProcess, Scratch, processes, wait_for
 from tests.scheduler.test_upstream_groups_live import UPSTREAM, _cleanup_groups, _status
 
 pytestmark = pytest.mark.integration
 
+PAGE = ROOT / "docs" / "interop.md"
+ALPHA = ("scheduling.k8s.io", "v1alpha3")
 LEAF_KEY = "topology.trainmaster.io/leaf"
 SPINE_KEY = "topology.trainmaster.io/spine"
 
@@ -149,3 +162,108 @@ def test_a_composite_is_placed_each_replica_under_one_leaf_all_under_one_spine(
             done = wait_for(lambda g=group: _status(scratch, g, "True"),
                             f"{group} PodGroupInitiallyScheduled=True")
             assert done["reason"] == "Scheduled"
+
+
+def page_objects() -> list[dict[str, Any]]:
+    """docs/interop.md's YAML block with a CompositePodGroup."""
+    for block in re.findall(r"^```yaml\n(.*?)^```", PAGE.read_text(), re.S | re.M):
+        docs = [d for d in yaml.safe_load_all(block) if d]
+        if "CompositePodGroup" in {d.get("kind") for d in docs}:
+            return docs
+    raise AssertionError(f"{PAGE}: no YAML block with a CompositePodGroup")
+
+
+def fit_to(scratch: Scratch, obj: dict[str, Any]) -> dict[str, Any]:
+    """The page's object in this test's namespace, for its scheduler and its nodes."""
+    assert obj["metadata"]["namespace"] == "trainmaster"
+    obj["metadata"]["namespace"] = scratch.namespace
+    if obj["kind"] == "Job":
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["schedulerName"] == "trainmaster-scheduler"
+        pod["schedulerName"] = scratch.scheduler
+        pod["nodeSelector"] = {TEST_LABEL: scratch.tag}
+        pod["tolerations"].append({"key": TEST_LABEL, "operator": "Exists"})
+    return obj
+
+
+def composite_condition(scratch: Scratch, name: str, status: str) -> dict[str, Any] | None:
+    obj = scratch.custom.get_namespaced_custom_object(*ALPHA, scratch.namespace,
+                                                      "compositepodgroups", name)
+    return next((c for c in (obj.get("status") or {}).get("conditions") or []
+                 if c["type"] == "CompositePodGroupInitiallyScheduled"
+                 and c["status"] == status), None)
+
+
+def test_the_pages_composite_pod_group_places_each_podgroup_under_a_leaf_all_under_a_spine(
+    local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
+) -> None:
+    objects = [fit_to(scratch, o) for o in page_objects()]
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == ["CompositePodGroup", "Job", "Job", "PodGroup", "PodGroup"], kinds
+    (composite,) = [o["metadata"]["name"] for o in objects if o["kind"] == "CompositePodGroup"]
+    groups = [o["metadata"]["name"] for o in objects if o["kind"] == "PodGroup"]
+    assert all(o["spec"]["parentCompositePodGroupName"] == composite
+               for o in objects if o["kind"] == "PodGroup")
+    group_of_job = {o["metadata"]["name"]:
+                    o["spec"]["template"]["spec"]["schedulingGroup"]["podGroupName"]
+                    for o in objects if o["kind"] == "Job"}
+    assert sorted(group_of_job.values()) == sorted(groups)
+    # spine a: a leaf of 4 nodes and one of 3; spine b: a leaf of 4. Each PodGroup (4 pods
+    # x 8 GPUs) fits a leaf of 4, but no spine holds both, each under one leaf.
+    for leaf, spine, count in (("a1", "spine-a", 4), ("a2", "spine-a", 3),
+                               ("b1", "spine-b", 4)):
+        for i in range(count):
+            scratch.add_node(f"{leaf}-{i}", leaf=f"leaf-{leaf}", spine=spine)
+    wait_for(scratch.nodes_ready, "scratch nodes Ready")
+    batch = client.BatchV1Api(scratch.api_client)
+    try:
+        for obj in objects:
+            if obj["kind"] == "CompositePodGroup":
+                scratch.custom.create_namespaced_custom_object(
+                    *ALPHA, scratch.namespace, "compositepodgroups", obj)
+            elif obj["kind"] == "PodGroup":
+                scratch.custom.create_namespaced_custom_object(
+                    *UPSTREAM, scratch.namespace, "podgroups", obj)
+        for obj in objects:
+            if obj["kind"] == "Job":
+                batch.create_namespaced_job(scratch.namespace, obj)
+        with processes() as procs:
+            procs.append(SchedulerProcess(local_cluster.kubeconfig, scratch, tmp_path, "one"))
+            short = wait_for(lambda: composite_condition(scratch, composite, "False"),
+                             "the CompositePodGroup told no spine holds it", 120)
+            assert short["reason"] == "Unschedulable", short
+            assert "fits in no single spine" in short["message"], short
+            for group in groups:
+                cond = wait_for(lambda g=group: _status(scratch, g, "False"),
+                                f"{group} PodGroupInitiallyScheduled=False")
+                assert "fits in no single spine" in cond["message"], cond
+            assert len(scratch.pods()) == 8
+            assert scratch.bound() == {}  # not partially: 7 of the 8 pods had a node
+
+            scratch.add_node("a2-3", leaf="leaf-a2", spine="spine-a")
+            bound = wait_for(lambda: (b := scratch.bound()) and len(b) == 8 and b,
+                             "the composite's 8 pods bound", 120)
+            spines = {str(scratch.core.read_node(n).metadata.labels[SPINE_KEY])
+                      for n in bound.values()}
+            assert spines == {f"tm-{scratch.tag}-spine-a"}
+            leaves: dict[str, set[str]] = {}  # PodGroup -> leaves of its pods
+            for pod in scratch.pods():  # a Job's pods name its PodGroup
+                group = group_of_job[pod.metadata.labels["job-name"]]
+                leaves.setdefault(group, set()).add(scratch.leaf_of(pod.spec.node_name))
+            assert sorted(leaves) == sorted(groups), leaves
+            assert all(len(v) == 1 for v in leaves.values()), leaves
+            assert leaves[groups[0]] != leaves[groups[1]]  # no one leaf holds 8 pods
+            done = wait_for(lambda: composite_condition(scratch, composite, "True"),
+                            "CompositePodGroupInitiallyScheduled=True")
+            assert done["reason"] == "Scheduled", done
+            for group in groups:
+                assert wait_for(lambda g=group: _status(scratch, g, "True"),
+                                f"{group} PodGroupInitiallyScheduled=True")["reason"] == (
+                    "Scheduled")
+    finally:
+        batch.delete_collection_namespaced_job(scratch.namespace,
+                                               propagation_policy="Background")
+        for version, plural in ((ALPHA, "compositepodgroups"), (UPSTREAM, "podgroups")):
+            with contextlib.suppress(client.ApiException):
+                scratch.custom.delete_collection_namespaced_custom_object(
+                    *version, scratch.namespace, plural)

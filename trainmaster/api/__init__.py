@@ -12,6 +12,7 @@ bundle (trainmaster.launch._bundle) carries it into training images. A test fail
 
 from trainmaster.api._conditions import (
     CLUSTER_QUEUE_NOT_FOUND,
+    COMPOSITE_PODGROUP_INITIALLY_SCHEDULED,
     COND_DATASETS_READY,
     COND_FAILED,
     COND_RUNNING,
@@ -114,6 +115,7 @@ from trainmaster.api._gang import (
 from trainmaster.api._group import (
     API_VERSION,
     CLUSTER_KIND,
+    COMPOSITE_API_VERSION,
     CRD_API_VERSION,
     FIELD_MANAGER,
     GROUP,
@@ -234,6 +236,8 @@ __all__ = [
     "CLUSTER_KIND",
     "CLUSTER_QUEUE_NOT_FOUND",
     "COMPLETION_INDEX_ANNOTATION",
+    "COMPOSITE_API_VERSION",
+    "COMPOSITE_PODGROUP_INITIALLY_SCHEDULED",
     "COND_DATASETS_READY",
     "COND_FAILED",
     "COND_RUNNING",

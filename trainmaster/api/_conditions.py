@@ -98,6 +98,9 @@ trainmaster-scheduler in a namespace it does not serve (``scheduler.namespaces``
 PODGROUP_INITIALLY_SCHEDULED: Final = "PodGroupInitiallyScheduled"
 """An upstream (scheduling.k8s.io) PodGroup's condition: True once the whole gang was
 placed (terminal: never False again), False with reason Unschedulable until then."""
+COMPOSITE_PODGROUP_INITIALLY_SCHEDULED: Final = "CompositePodGroupInitiallyScheduled"
+"""A v1alpha3 CompositePodGroup's condition, as PodGroupInitiallyScheduled for the whole
+subtree of PodGroups under it (terminal once True)."""
 NODE_READY: Final = "Ready"
 NIC_CONDITION: Final = "NICHealthy"
 """Node condition the NIC agent sets; the operator fences on NICHealthy=False."""

@@ -43,6 +43,9 @@ WORKLOAD_GROUP: Final = "scheduling.k8s.io"
 ``spec.schedulingGroup``), which trainmaster-scheduler reads too (docs/interop.md)."""
 WORKLOAD_API_VERSION: Final = "scheduling.k8s.io/v1beta1"
 """The version read: beta in Kubernetes 1.37, behind the GenericWorkload gate."""
+COMPOSITE_API_VERSION: Final = "scheduling.k8s.io/v1alpha3"
+"""The version of the CompositePodGroup object: alpha in Kubernetes 1.37, behind the
+CompositePodGroup gate (v1beta1 has no CompositePodGroup)."""
 
 CRD_API_VERSION: Final = "apiextensions.k8s.io/v1"
 

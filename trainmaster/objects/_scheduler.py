@@ -40,11 +40,12 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
-    # The upstream gang API's PodGroups (docs/interop.md), and its Workloads: a composite
-    # group's policy and constraint are on the Workload's composite template only.
+    # The upstream gang API's PodGroups (docs/interop.md), its Workloads and its
+    # CompositePodGroups (v1alpha3): a composite group's policy and constraint are on its
+    # CompositePodGroup, else on the Workload's composite template.
     {
         "apiGroups": [WORKLOAD_GROUP],
-        "resources": ["podgroups", "workloads"],
+        "resources": ["podgroups", "workloads", "compositepodgroups"],
         "verbs": ["get", "list", "watch"],
     },
     # A JobSet is its pods' gang: its size and exclusive topology are on the object only.
@@ -69,9 +70,12 @@ SCHEDULER_NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     # The PodScheduled condition is patched (a scheduler-plugins PodGroup's status is never
-    # written); an upstream PodGroup's PodGroupInitiallyScheduled condition is applied.
+    # written); an upstream PodGroup's PodGroupInitiallyScheduled condition is applied, and
+    # a CompositePodGroup's CompositePodGroupInitiallyScheduled.
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-    {"apiGroups": [WORKLOAD_GROUP], "resources": ["podgroups/status"], "verbs": ["patch"]},
+    {"apiGroups": [WORKLOAD_GROUP], "resources": ["podgroups/status",
+                                                  "compositepodgroups/status"],
+     "verbs": ["patch"]},
 ]
 """What the scheduler writes in each namespace it serves (a Role and RoleBinding there,
 never cluster-wide): it binds the pods of those namespaces and no others."""

@@ -27,14 +27,8 @@ from .._keys import CLUSTER_QUEUE_NOT_FOUND, LOCAL_QUEUE_NOT_FOUND
 from ..framework.model import NodeInfo, PodRequest
 from ..plugins.quota import QueueLedger
 from ..state import ClusterState, PodState
-from .composites import (
-    COMPOSITE_PREFIX,
-    CompositeTemplate,
-    composite_group_info,
-    composite_key,
-    composite_templates,
-    in_composite,
-)
+from .composite_sources import CompositeSources
+from .composites import COMPOSITE_PREFIX, composite_group_info, composite_key, in_composite
 from .config import SchedulerConfig
 from .convert import (
     JSON,
@@ -92,8 +86,8 @@ class ClusterCache:
         """Placed pods with our schedulerName (uid -> priority): the only ones preemption
         may evict."""
         self._our_priorities: Counter[int] = Counter()
-        self.workloads: dict[tuple[str, str], dict[str, CompositeTemplate]] = {}
-        """(namespace, Workload) -> its composite templates by child template name."""
+        self.composites = CompositeSources()
+        """Composite groups' policies: CompositePodGroups, else Workloads' templates."""
         self._parent_of: dict[str, str] = {}
         """Child PodGroup gang key -> its composite gang key (``composites.py``)."""
 
@@ -351,19 +345,17 @@ class ClusterCache:
     def on_workload(self, kind: str, obj: JSON) -> None:
         """A scheduling.k8s.io Workload: its composite templates give the composite
         groups of its PodGroups their policy and constraint."""
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        templates = {} if kind == DELETED else composite_templates(obj)
-        if self.workloads.get(key) == templates and kind != DELETED:
+        key = self.composites.on_workload(kind, obj)
+        if key is None:
             return
-        if kind == DELETED:
-            self.workloads.pop(key, None)
-        else:
-            self.workloads[key] = templates
         parents = {g.parent_composite for g in self.groups.values()
                    if g.namespace == key[0] and g.workload[0] == key[1] and g.parent_composite}
         for parent in parents:
             self._refresh_composite(key[0], parent)
+
+    def on_composite_object(self, kind: str, obj: JSON) -> None:
+        """A v1alpha3 CompositePodGroup: the policy and constraint of its children's gang."""
+        self._refresh_composite(*self.composites.on_object(kind, obj))
 
     def _refresh_composite(self, namespace: str, parent: str) -> None:
         children = [g for g in self.groups.values() if g.namespace == namespace
@@ -373,8 +365,7 @@ class ClusterCache:
             if self.groups.pop(key, None) is not None:
                 self.touch(key)
             return
-        workload, template = children[0].workload
-        found = self.workloads.get((namespace, workload), {}).get(template)
+        found = self.composites.template(namespace, parent, children[0].workload)
         self._set_group("", composite_group_info(namespace, parent, children, found,
                                                  self.levels))
 

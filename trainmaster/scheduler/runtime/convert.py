@@ -306,6 +306,9 @@ class PodGroupInfo:
     """A composite group's children may share a domain (``Gang.parts_share``)."""
     children: tuple[str, ...] = ()
     """A composite group's child PodGroups: each gets its status condition."""
+    composite_object: str = ""
+    """A composite group's v1alpha3 CompositePodGroup, to report on as on its children
+    ('' when none exists, or its condition is True already)."""
 
     @property
     def elastic(self) -> bool:

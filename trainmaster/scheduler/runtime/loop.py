@@ -37,7 +37,7 @@ from .binder import Binder, GangOutcome
 from .bursts import fresh_burst, joint_plan
 from .cache import UNFINISHED_PODS, ClusterCache
 from .catch_up import catch_up
-from .composites import workload_reflector
+from .composites import composite_object_reflector, workload_reflector
 from .config import SchedulerConfig
 from .cycle import Cycle
 from .events import ApiWriter, EventRecorder, default_identity
@@ -106,6 +106,7 @@ class SchedulerRuntime:
                       optional=True),
             upstream_reflector(api, self.cache.on_upstream_group),
             workload_reflector(api, self.cache.on_workload),
+            composite_object_reflector(api, self.cache.on_composite_object),
             jobset_reflector(api, self.cache.on_jobset),
             *(local_queue_reflector(api, ns, self.cache.on_local_queue)
               for ns in config.local_queue_namespaces),

@@ -21,6 +21,8 @@ Rules (docs/interop.md has them for users):
 * Status: ``PodGroupInitiallyScheduled`` False/Unschedulable with the scheduler's message
   while the gang waits, True once it is placed, and never written again after True (the
   API makes True terminal). Written by server-side apply on the ``status`` subresource.
+  A composite group's v1alpha3 CompositePodGroup, when one exists, gets
+  ``CompositePodGroupInitiallyScheduled`` the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any
 from trainmaster.kubeclient import ApiError, Kube, Reflector, api_path
 
 from .._keys import (
+    COMPOSITE_API_VERSION,
+    COMPOSITE_PODGROUP_INITIALLY_SCHEDULED,
     HOSTNAME_LABEL,
     PODGROUP_INITIALLY_SCHEDULED,
     WORKLOAD_API_VERSION,
@@ -42,6 +46,7 @@ from .convert import JSON, UPSTREAM_PREFIX, PodGroupInfo, pod_group_info
 from .events import ApiWriter, now_rfc3339
 
 PLURAL = "podgroups"
+COMPOSITE_PLURAL = "compositepodgroups"
 BASIC_MINIMUM = 1
 """A ``basic`` group's pods are scheduled independently: any one may start."""
 
@@ -49,6 +54,12 @@ BASIC_MINIMUM = 1
 def podgroup_path(namespace: str | None = None, name: str | None = None,
                   sub: str | None = None) -> str:
     return api_path(WORKLOAD_API_VERSION, PLURAL, namespace, name, sub)
+
+
+def composite_object_path(namespace: str | None = None, name: str | None = None,
+                          sub: str | None = None) -> str:
+    """The v1alpha3 CompositePodGroups (``composites.py`` reads them)."""
+    return api_path(COMPOSITE_API_VERSION, COMPOSITE_PLURAL, namespace, name, sub)
 
 
 def is_upstream(key: str) -> bool:
@@ -134,6 +145,9 @@ class GroupStatus:
             return  # True is terminal
         for name in group.children or (group.ref_name,):  # a composite: every child
             self._apply(group, name, "False", reason, message, since)
+        if group.composite_object:
+            self._apply(group, group.composite_object, "False", reason, message, since,
+                        composite=True)
 
     def scheduled(self, group: PodGroupInfo | None, message: str) -> None:
         if group is None or group.api_version != WORKLOAD_API_VERSION:
@@ -143,22 +157,28 @@ class GroupStatus:
         self._scheduled.add(group.uid)
         for name in group.children or (group.ref_name,):
             self._apply(group, name, "True", "Scheduled", message, now_rfc3339())
+        if group.composite_object:
+            self._apply(group, group.composite_object, "True", "Scheduled", message,
+                        now_rfc3339(), composite=True)
 
     def _apply(self, group: PodGroupInfo, name: str, status: str, reason: str, message: str,
-               since: str) -> None:
+               since: str, *, composite: bool = False) -> None:
+        """Applies the condition on PodGroup ``name``, or on CompositePodGroup ``name``."""
         body = {
-            "apiVersion": WORKLOAD_API_VERSION,
-            "kind": "PodGroup",
+            "apiVersion": COMPOSITE_API_VERSION if composite else WORKLOAD_API_VERSION,
+            "kind": "CompositePodGroup" if composite else "PodGroup",
             "metadata": {"name": name, "namespace": group.namespace},
             "status": {"conditions": [{
-                "type": PODGROUP_INITIALLY_SCHEDULED,
+                "type": COMPOSITE_PODGROUP_INITIALLY_SCHEDULED if composite
+                else PODGROUP_INITIALLY_SCHEDULED,
                 "status": status,
                 "reason": reason,
                 "message": message[:32768],
                 "lastTransitionTime": since,
             }]},
         }
-        path = podgroup_path(group.namespace, name, "status")
+        path = (composite_object_path if composite else podgroup_path)(
+            group.namespace, name, "status")
         params = {"fieldManager": self._field_manager, "force": "true"}
 
         async def write() -> None:
