@@ -35,6 +35,7 @@ from trainmaster.api import (
     parse_bytes,
 )
 from trainmaster.launch import BUNDLE_NAME, METRICS_PORT
+from trainmaster.objects._checkpoint_mirror import checkpoint_mirror_containers
 from trainmaster.objects._job_env import (
     ELASTIC_RDZV_PORT,
     MASTER_PORT,
@@ -454,7 +455,8 @@ def build_gang_job(
                     else "Never",
                     "subdomain": job.name,
                     "terminationGracePeriodSeconds": 30,
-                    "initContainers": [_launcher_init(spec)],
+                    "initContainers": [_launcher_init(spec),
+                                       *checkpoint_mirror_containers(spec, job)],
                     "containers": [
                         {
                             "name": "trainer",
