@@ -61,7 +61,7 @@ def checkpoints_mirror(
             while (done := mirror.poll()) is not None:
                 typer.echo(f"checkpoints mirror: uploaded {done.entry} (step {done.step}, "
                            f"{done.size} bytes)", err=True)
-        except S3Error as exc:  # the server may come back: go on looking
+        except (S3Error, OSError) as exc:  # the server may come back: go on looking
             typer.echo(f"checkpoints mirror: {exc}", err=True)
         if done_now:  # one last look after SIGTERM: a checkpoint written at the end
             return
