@@ -118,19 +118,27 @@ def _restart_elsewhere(stack: RealStack, store: CheckpointStore, kube: SyncKube)
     attempt, pods = wait_training(stack, kube, log, timeout=400,
                                   after_checkpoint=newest.step)
     rank0 = _rank0(pods)
-    fetch = pod_log(stack.nodes, ns, rank0["metadata"]["name"], "checkpoint-fetch")
     trainer = pod_log(stack.nodes, ns, rank0["metadata"]["name"])
-    assert fetch is not None and trainer is not None
-    fetched = [ln.text for ln in fetch.lines if "checkpoints fetch:" in ln.text]
-    log(f"attempt {attempt}: {fetched}")
-    assert fetched == [f"checkpoints fetch: fetched {newest.entry} (step {newest.step}, "
-                       f"{newest.size} bytes) from {URL}"], fetched
-    assert stack.job.checkpoint is not None
+    assert trainer is not None and stack.job.checkpoint is not None
     assert trainer.resumed(0) == (f"{stack.job.checkpoint.path}/{newest.entry}",
                                   newest.step), trainer.lines[:5]
-    counts = _counts(stack, rank0)
-    log(f"rank 0 after the restart: {counts}")
-    assert counts["storage0"][0] >= newest.size, counts
+    # Every pod fetches; the real nodes share the volume's host folder, so one may find
+    # the other's copy placed (or placed while it fetched): at least one fetched it.
+    fetchers = []
+    for pod in pods:
+        fetch = pod_log(stack.nodes, ns, pod["metadata"]["name"], "checkpoint-fetch")
+        assert fetch is not None
+        said = [ln.text for ln in fetch.lines if "checkpoints fetch:" in ln.text]
+        counts = _counts(stack, pod)
+        log(f"attempt {attempt}: {pod['metadata']['name']}: {said}; storage0 rx "
+            f"{counts['storage0'][0]:,} B, eth0 rx {counts['eth0'][0]:,} B")
+        assert len(said) == 1, said
+        if said[0] == (f"checkpoints fetch: fetched {newest.entry} (step {newest.step}, "
+                       f"{newest.size} bytes) from {URL}"):
+            fetchers.append(pod)
+            assert counts["storage0"][0] >= newest.size, counts
+            assert counts["eth0"][0] < newest.size, counts
+    assert fetchers, "no pod of the gang fetched the checkpoint"
 
 
 def test_checkpoints_travel_over_the_storage_network(trainmaster_home: Path,

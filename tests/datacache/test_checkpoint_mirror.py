@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def test_complete_checkpoints_are_mirrored_and_fetched_byte_for_byte(
     assert fetched.path == elsewhere / "step-20" and fetched.step == 20
     assert fetched.size == 4096 + 2048 + 12
     _same_tree(written / "step-20", elsewhere / "step-20")
-    assert not (elsewhere / "step-20.partial").exists()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["step-20"]  # no landing left
     found = newest_complete(elsewhere)
     assert found is not None and (found.path, found.step, found.how) == (
         elsewhere / "step-20", 20, "marker")
@@ -138,6 +139,32 @@ def test_a_fetch_takes_only_whole_newer_checkpoints(tmp_path: Path,
     fetched = fetch_newest(store, stale)
     assert fetched.step == 40
     _same_tree(written / "step-40", stale / "step-40")
+
+
+def test_the_gangs_pods_fetching_into_one_shared_volume_at_once_all_succeed(
+        tmp_path: Path, s3_server: S3Server) -> None:
+    """Every pod of a gang fetches; on a volume they share (the local cluster's host folder,
+    an NFS claim) they do it at once: each lands its own copy, one is placed, none fails."""
+    store = _store(s3_server)
+    written = tmp_path / "a"
+    _write(written, 40, size=1 << 20)
+    assert Mirror(store, written, keep=3, settle_seconds=3600).poll() is not None
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    # A copy a killed fetcher left long ago: removed; a recent one (another fetcher's) kept.
+    stale = shared / "step-40.old-host.1.abcdef.partial"
+    stale.mkdir()
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: fetch_newest(CheckpointStore(URL, s3_server.client()),
+                                                       shared), range(4)))
+    assert all(r.path == shared / "step-40" and r.step == 40 for r in results), results
+    assert sum(1 for r in results if r.size) >= 1
+    for r in results:
+        assert r.reason.startswith(("fetched step-40", "step-40 (step 40) was placed here",
+                                    f"{shared}/step-40 (step 40) is here")), r.reason
+    _same_tree(written / "step-40", shared / "step-40")
+    assert sorted(p.name for p in shared.iterdir()) == ["step-40"]
 
 
 def test_a_checkpoint_vouched_for_by_a_pointer_or_a_zip_resumes_after_a_fetch(

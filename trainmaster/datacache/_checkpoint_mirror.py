@@ -11,8 +11,9 @@ fetch would take. Older checkpoints past `keep` are removed, manifest first.
 
 The fetch (`trainmaster checkpoints fetch`, an init container before the trainer) takes
 the newest manifest, and when the directory holds no complete checkpoint of that step or
-newer, downloads its files into `<entry>.partial` (a name no reader takes for a
-checkpoint), checks every size, marks it complete (`.complete`, for a checkpoint that a
+newer, downloads its files into `<entry>.<host>.<pid>.<random>.partial` (a name no reader
+takes for a checkpoint, one per fetcher: the gang's pods may share the volume), checks
+every size, marks it complete (`.complete`, for a checkpoint that a
 pointer file vouched for) and renames it into place: the launcher then finds it as it finds
 a checkpoint written on this node (docs/operator.md, "Resume point").
 
@@ -24,7 +25,11 @@ from the Secret the spec names.
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
+import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -124,29 +129,60 @@ class CheckpointStore:
             self.client.delete_object(Bucket=self.where.bucket,
                                       Key=self.data_key(gone.entry, rel))
 
-    def download(self, mirrored: Mirrored, directory: Path) -> Path:
-        """Fetch `mirrored` into `directory` under its own name, whole or not at all."""
+    def download(self, mirrored: Mirrored, directory: Path) -> bool:
+        """Fetch `mirrored` into `directory` under its own name, whole or not at all. False
+        when another fetcher (a pod of the same gang on a shared volume) placed it first."""
         final = directory / mirrored.entry
-        landing = directory / f"{mirrored.entry}{FETCH_SUFFIX}"
-        _clear(landing)
+        # Each fetcher lands its own copy: the gang's pods may share the volume.
+        landing = directory / (f"{mirrored.entry}.{socket.gethostname()}.{os.getpid()}."
+                               f"{secrets.token_hex(3)}{FETCH_SUFFIX}")
+        _remove_stale_landings(directory, mirrored.entry, time.time())
         if mirrored.directory:
             landing.mkdir(parents=True)
-        for rel, size in mirrored.files.items():
-            target = landing / rel if rel else landing
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self.client.download_file(self.where.bucket, self.data_key(mirrored.entry, rel),
-                                      str(target))
-            got = target.stat().st_size
-            if got != size:
-                raise S3Error(f"{self.url}: {mirrored.entry}/{rel} has {got} bytes, its "
-                              f"manifest says {size}; fetch again")
-        if mirrored.directory and not any((landing / m).exists() for m in MARKERS):
-            # A pointer file beside it vouched for it where it was written; here the marker
-            # does, so the launcher's start-up look (evidence only) takes it.
-            (landing / FETCHED_MARKER).touch()
-        _clear(final)  # an incomplete entry of the same name: never resumed from
-        landing.rename(final)
-        return final
+        try:
+            for rel, size in mirrored.files.items():
+                target = landing / rel if rel else landing
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self.client.download_file(self.where.bucket,
+                                          self.data_key(mirrored.entry, rel), str(target))
+                got = target.stat().st_size
+                if got != size:
+                    raise S3Error(f"{self.url}: {mirrored.entry}/{rel} has {got} bytes, its "
+                                  f"manifest says {size}; fetch again")
+            if mirrored.directory and not any((landing / m).exists() for m in MARKERS):
+                # A pointer file beside it vouched for it where it was written; here the
+                # marker does, so the launcher's start-up look (evidence only) takes it.
+                (landing / FETCHED_MARKER).touch()
+            if _holds(directory, mirrored.step):
+                return False
+            _clear(final)  # an incomplete entry of the same name: never resumed from
+            try:
+                landing.rename(final)
+            except OSError:
+                if _holds(directory, mirrored.step):  # placed between the look and here
+                    return False
+                raise
+            return True
+        finally:
+            _clear(landing)
+
+
+def _holds(directory: Path, step: int) -> bool:
+    found = newest_complete(directory)
+    return found is not None and found.step >= step
+
+
+STALE_LANDING_SECONDS = 600.0
+
+
+def _remove_stale_landings(directory: Path, entry: str, now: float) -> None:
+    """Copies that a killed fetcher left (never a checkpoint, but they take room)."""
+    for path in directory.glob(f"{entry}.*{FETCH_SUFFIX}"):
+        try:
+            if now - path.stat().st_mtime > STALE_LANDING_SECONDS:
+                _clear(path)
+        except OSError:
+            continue
 
 
 def _clear(path: Path) -> None:
@@ -194,6 +230,7 @@ class Fetched:
     path: Path | None
     step: int | None
     size: int
+    """Bytes this fetch downloaded and placed."""
     reason: str
 
 
@@ -208,7 +245,10 @@ def fetch_newest(store: CheckpointStore, directory: Path) -> Fetched:
         return Fetched(None, None, 0, f"{local.path} (step {local.step}) is here; the "
                        f"newest mirrored is step {newest.step}")
     directory.mkdir(parents=True, exist_ok=True)
-    path = _guarded(store.url, lambda: store.download(newest, directory))
+    path = directory / newest.entry
+    if not _guarded(store.url, lambda: store.download(newest, directory)):
+        return Fetched(path, newest.step, 0, f"{newest.entry} (step {newest.step}) was "
+                       "placed here by another fetcher while this one fetched it")
     return Fetched(path, newest.step, newest.size, f"fetched {newest.entry} (step "
                    f"{newest.step}, {newest.size} bytes) from {store.url}")
 
