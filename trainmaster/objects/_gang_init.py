@@ -1,5 +1,6 @@
-"""The containers that mirror a job's checkpoints to an S3 server (jobs[].checkpoint.mirror):
-in every gang pod, an init container that fetches the newest mirrored checkpoint before the
+"""The init containers of a gang pod: the launcher's, which brings the launcher bundle to
+any training image, and, for a job that mirrors its checkpoints to an S3 server
+(jobs[].checkpoint.mirror), one that fetches the newest mirrored checkpoint before the
 trainer starts (when the checkpoint volume lacks it) and a sidecar that uploads each one
 that completes. Both run the trainmaster image (`trainmaster checkpoints fetch|mirror`,
 its boto3 client) in the pod's network namespace, so their traffic to the S3 server goes
@@ -12,6 +13,24 @@ from typing import Any
 from trainmaster.objects._cache import s3_env
 from trainmaster.objects._security import confined_container
 from trainmaster.spec import ClusterSpec, Job
+
+LAUNCHER_DIR = "/opt/trainmaster-launch"
+"""Where the init container puts the launcher bundle (an emptyDir shared with the trainer)."""
+
+
+def _launcher_init(spec: ClusterSpec) -> dict[str, Any]:
+    """The init container that brings the launcher to any training image: the trainmaster
+    image writes its self-contained bundle into the emptyDir the trainer runs it from."""
+    return {
+        "name": "launcher",
+        "image": spec.image.reference,
+        "imagePullPolicy": spec.image.pull_policy,
+        "command": ["trainmaster", "launch-bundle", LAUNCHER_DIR],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"cpu": "1", "memory": "256Mi"}},
+        "securityContext": {**confined_container(), "readOnlyRootFilesystem": True},
+        "volumeMounts": [{"name": "launcher", "mountPath": LAUNCHER_DIR}],
+    }
 
 
 def _container(spec: ClusterSpec, job: Job, name: str, args: list[str]) -> dict[str, Any]:
@@ -32,7 +51,7 @@ def _container(spec: ClusterSpec, job: Job, name: str, args: list[str]) -> dict[
     }
 
 
-def checkpoint_mirror_containers(spec: ClusterSpec, job: Job) -> list[dict[str, Any]]:
+def mirror_containers(spec: ClusterSpec, job: Job) -> list[dict[str, Any]]:
     """Init containers, in order: the fetch, then the mirror as a sidecar (an init container
     that keeps running: Kubernetes stops it after the trainer, with SIGTERM, on which it
     uploads a checkpoint written at the very end)."""
@@ -44,3 +63,8 @@ def checkpoint_mirror_containers(spec: ClusterSpec, job: Job) -> list[dict[str, 
                       ["mirror", "--keep", str(job.checkpoint.keep)]),
          "restartPolicy": "Always"},
     ]
+
+
+def gang_init_containers(spec: ClusterSpec, job: Job) -> list[dict[str, Any]]:
+    """In the order they start."""
+    return [_launcher_init(spec), *mirror_containers(spec, job)]
