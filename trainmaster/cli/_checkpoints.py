@@ -24,7 +24,7 @@ UrlOption = Annotated[str, typer.Option("--url", help="s3://bucket/prefix to mir
 
 @checkpoints_app.command("fetch")
 def checkpoints_fetch(directory: DirOption, url: UrlOption) -> None:
-    """Fetch the newest mirrored checkpoint unless the directory has one as new."""
+    """Fetch the newest mirrored checkpoint if the directory lacks it."""
     from trainmaster.datacache import CheckpointStore, fetch_newest
 
     fetched = fetch_newest(CheckpointStore(url), directory)
