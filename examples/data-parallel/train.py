@@ -56,6 +56,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="The global batch: rows per step across all ranks.")
     p.add_argument("--step-seconds", type=float, default=float(env.get("TM_HP_STEP_SECONDS", 0)),
                    help="Sleep this long each step (to watch a run, or to kill it mid-way).")
+    p.add_argument("--checkpoint-pad-bytes", type=int,
+                   default=int(env.get("TM_HP_CHECKPOINT_PAD_BYTES", 0)),
+                   help="Add this many random bytes (pad.bin) to each checkpoint, to weigh "
+                   "like a larger model's state; never read back.")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-dir", default=env.get("TRAINMASTER_CHECKPOINT_DIR", ""))
     p.add_argument("--keep", type=int, default=int(env.get("TRAINMASTER_CHECKPOINT_KEEP", 3)))
@@ -91,12 +95,15 @@ def _checkpoint_asked(path: str) -> bool:
     return True
 
 
-def _save(directory: Path, step: int, weights: np.ndarray, loss: float, keep: int) -> Path:
+def _save(directory: Path, step: int, weights: np.ndarray, loss: float, keep: int,
+          pad_bytes: int = 0) -> Path:
     final = directory / f"step-{step}"
     partial = directory / f"step-{step}.tmp"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     np.save(partial / "weights.npy", weights)
+    if pad_bytes:
+        (partial / "pad.bin").write_bytes(os.urandom(pad_bytes))
     (partial / "state.json").write_text(json.dumps({"step": step, "loss": loss}))
     (partial / "COMPLETE").touch()
     partial.rename(final)
@@ -154,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         asked = rank == 0 and _checkpoint_asked(now_file)
         if rank == 0 and checkpoints is not None and (step % args.checkpoint_every == 0
                                                       or asked):
-            saved = _save(checkpoints, step, weights, loss, args.keep)
+            saved = _save(checkpoints, step, weights, loss, args.keep,
+                          args.checkpoint_pad_bytes)
             why = " (on demand)" if asked else ""
             print(f"rank 0 checkpoint {saved} step {step}{why}", flush=True)
         if args.step_seconds:

@@ -19,8 +19,9 @@ of each node's interfaces around the warm-ups, and the running rank's own counte
   dataset's bytes (control: rendezvous, the launcher's reports, DNS);
 - after `cluster down`, no link of the slot and no routing rule of the storage address.
 
-Checkpoints are not in these counts: the checkpoint volume is a hostPath (no network in
-its path here; docs/real-nodes.md, "The storage network").
+Checkpoints are not in these counts: dp-example does not mirror them here, and its
+checkpoint volume is a hostPath (no network in its path); test_real_checkpoint_traffic.py
+measures a mirrored job's checkpoints on `storage0`.
 """
 
 from __future__ import annotations

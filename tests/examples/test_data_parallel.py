@@ -116,3 +116,25 @@ def test_killed_rank_fails_the_gang_and_the_next_gang_resumes_at_the_checkpoint(
     assert replayed, "no step overlaps between the runs"
     assert {s: after[s] for s in replayed} == {s: before[s] for s in replayed}
     assert _complete_checkpoints(tmp_path / "checkpoints")[-1] == checkpoint + 10
+
+
+def test_checkpoint_padding_weighs_each_checkpoint_and_is_never_read_back(
+        tmp_path: Path) -> None:
+    """checkpointPadBytes (what the realnode test of checkpoints over the storage network
+    uses to make each checkpoint weigh): pad.bin of that size in every checkpoint, written
+    before COMPLETE, and a resume from a padded checkpoint goes on where it stopped."""
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port()), "TRAINMASTER_CHECKPOINT_DIR": str(tmp_path),
+           "TM_HP_CHECKPOINT_EVERY": "5", "TM_HP_CHECKPOINT_PAD_BYTES": "65536"}
+    first = subprocess.run([sys.executable, str(TRAIN), "--train-steps", "10"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    for step in (5, 10):
+        assert (tmp_path / f"step-{step}" / "pad.bin").stat().st_size == 65536
+        assert (tmp_path / f"step-{step}" / "COMPLETE").exists()
+    second = subprocess.run([sys.executable, str(TRAIN), "--train-steps", "12",
+                             "--resume-from", str(tmp_path / "step-10")], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert f"rank 0: resumed from {tmp_path / 'step-10'} at step 10" in second.stdout
+    assert STEP_LINE.findall(second.stdout)[0][1] == "11"

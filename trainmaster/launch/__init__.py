@@ -7,7 +7,13 @@ Prometheus metrics. See docs/operator.md, "The launcher contract".
 
 from trainmaster.api import PROGRESS_FILE_ENV, STEP_PATTERN_ENV
 from trainmaster.launch._bundle import BUNDLE_NAME, write_bundle
-from trainmaster.launch._checkpoints import CheckpointWatcher, Found, step_of
+from trainmaster.launch._checkpoints import (
+    MARKERS,
+    CheckpointWatcher,
+    Found,
+    newest_complete,
+    step_of,
+)
 from trainmaster.launch._metrics import METRIC_NAMES, METRICS_PORT, LaunchMetrics
 from trainmaster.launch._progress import (
     STEP_PATTERN,
@@ -21,6 +27,7 @@ from trainmaster.launch._wrapper import HEARTBEAT_FILE_ENV, LaunchConfig, run_la
 __all__ = [
     "BUNDLE_NAME",
     "HEARTBEAT_FILE_ENV",
+    "MARKERS",
     "METRICS_PORT",
     "METRIC_NAMES",
     "PROGRESS_FILE_ENV",
@@ -38,6 +45,7 @@ __all__ = [
     "decision_file",
     "fill",
     "heartbeat_patch",
+    "newest_complete",
     "render_resume_args",
     "resume_values",
     "run_launch",

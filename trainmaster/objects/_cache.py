@@ -39,23 +39,29 @@ SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"
 """Keys of a dataset's credentialsSecret, given to its warm-up pods as these variables."""
 
 
-def _source_env(dataset: Dataset) -> list[dict[str, Any]]:
-    """An s3:// source's endpoint, region and credentials (from the Secret the dataset
-    names, never from the spec), as the standard AWS variables boto3 reads."""
+def s3_env(endpoint: str | None, region: str | None, secret: str | None
+           ) -> list[dict[str, Any]]:
+    """An S3 client's endpoint, region and credentials (from the named Secret, never from
+    the spec), as the standard AWS variables boto3 reads."""
     env: list[dict[str, Any]] = []
-    if dataset.endpoint:
-        env.append({"name": "AWS_ENDPOINT_URL", "value": dataset.endpoint})
-    if dataset.region:
-        env.append({"name": "AWS_REGION", "value": dataset.region})
-    if dataset.credentials_secret:
+    if endpoint:
+        env.append({"name": "AWS_ENDPOINT_URL", "value": endpoint})
+    if region:
+        env.append({"name": "AWS_REGION", "value": region})
+    if secret:
         env += [
             {"name": key, "valueFrom": {"secretKeyRef": {
-                "name": dataset.credentials_secret, "key": key,
+                "name": secret, "key": key,
                 # A session token is only for temporary credentials.
                 **({"optional": True} if key == "AWS_SESSION_TOKEN" else {})}}}
             for key in SECRET_KEYS
         ]
     return env
+
+
+def _source_env(dataset: Dataset) -> list[dict[str, Any]]:
+    """An s3:// source's endpoint, region and credentials."""
+    return s3_env(dataset.endpoint, dataset.region, dataset.credentials_secret)
 
 
 def _source_volumes(dataset: Dataset) -> list[dict[str, Any]]:

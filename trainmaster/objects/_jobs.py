@@ -35,6 +35,7 @@ from trainmaster.api import (
     parse_bytes,
 )
 from trainmaster.launch import BUNDLE_NAME, METRICS_PORT
+from trainmaster.objects._gang_init import LAUNCHER_DIR, gang_init_containers
 from trainmaster.objects._job_env import (
     ELASTIC_RDZV_PORT,
     MASTER_PORT,
@@ -56,8 +57,6 @@ from trainmaster.spec import ClusterSpec, Job, job_gang
 
 """torchrun's c10d store port; also where an elastic `python` gang's launchers
 rendezvous (trainmaster.launch._elastic)."""
-LAUNCHER_DIR = "/opt/trainmaster-launch"
-"""Where the init container puts the launcher bundle (an emptyDir shared with the trainer)."""
 _TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
 
 
@@ -362,21 +361,6 @@ def _failure_limits(job: Job) -> dict[str, Any]:
             "podReplacementPolicy": "Failed"}
 
 
-def _launcher_init(spec: ClusterSpec) -> dict[str, Any]:
-    """The init container that brings the launcher to any training image: the trainmaster
-    image writes its self-contained bundle into the emptyDir the trainer runs it from."""
-    return {
-        "name": "launcher",
-        "image": spec.image.reference,
-        "imagePullPolicy": spec.image.pull_policy,
-        "command": ["trainmaster", "launch-bundle", LAUNCHER_DIR],
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                      "limits": {"cpu": "1", "memory": "256Mi"}},
-        "securityContext": {**confined_container(), "readOnlyRootFilesystem": True},
-        "volumeMounts": [{"name": "launcher", "mountPath": LAUNCHER_DIR}],
-    }
-
-
 def build_gang_job(
     spec: ClusterSpec,
     job: Job,
@@ -454,7 +438,7 @@ def build_gang_job(
                     else "Never",
                     "subdomain": job.name,
                     "terminationGracePeriodSeconds": 30,
-                    "initContainers": [_launcher_init(spec)],
+                    "initContainers": gang_init_containers(spec, job),
                     "containers": [
                         {
                             "name": "trainer",

@@ -578,6 +578,24 @@ class UiSpec(_Model):
 # --- jobs ----------------------------------------------------------------------------
 
 
+class CheckpointMirror(_Model):
+    """An S3 bucket the job's completed checkpoints are copied to, over the storage network,
+    and fetched back from by a gang that starts where its checkpoint volume lacks them."""
+
+    url: str = Field(pattern=r"^s3://[^/\s]+(/\S*)?$", examples=["s3://checkpoints/gpt-small"])
+    """`s3://bucket/prefix`: the job's checkpoints go under the prefix (one per job)."""
+    endpoint: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$",
+                          examples=["http://datasets.trainmaster.svc.cluster.local:7070"])
+    """The S3 server's endpoint URL on the storage network (as `cache.datasets[].endpoint`),
+    given to the pod's mirror and fetch containers as `AWS_ENDPOINT_URL`."""
+    credentials_secret: Name | None = None
+    """A Secret (in the cluster's namespace) whose keys `AWS_ACCESS_KEY_ID`,
+    `AWS_SECRET_ACCESS_KEY` and optional `AWS_SESSION_TOKEN` those containers get; omit to
+    use the node's or pod's own identity."""
+    region: str | None = Field(None, pattern=r"^[a-z0-9-]{1,32}$")
+    """`AWS_REGION` of those containers."""
+
+
 class Checkpoint(_Model):
     """Where and how often a job checkpoints."""
 
@@ -589,6 +607,11 @@ class Checkpoint(_Model):
     """Minutes between checkpoints."""
     keep: int = Field(3, ge=1, le=1000)
     """Checkpoints kept."""
+    mirror: CheckpointMirror | None = None
+    """Copy each completed checkpoint to an S3 server over the storage network (a sidecar of
+    every gang pod), and fetch the newest from there before the trainer starts when the
+    checkpoint volume lacks it, so a gang resumes on nodes that do not share that volume
+    (docs/real-nodes.md, "The storage network"). Needs `networks.storage`."""
 
 
 class RestartPolicy(_Model):

@@ -475,6 +475,17 @@ def _container_restart(job: Job, path: str) -> Iterator[SpecIssue]:
                         f"containerRestart inPlace: {why}; set containerRestart to gang")
 
 
+def _checkpoint_mirror(spec: ClusterSpec, job: Job, path: str) -> Iterator[SpecIssue]:
+    """A mirror travels over the storage network: the pods reach the S3 server through
+    their `storage0`, which only a cluster with one gives them."""
+    if job.checkpoint is None or job.checkpoint.mirror is None:
+        return
+    if spec.networks.storage is None:
+        yield SpecIssue(f"{path}.checkpoint.mirror",
+                        "checkpoints are mirrored over the storage network, and the cluster "
+                        "has none: add networks.storage (its subnet), or drop mirror")
+
+
 def check_job(
     spec: ClusterSpec, job: Job, path: str, capacity: DomainCapacity | None = None
 ) -> Iterator[SpecIssue]:
@@ -482,6 +493,7 @@ def check_job(
     hyper-parameters, and that its pods fit the nodes and its topology."""
     yield from _elastic_range(job, path)
     yield from _container_restart(job, path)
+    yield from _checkpoint_mirror(spec, job, path)
     queues = {q.name for q in spec.scheduler.queues}
     datasets = {d.name for d in spec.cache.datasets} if spec.cache else set()
     if job.queue not in queues and "queue" not in job.model_fields_set:
