@@ -85,6 +85,9 @@ def simulate_cmd(
         "<policy>/domain and <policy>/greedy).")] = "domain",
     report: Annotated[Path | None, typer.Option(
         "--report", help="Write PNG plots and index.html here.")] = None,
+    workers: Annotated[int, typer.Option(
+        min=0, help="Policy runs at once, each in its own process (same results); 0: one "
+        "per CPU.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print only one JSON object.")] = False,
 ) -> None:
     """Simulate a workload on a cluster under each placement policy; compare them."""
@@ -180,7 +183,7 @@ def simulate_cmd(
                         progress=lambda line: _err.print(line, highlight=False),
                         elastic=None if elastic == "off" else model,
                         compare_elastic=elastic == "compare",
-                        preemption_search=preemption_search)
+                        preemption_search=preemption_search, workers=workers)
 
     result = run(queues, faults)
     changed = None
