@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -60,3 +62,41 @@ def test_a_spec_without_a_checkpointed_job_is_refused(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ClusterError, match="no job with a checkpoint"):
         soak_spec(path, tmp_path, 3)
+
+
+def test_elastic_makes_the_torch_job_elastic_one_pod_below_its_size(tmp_path: Path) -> None:
+    from trainmaster.spec import load_spec
+
+    out = soak_spec(STACKS / "demo" / "cluster.yaml", tmp_path, 9, elastic=True)
+    lm = next(j for j in yaml.safe_load(out.read_text())["jobs"] if j["name"] == "lm")
+    assert lm["elastic"] == {"minNodes": 1, "maxNodes": 2} and lm["nodes"] == 2
+    assert lm["restartPolicy"]["maxRestarts"] == 12
+    # The copy loads: validate's rules (torchrun, no in-place restart) hold for it.
+    job = next(j for j in load_spec(out).jobs if j.name == "lm")
+    assert job.elastic is not None and (job.elastic.min_nodes, job.elastic.max_nodes) == (1, 2)
+    assert job.restart_policy.container_restart == "gang"
+    # Without --elastic the torch job stays rigid.
+    rigid = soak_spec(STACKS / "demo" / "cluster.yaml", tmp_path, 9)
+    assert "elastic" not in next(j for j in yaml.safe_load(rigid.read_text())["jobs"]
+                                 if j["name"] == "lm")
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda lm: lm.update(launcher="python"), "launcher 'python'"),
+    (lambda lm: lm.update(nodes=1), "nodes 1"),
+    (lambda lm: lm["restartPolicy"].update(containerRestart="inPlace"), "containerRestart"),
+])
+def test_elastic_refuses_a_job_it_cannot_make_elastic(
+        tmp_path: Path, edit: Callable[[dict[str, Any]], None], named: str) -> None:
+    doc = yaml.safe_load((STACKS / "demo" / "cluster.yaml").read_text())
+    edit(next(j for j in doc["jobs"] if j["name"] == "lm"))
+    path = tmp_path / "in" / "cluster.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ClusterError, match=f"--elastic: job lm .*{named}.*drop --elastic"):
+        soak_spec(path, tmp_path, 9, elastic=True)
+
+
+def test_elastic_is_an_option_of_the_soak() -> None:
+    out = CliRunner(env={"COLUMNS": "140"}).invoke(app, ["drill", "soak", "--help"])
+    assert out.exit_code == 0 and "--elastic" in out.output

@@ -132,6 +132,9 @@ def soak_cmd(
         "--plot", help="Also write a PNG of step against wall time, faults marked.")] = None,
     timeout: Annotated[float, typer.Option(
         help="Seconds a fault may take to be behind us.")] = 600,
+    elastic: Annotated[bool, typer.Option(
+        "--elastic", help="Make the torchrun job elastic, one pod below its size to its "
+        "size: a lost member costs a re-rendezvous, not a gang restart.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the JSON row.")] = False,
 ) -> None:
     """Inject faults in turn for minutes; report the ETTR.
@@ -168,7 +171,8 @@ def soak_cmd(
 
     with tempfile.TemporaryDirectory(prefix="trainmaster-soak-") as folder:
         try:
-            placed = soak_spec(spec, Path(folder), faults_in(minutes, fault_every))
+            placed = soak_spec(spec, Path(folder), faults_in(minutes, fault_every),
+                               elastic)
             result = _soak(placed, minutes, fault_every, timeout, report, down_state_dir)
         except ClusterError as exc:
             raise DrillError(str(exc)) from None
