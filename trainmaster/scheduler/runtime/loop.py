@@ -86,6 +86,7 @@ class SchedulerRuntime:
         self.binder = Binder(api, self.cache, self.metrics, concurrency=config.bind_concurrency,
                              attempts=config.bind_attempts)
         self.writer = ApiWriter(quiet=self.binder.quiet)
+        self.metrics.report_writes.set_function(self.writer.backlog)
         self.recorder = EventRecorder(api, self.writer, config.scheduler_name, self.identity)
         self.reporter = Reporter(self.recorder, config.report_interval, clock,
                                  is_pending=self._is_pending, group_status=GroupStatus(
