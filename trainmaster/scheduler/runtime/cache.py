@@ -76,6 +76,9 @@ class ClusterCache:
         self.terminating: set[str] = set()
         self.dirty: set[str] = set()
         self.capacity_changed = False
+        self.releases = 0
+        """Releases so far (a pod gone or finished, a bind forgotten): the loop waits
+        while they keep coming (``loop._release_stream``)."""
         self.changed = asyncio.Event()
         self._orphans: dict[str, tuple[PodRequest, str]] = {}
         """Pods bound to nodes the snapshot does not know yet."""
@@ -123,6 +126,7 @@ class ClusterCache:
 
     def _capacity(self) -> None:
         self.capacity_changed = True
+        self.releases += 1
         self.changed.set()
 
     def touch(self, key: str) -> None:
