@@ -76,9 +76,7 @@ class ClusterCache:
         self.terminating: set[str] = set()
         self.dirty: set[str] = set()
         self.capacity_changed = False
-        self.releases = 0
-        """Releases so far (a pod gone or finished, a bind forgotten): the loop waits
-        while they keep coming (``loop._release_stream``)."""
+        self.releases = 0  # pods gone, binds forgotten: the loop waits while they come
         self.changed = asyncio.Event()
         self._orphans: dict[str, tuple[PodRequest, str]] = {}
         """Pods bound to nodes the snapshot does not know yet."""
