@@ -6,7 +6,14 @@ from __future__ import annotations
 import math
 import random
 
-from trainmaster.bench._deep import deep_gangs, gangs_holding, parse_metrics, quantile
+from trainmaster.bench._deep import (
+    deep_gangs,
+    gangs_holding,
+    parse_metrics,
+    quantile,
+    report_backlog,
+    seconds_to,
+)
 
 METRICS = """# HELP trainmaster_scheduler_cycle_cpu_seconds CPU
 trainmaster_scheduler_cycle_cpu_seconds_bucket{le="0.001"} 10.0
@@ -46,3 +53,17 @@ def test_the_gangs_mix_sizes_gpus_and_levels_and_fill_what_is_asked() -> None:
     held = sum(g.pods * g.gpus for g in half)
     assert 4000 <= held < 4000 + 32 * 8
     assert len({g.name for g in half}) == len(half)
+
+
+def test_the_report_backlog_is_read_from_its_gauge_and_is_0_without_it() -> None:
+    assert report_backlog(METRICS) == 0
+    assert report_backlog(METRICS + "trainmaster_scheduler_report_writes_queued 1234.0\n") \
+        == 1234
+
+
+def test_seconds_to_a_share_of_the_binds_counts_from_the_step_start() -> None:
+    times = [10.5, 11.0, 12.0, 14.0]  # four binds, the step started at 10
+    assert seconds_to(0.5, times, 10.0) == 1.0
+    assert seconds_to(0.9, times, 10.0) == 4.0
+    assert seconds_to(0.25, times, 10.0) == 0.5
+    assert seconds_to(0.9, [], 10.0) == 0.0

@@ -33,8 +33,13 @@ def test_deep_queue_variant_reports_real_figures_for_both_cycles(tmp_path: Path)
             assert figures["binds_per_second"] > 0 and figures["seconds"] > 0
             assert figures["cycles"] > 0
             assert 0 < figures["cpu_ms_p50"] <= figures["cpu_ms_p95"], (phase, run)
+            assert 0 < figures["seconds_to_half"] <= figures["seconds_to_90pct"] \
+                <= figures["seconds"], (phase, run)
+            assert figures["report_writes_waited_s"] >= 0
         # the deep phase starts with the waiting gangs queued (most never fit)
         assert run["deep"]["waiting_gangs"] >= 50
         assert run["binds_ratio"] > 0
     assert "starting a local control plane" in proc.stderr
     assert "deep queue:" in proc.stderr
+    # each timed step starts once the scheduler's report writes drained
+    assert proc.stderr.count("waited for report writes first") == 4

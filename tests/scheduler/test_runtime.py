@@ -159,3 +159,40 @@ def test_elastic_gang_binds_what_fits_then_grows() -> None:
         await rt.shutdown()
 
     asyncio.run(run())
+
+
+def test_a_step_after_a_release_waits_while_releases_keep_coming_and_no_longer() -> None:
+    """A deleted collection's pods go one every few ms: the step waits until none came
+    for 50 ms (at most 5 such waits), so one cycle places into all of it. Without a
+    release it does not wait; a stream that never stops is cut at the cap."""
+    cluster = Cluster([node_obj("n1")], [], [])
+    _, rt = runtime(cluster)
+
+    async def releases(every: float, count: int) -> None:
+        for _ in range(count):
+            await asyncio.sleep(every)
+            rt.cache.releases += 1
+
+    async def timed(stream: asyncio.Task[None] | None) -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await rt._release_stream()
+        took = loop.time() - started
+        if stream is not None:
+            stream.cancel()
+        return took
+
+    async def run() -> tuple[float, float, float]:
+        await rt.start()
+        rt.cache.capacity_changed = False
+        idle = await timed(None)
+        rt.cache.capacity_changed = True
+        short = await timed(asyncio.create_task(releases(0.02, 6)))  # ends after ~0.12 s
+        endless = await timed(asyncio.create_task(releases(0.01, 10_000)))
+        await rt.shutdown()
+        return idle, short, endless
+
+    idle, short, endless = asyncio.run(run())
+    assert idle < 0.01
+    assert 0.12 + 0.05 <= short < 0.25 + 0.25  # past the last release and a quiet 50 ms
+    assert 0.25 <= endless < 0.25 + 0.25  # 5 waits of 50 ms, then the step goes on

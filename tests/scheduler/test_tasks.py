@@ -124,3 +124,30 @@ def test_an_urgent_write_runs_while_binds_are_in_flight_and_reports_wait_for_it(
         return order
 
     assert asyncio.run(main()) == ["evict sent", "evict done", "report"]
+
+
+def test_the_writer_backlog_counts_writes_queued_and_held_behind_binds_until_done() -> None:
+    """The ``report_writes_queued`` gauge: a write held while a bind is in flight still
+    counts; once binds end and the writes ran, the backlog is 0."""
+
+    async def main() -> tuple[int, int, int, int]:
+        quiet = asyncio.Event()  # cleared: a bind is in flight
+        writer = ApiWriter(workers=1, quiet=quiet)
+        ran: list[int] = []
+
+        async def write() -> None:
+            ran.append(1)
+
+        for _ in range(3):
+            writer.submit(write)
+        queued = writer.backlog()
+        writer.start()
+        await asyncio.sleep(0.05)  # the one worker took a write and waits for quiet
+        held = writer.backlog()
+        quiet.set()
+        await writer.drain(5.0)
+        after = writer.backlog()
+        await writer.stop()
+        return queued, held, after, len(ran)
+
+    assert asyncio.run(main()) == (3, 3, 0, 3)

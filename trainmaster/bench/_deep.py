@@ -16,12 +16,16 @@ draw for both runs. Per run, each step ending when no bind came for 8 s:
    that half from the deep queue, which stays deep.
 
 Both timed steps free the same share of the cluster the same way, so the deletions pace
-both alike. Figures per step: binds per second (pods bound / seconds from the delete call to the
-last bind) and
-the scheduler's CPU per cycle, p50 and p95, interpolated (as Prometheus'
-``histogram_quantile``) from its own ``trainmaster_scheduler_cycle_cpu_seconds``
-histogram, read before and after the phase. A cycle answers every event (pod deleted,
-gang arriving, bind done) that arrived since the last one, so CPU per cycle bounds
+both alike, and both start once the scheduler has no report write queued (its
+``report_writes_queued`` gauge at 0; ``_reports_drained``): the first-failure reports of
+``P`` gangs arriving at once are that submission's cost, not the deep queue's.
+
+Figures per step: binds per second (pods bound / seconds from the delete call to the
+last bind), the seconds to half and to 90% of those binds, and the scheduler's CPU per
+cycle, p50 and p95, interpolated (as Prometheus' ``histogram_quantile``) from its own
+``trainmaster_scheduler_cycle_cpu_seconds`` histogram, read before and after the phase.
+A cycle answers every event (pod deleted, gang arriving, bind done) that arrived since
+the last one, so CPU per cycle bounds
 CPU per event from above.
 """
 
@@ -145,6 +149,13 @@ class PhaseFigures:
     cpu_ms_p95: float
     waiting_gangs: int
     """Gangs waiting when the phase started (the scheduler's pending gauge)."""
+    seconds_to_half: float
+    seconds_to_90pct: float
+    """From the step's start to the bind of half / 90% of the step's pods: where the
+    binds of a step went slowly (its start, or a tail)."""
+    report_writes_waited_s: float
+    """Seconds waited before the step for the scheduler's queued report writes to drain
+    (see ``_reports_drained``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +212,7 @@ class _Scheduler(Trainmaster):
 Histogram = dict[float, float]
 _BUCKET = re.compile(r'^trainmaster_scheduler_cycle_cpu_seconds_bucket\{le="([^"]+)"\} (\S+)$')
 _PENDING = re.compile(r"^trainmaster_scheduler_pending_gangs (\S+)$")
+_REPORTS = re.compile(r"^trainmaster_scheduler_report_writes_queued (\S+)$")
 
 
 def parse_metrics(text: str) -> tuple[Histogram, int]:
@@ -214,6 +226,15 @@ def parse_metrics(text: str) -> tuple[Histogram, int]:
         elif (gauge := _PENDING.match(line)) is not None:
             pending = int(float(gauge.group(1)))
     return buckets, pending
+
+
+def report_backlog(text: str) -> int:
+    """The scheduler's queued and running report writes, from /metrics (0 if absent)."""
+    for line in text.splitlines():
+        found = _REPORTS.match(line)
+        if found:
+            return int(float(found.group(1)))
+    return 0
 
 
 def quantile(q: float, before: Histogram, after: Histogram) -> float:
@@ -236,6 +257,10 @@ def quantile(q: float, before: Histogram, after: Histogram) -> float:
 
 
 async def _scrape(port: int, timeout: float = 60.0) -> tuple[Histogram, int]:
+    return parse_metrics(await _metrics_text(port, timeout))
+
+
+async def _metrics_text(port: int, timeout: float = 60.0) -> str:
     url = f"http://127.0.0.1:{port}/metrics"
 
     def get() -> str:
@@ -245,7 +270,7 @@ async def _scrape(port: int, timeout: float = 60.0) -> tuple[Histogram, int]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return parse_metrics(await asyncio.to_thread(get))
+            return await asyncio.to_thread(get)
         except OSError:
             if time.monotonic() > deadline:
                 raise BenchError(f"the scheduler's metrics on port {port} did not answer "
@@ -253,9 +278,35 @@ async def _scrape(port: int, timeout: float = 60.0) -> tuple[Histogram, int]:
             await asyncio.sleep(0.5)
 
 
+def seconds_to(share: float, times: Sequence[float], started: float) -> float:
+    """Seconds from ``started`` until ``share`` of the binds in ``times`` were seen."""
+    if not times:
+        return 0.0
+    return round(times[max(0, math.ceil(share * len(times)) - 1)] - started, 3)
+
+
+async def _reports_drained(port: int, timeout: float) -> float:
+    """Wait until the scheduler has no report write queued; the seconds it took.
+
+    Why: 2,000 gangs arriving at once each get their pods' PodScheduled=False condition
+    and an Event at their first failure: some 16,000 writes, which the scheduler lets
+    out between binds for a minute or more. A step timed while they drain measures
+    that submission's reports against the API server, not binding with a deep queue;
+    the empty-queue step never has them. So both timed steps start with none queued."""
+    started = time.monotonic()
+    while report_backlog(await _metrics_text(port)) > 0:
+        if time.monotonic() - started > timeout:
+            raise BenchError(f"the scheduler's report writes did not drain in {timeout:.0f}s")
+        await asyncio.sleep(0.5)
+    return round(time.monotonic() - started, 1)
+
+
 async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
-                 report: Report, label: str, timeout: float) -> PhaseFigures:
-    """Run ``act`` (creates or deletes) and time the binds that follow until quiet."""
+                 report: Report, label: str, timeout: float,
+                 drain: bool = False) -> PhaseFigures:
+    """Run ``act`` (creates or deletes) and time the binds that follow until quiet;
+    ``drain``: first wait for the scheduler's report writes (``_reports_drained``)."""
+    waited = await _reports_drained(port, timeout) if drain else 0.0
     before, waiting = await _scrape(port)
     watcher = BindWatcher(api, namespace, 10**9)
     await watcher.start()
@@ -271,15 +322,22 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     last = watcher.last_at
     seconds = (last - started) if last is not None else 0.0
     cycles = int(after.get(math.inf, 0.0) - before.get(math.inf, 0.0))
+    times = watcher.times[-bound:] if bound > 0 else []
     figures = PhaseFigures(
         pods_bound=bound, seconds=round(seconds, 3),
         binds_per_second=round(bound / seconds, 1) if seconds > 0 else 0.0,
         cycles=cycles,
         cpu_ms_p50=round(quantile(0.5, before, after) * 1000, 2),
         cpu_ms_p95=round(quantile(0.95, before, after) * 1000, 2),
-        waiting_gangs=waiting)
-    report(f"{label}: {bound} pods bound in {seconds:.1f}s, {cycles} cycles, CPU per cycle "
-           f"p50 {figures.cpu_ms_p50:.1f} ms p95 {figures.cpu_ms_p95:.1f} ms")
+        waiting_gangs=waiting,
+        seconds_to_half=seconds_to(0.5, times, started),
+        seconds_to_90pct=seconds_to(0.9, times, started),
+        report_writes_waited_s=waited)
+    report(f"{label}: {bound} pods bound in {seconds:.1f}s (half in "
+           f"{figures.seconds_to_half:.1f}s, 90% in {figures.seconds_to_90pct:.1f}s), "
+           f"{cycles} cycles, CPU per cycle p50 {figures.cpu_ms_p50:.1f} ms p95 "
+           f"{figures.cpu_ms_p95:.1f} ms" + (f"; {waited:.0f}s waited for report writes "
+                                             "first" if drain else ""))
     return figures
 
 
@@ -327,13 +385,14 @@ async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pendin
                          f"{variant}: {len(second)} gangs for half the cluster queued",
                          timeout)
             empty = await _phase(api, namespace, port, lambda: release("first"), report,
-                                 f"{variant}: empty queue", timeout)
+                                 f"{variant}: empty queue", timeout, drain=True)
             await _phase(api, namespace, port, lambda: create(deep, "deep"), report,
                          f"{variant}: {pending} more gangs queued", timeout)
             await _phase(api, namespace, port, nothing, report,
                          f"{variant}: settled", timeout)
             deep_figures = await _phase(api, namespace, port, lambda: release("second"),
-                                        report, f"{variant}: deep queue", timeout)
+                                        report, f"{variant}: deep queue", timeout,
+                                        drain=True)
         finally:
             await scheduler.stop()
     finally:

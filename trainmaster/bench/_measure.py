@@ -40,6 +40,8 @@ class BindWatcher:
         self.first_at: float | None = None
         """When the first pod was seen bound (after ``start``)."""
         self.done = asyncio.Event()
+        self.times: list[float] = []
+        """When each pod was first seen bound after ``start`` (monotonic, in order)."""
         self._task: asyncio.Task[None] | None = None
         self._progress = time.monotonic()
 
@@ -78,6 +80,8 @@ class BindWatcher:
             if uid not in self.bound:
                 self.bound.add(uid)
                 self._progress = time.monotonic()
+                if self._task is not None:
+                    self.times.append(self._progress)
                 if self.first_at is None and self._task is not None:
                     self.first_at = self._progress
             if len(self.bound) >= self._expected and not self.done.is_set():

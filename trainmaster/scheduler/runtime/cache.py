@@ -70,6 +70,7 @@ class ClusterCache:
         self.terminating: set[str] = set()
         self.dirty: set[str] = set()
         self.capacity_changed = False
+        self.releases = 0  # pods gone, binds forgotten: the loop waits while they come
         self.changed = asyncio.Event()
         self._orphans: dict[str, tuple[PodRequest, str]] = {}
         """Pods bound to nodes the snapshot does not know yet."""
@@ -117,6 +118,7 @@ class ClusterCache:
 
     def _capacity(self) -> None:
         self.capacity_changed = True
+        self.releases += 1
         self.changed.set()
 
     def touch(self, key: str) -> None:

@@ -70,10 +70,15 @@ class ApiWriter:
         self._urgent: set[asyncio.Task[None]] = set()
         self.dropped = 0
         self.failed = 0
+        self._running = 0
 
     def start(self) -> None:
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
+
+    def backlog(self) -> int:
+        """Writes queued or running (the ``report_writes_queued`` gauge)."""
+        return self._queue.qsize() + self._running
 
     def submit(self, write: Write) -> None:
         try:
@@ -94,13 +99,15 @@ class ApiWriter:
     async def _work(self) -> None:
         while True:
             write = await self._queue.get()
-            if self._quiet is not None and not self._quiet.is_set():
-                await self._wait_quiet(self._quiet)
-            if self._urgent:
-                await asyncio.wait(set(self._urgent), timeout=self._max_delay)
+            self._running += 1
             try:
+                if self._quiet is not None and not self._quiet.is_set():
+                    await self._wait_quiet(self._quiet)
+                if self._urgent:
+                    await asyncio.wait(set(self._urgent), timeout=self._max_delay)
                 await self._run(write)
             finally:
+                self._running -= 1
                 self._queue.task_done()
 
     async def _run(self, write: Write) -> None:

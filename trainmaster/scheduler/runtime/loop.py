@@ -59,6 +59,13 @@ log = logging.getLogger("trainmaster.scheduler")
 
 # kube-scheduler's own pod informer filter: finished pods hold nothing.
 _SETTLE = 0.01
+_STREAM_QUIET = 0.05
+_STREAM_STEPS = 5
+"""While releases keep coming (a deleted collection's pods, one every few ms), a step
+waits until none came for ``_STREAM_QUIET`` s, at most ``_STREAM_STEPS`` times: one
+cycle then places into what the stream released, and its binds go out together after
+it, instead of one small gang per release between the deletions (measured live with a
+deep queue: docs/benchmarks.md, "Deep queue")."""
 _CHUNK = 8
 """Planned gangs placed per cycle before their binds are let out."""
 
@@ -86,6 +93,7 @@ class SchedulerRuntime:
         self.binder = Binder(api, self.cache, self.metrics, concurrency=config.bind_concurrency,
                              attempts=config.bind_attempts)
         self.writer = ApiWriter(quiet=self.binder.quiet)
+        self.metrics.report_writes.set_function(self.writer.backlog)
         self.recorder = EventRecorder(api, self.writer, config.scheduler_name, self.identity)
         self.reporter = Reporter(self.recorder, config.report_interval, clock,
                                  is_pending=self._is_pending, group_status=GroupStatus(
@@ -214,7 +222,19 @@ class SchedulerRuntime:
                 waiter.cancel()
             # Let a burst of events (a new Job's pods, a node storm) land in one step.
             await asyncio.sleep(_SETTLE)
+        await self._release_stream()
         changed.clear()
+
+    async def _release_stream(self) -> None:
+        """After a release, wait while more releases keep arriving (``_STREAM_QUIET``)."""
+        if not self.cache.capacity_changed:
+            return
+        seen = self.cache.releases
+        for _ in range(_STREAM_STEPS):
+            await asyncio.sleep(_STREAM_QUIET)
+            if self.cache.releases == seen:
+                return
+            seen = self.cache.releases
 
     def stop_starting(self) -> None:
         """A clean stop begins: bind no gang not yet begun (``Binder.stop_starting``)."""

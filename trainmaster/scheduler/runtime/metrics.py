@@ -109,6 +109,10 @@ class SchedulerMetrics:
             f"{ns}_retry_skipped_gangs", "Queued gangs a cycle did not try (nothing that "
             "happened could help them).", registry=r,
         )  # fmt: skip
+        self.report_writes = Gauge(
+            f"{ns}_report_writes_queued", "Report writes (pod conditions, Events) queued or "
+            "running; they yield to binds.", registry=r,
+        )  # fmt: skip
         for reason in REASONS:
             self.wakeups.labels(reason)
         self._retries = RetryStats()
