@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import Any
 import yaml
 from kubernetes import client, dynamic
 
-from tests.helpers import STACKS
+from tests.helpers import ROOT, STACKS
 from trainmaster.cluster import free_port
 from trainmaster.kubeclient import generated_client as client_for
 from trainmaster.objects._crds import podgroup_crd
@@ -337,3 +338,29 @@ def start_as_its_account(procs: list[SchedulerProcess], admin: Path, scratch: Sc
     procs.append(SchedulerProcess(kubeconfig, scratch, tmp_path, "sa", "--config",
                                   str(config), "--lease-namespace", system))
     return kubeconfig
+
+
+INTEROP_PAGE = ROOT / "docs" / "interop.md"
+
+
+def interop_page_objects(kind: str) -> list[dict[str, Any]]:
+    """docs/interop.md's YAML block that holds an object of this kind, as printed."""
+    for block in re.findall(r"^```yaml\n(.*?)^```", INTEROP_PAGE.read_text(), re.S | re.M):
+        docs = [d for d in yaml.safe_load_all(block) if d]
+        if kind in {d.get("kind") for d in docs}:
+            return docs
+    raise AssertionError(f"{INTEROP_PAGE}: no YAML block with a {kind}")
+
+
+def fit_page_object(scratch: Scratch, obj: dict[str, Any]) -> dict[str, Any]:
+    """A page's object in this test's namespace, for its scheduler and its nodes (only what
+    must differ on a shared test cluster)."""
+    assert obj["metadata"]["namespace"] == "trainmaster"
+    obj["metadata"]["namespace"] = scratch.namespace
+    if obj["kind"] == "Job":
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["schedulerName"] == "trainmaster-scheduler"
+        pod["schedulerName"] = scratch.scheduler
+        pod["nodeSelector"] = {TEST_LABEL: scratch.tag}
+        pod["tolerations"].append({"key": TEST_LABEL, "operator": "Exists"})
+    return obj

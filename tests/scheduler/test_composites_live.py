@@ -19,17 +19,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from tests.conftest import LocalCluster
 from tests.helpers import ROOT
-from tests.scheduler.live import TEST_LABEL, SchedulerProcess, Scratch, processes, wait_for
+from tests.scheduler.live import (
+    SchedulerProcess,
+    Scratch,
+    fit_page_object,
+    interop_page_objects,
+    processes,
+    wait_for,
+)
 from tests.scheduler.test_upstream_groups_live import UPSTREAM, _cleanup_groups, _status
 
 pytestmark = pytest.mark.integration
@@ -164,28 +169,6 @@ def test_a_composite_is_placed_each_replica_under_one_leaf_all_under_one_spine(
             assert done["reason"] == "Scheduled"
 
 
-def page_objects() -> list[dict[str, Any]]:
-    """docs/interop.md's YAML block with a CompositePodGroup."""
-    for block in re.findall(r"^```yaml\n(.*?)^```", PAGE.read_text(), re.S | re.M):
-        docs = [d for d in yaml.safe_load_all(block) if d]
-        if "CompositePodGroup" in {d.get("kind") for d in docs}:
-            return docs
-    raise AssertionError(f"{PAGE}: no YAML block with a CompositePodGroup")
-
-
-def fit_to(scratch: Scratch, obj: dict[str, Any]) -> dict[str, Any]:
-    """The page's object in this test's namespace, for its scheduler and its nodes."""
-    assert obj["metadata"]["namespace"] == "trainmaster"
-    obj["metadata"]["namespace"] = scratch.namespace
-    if obj["kind"] == "Job":
-        pod = obj["spec"]["template"]["spec"]
-        assert pod["schedulerName"] == "trainmaster-scheduler"
-        pod["schedulerName"] = scratch.scheduler
-        pod["nodeSelector"] = {TEST_LABEL: scratch.tag}
-        pod["tolerations"].append({"key": TEST_LABEL, "operator": "Exists"})
-    return obj
-
-
 def composite_condition(scratch: Scratch, name: str, status: str) -> dict[str, Any] | None:
     obj = scratch.custom.get_namespaced_custom_object(*ALPHA, scratch.namespace,
                                                       "compositepodgroups", name)
@@ -197,7 +180,7 @@ def composite_condition(scratch: Scratch, name: str, status: str) -> dict[str, A
 def test_the_pages_composite_pod_group_places_each_podgroup_under_a_leaf_all_under_a_spine(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
-    objects = [fit_to(scratch, o) for o in page_objects()]
+    objects = [fit_page_object(scratch, o) for o in interop_page_objects("CompositePodGroup")]
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == ["CompositePodGroup", "Job", "Job", "PodGroup", "PodGroup"], kinds
     (composite,) = [o["metadata"]["name"] for o in objects if o["kind"] == "CompositePodGroup"]

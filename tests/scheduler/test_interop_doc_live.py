@@ -8,7 +8,6 @@ Only what must differ on a shared test cluster is substituted: the namespace
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,14 @@ from kubernetes import client
 
 from tests.conftest import LocalCluster
 from tests.helpers import ROOT
-from tests.scheduler.live import TEST_LABEL, SchedulerProcess, Scratch, processes, wait_for
+from tests.scheduler.live import (
+    SchedulerProcess,
+    Scratch,
+    fit_page_object,
+    interop_page_objects,
+    processes,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -26,30 +32,10 @@ PAGE = ROOT / "docs" / "interop.md"
 UPSTREAM = ("scheduling.k8s.io", "v1beta1")
 
 
-def _page_objects() -> list[dict[str, Any]]:
-    """The page's YAML block with a Workload."""
-    for block in re.findall(r"^```yaml\n(.*?)^```", PAGE.read_text(), re.S | re.M):
-        docs = [d for d in yaml.safe_load_all(block) if d]
-        if "Workload" in {d.get("kind") for d in docs}:
-            return docs
-    raise AssertionError(f"{PAGE}: no YAML block with a Workload")
-
-
-def _fit_to(scratch: Scratch, obj: dict[str, Any]) -> dict[str, Any]:
-    obj["metadata"]["namespace"] = scratch.namespace
-    if obj["kind"] == "Job":
-        pod = obj["spec"]["template"]["spec"]
-        assert pod["schedulerName"] == "trainmaster-scheduler"
-        pod["schedulerName"] = scratch.scheduler
-        pod["nodeSelector"] = {TEST_LABEL: scratch.tag}
-        pod["tolerations"].append({"key": TEST_LABEL, "operator": "Exists"})
-    return obj
-
-
 def test_the_pages_workload_podgroup_and_job_run_as_one_gang_under_one_leaf(
     local_cluster: LocalCluster, scratch: Scratch, tmp_path: Path
 ) -> None:
-    objects = {o["kind"]: _fit_to(scratch, o) for o in _page_objects()}
+    objects = {o["kind"]: fit_page_object(scratch, o) for o in interop_page_objects("Workload")}
     assert set(objects) == {"Workload", "PodGroup", "Job"}
     group = objects["PodGroup"]["metadata"]["name"]
     # leaf-a has room for 3 of the 4 pods, leaf-b for all of them.
