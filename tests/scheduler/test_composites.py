@@ -124,6 +124,15 @@ def _conditions(calls: list[tuple[str, str, Any]], name: str) -> list[dict[str, 
             if method == "PATCH" and path == STATUS_PATH.format(name)]
 
 
+def children_of_trainer_all(count: int, pods_each: int
+                            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`count` child PodGroups of the composite trainer-all, `pods_each` pods (and minCount)
+    each: pods r<child>-<i>."""
+    pods = [member(f"r{c}-{p}", f"trainer-all-{c}") for c in range(count)
+            for p in range(pods_each)]
+    return pods, [child(f"trainer-all-{c}", min_count=pods_each) for c in range(count)]
+
+
 def nodes() -> list[dict[str, Any]]:
     """2 spines x 2 leaves x 2 nodes; spine-0's leaf-0 has one node only."""
     out = []
@@ -137,8 +146,7 @@ def nodes() -> list[dict[str, Any]]:
 
 
 def test_runtime_forms_one_gang_of_the_children_and_reports_on_each() -> None:
-    pods = [member(f"r{c}-{p}", f"trainer-all-{c}") for c in range(2) for p in range(2)]
-    groups = [child(f"trainer-all-{c}", min_count=2) for c in range(2)]
+    pods, groups = children_of_trainer_all(2, 2)
     cluster = Cluster(nodes(), pods, [], groups, workloads=[workload()])
     api, rt = fake_runtime(cluster, CONFIG)
 
@@ -285,8 +293,7 @@ def test_the_composite_pod_group_wins_over_the_workloads_template_and_is_reporte
 
 
 def test_a_composite_pod_group_is_placed_level_by_level_and_gets_its_condition() -> None:
-    pods = [member(f"r{c}-{p}", f"trainer-all-{c}") for c in range(2) for p in range(2)]
-    groups = [child(f"trainer-all-{c}", min_count=2) for c in range(2)]
+    pods, groups = children_of_trainer_all(2, 2)
     # no Workload at all: the CompositePodGroup carries the policy and the spine constraint
     cluster = Cluster(nodes(), pods, [], groups, composites=[composite_pod_group()])
     api, rt = fake_runtime(cluster, CONFIG)
@@ -311,8 +318,7 @@ def test_a_composite_pod_group_is_placed_level_by_level_and_gets_its_condition()
 
 
 def test_a_composite_pod_group_that_cannot_fit_says_so_and_binds_nothing() -> None:
-    pods = [member(f"r{c}-{p}", f"trainer-all-{c}") for c in range(3) for p in range(4)]
-    groups = [child(f"trainer-all-{c}", min_count=4) for c in range(3)]
+    pods, groups = children_of_trainer_all(3, 4)
     # 3 children of a leaf each, under one spine of 2 leaves: never all of it
     cluster = Cluster(nodes(), pods, [], groups,
                       composites=[composite_pod_group(min_groups=3)])
