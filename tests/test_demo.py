@@ -84,7 +84,8 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         for name in ("trainmaster-scheduler", "dev-operator"):
             assert re.search(rf"trainmaster-system +{name}-\S+ +1/1 +Running +\d+ +10\.244\.\S+ "
                              rf"+leaf-0-node-[012] +{name}\n", out), out
-        assert len(re.findall(r"trainmaster +lm-r0-[01]-\S+ +1/1 +Running +0 .* "
+        # 2/2: the trainer and the checkpoint-mirror sidecar (jobs[].checkpoint.mirror).
+        assert len(re.findall(r"trainmaster +lm-r0-[01]-\S+ +2/2 +Running +0 .* "
                               r"leaf-0-node-[012] +lm-trainer", out)) == 4, out
         # The stack came from the real Pulumi engine: its summary, and its field manager
         # on what it applied.
@@ -141,10 +142,17 @@ features and loss in float64; examples/transformer's gradients are far more."""
 RAILS = ("net1", "net2", "net3", "net4")
 
 
+MIRROR_ROW = r"^  step (\d+) +([\d,]+) B$"
+"""A checkpoint the demo found mirrored on the S3 server (trainmaster.cli._demo.mirror_lines)."""
+
+
 def _check_traffic(out: str) -> None:
     """One rank's bytes per interface: the all-reduce on the rails (at least the gradients'
     payload each way every step; gloo spreads it over every rail the launcher names in
-    GLOO_SOCKET_IFNAME), the storage network nearly idle, the pod network only control."""
+    GLOO_SOCKET_IFNAME), the checkpoints on the storage network (every gang pod's mirror
+    sidecar uploads each completed one, so the rank sent at least the smallest of those
+    the demo found mirrored, which are older than the newest), the pod network only
+    control."""
     step = re.search(r"Bytes through each interface of one rank \(\S+\) since its pod "
                      r"started, at step (\d+)", out)
     assert step, out
@@ -154,5 +162,10 @@ def _check_traffic(out: str) -> None:
     steps = int(step.group(1))
     rails = [sum(direction) for direction in zip(*(rows[r] for r in RAILS), strict=True)]
     assert min(rails) >= GRADIENT_BYTES * (steps - 1), (steps, rows)
-    assert sum(rows["storage0"]) * 10 < sum(rails), rows
+    assert re.search(r"Checkpoints of lm mirrored to s3://checkpoints/lm over the storage "
+                     r"network: \d+ complete", out), out
+    mirrored = [int(m.group(2).replace(",", "")) for m in re.finditer(MIRROR_ROW, out, re.M)]
+    assert len(mirrored) >= 2, out
+    assert rows["storage0"][1] >= min(mirrored), (mirrored, rows)
+    assert sum(rows["eth0"]) < min(mirrored), (mirrored, rows)
     assert sum(rows["eth0"]) < sum(rails), rows

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmaster.datacache import CheckpointStore
 from trainmaster.drill import (
     DatasetNodes,
     DrillResult,
@@ -44,6 +45,7 @@ from trainmaster.drill import (
     run_drill,
     run_worker_kill,
     serve_demo_datasets,
+    served_here,
     spec_real_images,
     stack_datasets,
     start_real_stack,
@@ -52,6 +54,7 @@ from trainmaster.drill import (
     wait_training,
 )
 from trainmaster.kubeclient import SyncKube
+from trainmaster.s3server import S3Server
 
 Report = Callable[[str], None]
 DEMO_REAL_NODES = 3
@@ -74,6 +77,17 @@ class AlertSeen:
 
 
 @dataclass(frozen=True)
+class MirrorSeen:
+    """The job's complete checkpoints on the S3 server its mirror names."""
+
+    url: str
+    steps: tuple[int, ...]
+    """Newest first."""
+    sizes: tuple[int, ...]
+    """Bytes of each, in the same order."""
+
+
+@dataclass(frozen=True)
 class DemoResult:
     stack: RealStack
     pods_before: str
@@ -91,6 +105,9 @@ class DemoResult:
     """Where each dataset a job reads is warm, once the job trains."""
     storage: tuple[NodeInterfaceBytes, ...] = ()
     """Each real node's storage interface, read with `traffic`: the warm-ups' S3 reads."""
+    mirror: MirrorSeen | None = None
+    """A job with jobs[].checkpoint.mirror: its checkpoints on the S3 server, read with
+    `traffic` (the mirror sidecars' uploads are in the rank's storage-network bytes)."""
 
     @property
     def ok(self) -> bool:
@@ -167,7 +184,8 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
     # are shown by `trainmaster cluster monitoring`.
     stack = start_real_stack(spec_path, real_nodes, report, pulumi_stack, monitoring,
                              job_images=spec_real_images(spec_path))
-    serve_demo_datasets(stack.record, stack.spec, report)  # the stack's s3:// datasets
+    # The stack's s3:// datasets, and its jobs' checkpoint mirrors on the same server.
+    server = serve_demo_datasets(stack.record, stack.spec, report)
     wait_controllers(stack, report)
     namespaces = [f"{stack.namespace}-system", stack.namespace]
     if stack.job.launcher == "torchrun":
@@ -176,12 +194,15 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
             _, pods = wait_torch_training(stack, kube, report, min_step=1, timeout=1200)
         datasets = wait_datasets(stack, report)
         before = pods_table(stack.kubeconfig, namespaces)
-        traffic = torch_pod_traffic(stack, pods)
-        storage = tuple(node_storage_traffic(stack.nodes))
         inplace = run_worker_kill(stack, report)
         after = pods_table(stack.kubeconfig, namespaces)
+        # Read after the recovery (the same pods, so their counters run on): by then the
+        # mirror has uploaded checkpoints, which the storage network's bytes then show.
+        mirror = wait_mirrored(stack, server, report) if server is not None else None
+        traffic = torch_pod_traffic(stack, pods)
+        storage = tuple(node_storage_traffic(stack.nodes))
         return DemoResult(stack, before, None, after, traffic=traffic, inplace=inplace,
-                          datasets=datasets, storage=storage)
+                          datasets=datasets, storage=storage, mirror=mirror)
     with SyncKube.connect(stack.kubeconfig) as kube:
         wait_training(stack, kube, report)
     datasets = wait_datasets(stack, report)
@@ -195,6 +216,26 @@ def run_demo(spec_path: Path, report: Report, real_nodes: int = DEMO_REAL_NODES,
     alert = wait_restart_alert(stack, drill.killed_at, report) if monitoring else None
     return DemoResult(stack, before, drill, after, alert, traffic, datasets=datasets,
                       storage=storage)
+
+
+def wait_mirrored(stack: RealStack, server: S3Server, report: Report, at_least: int = 2,
+                  timeout: float = 180) -> MirrorSeen | None:
+    """The job's mirrored checkpoints once `at_least` are there (each gang pod uploads
+    every one, so by then the older ones have gone through every pod's storage network),
+    or as they are at the timeout. None when the job mirrors nothing to this server."""
+    checkpoint = stack.job.checkpoint
+    mirror = checkpoint.mirror if checkpoint is not None else None
+    if mirror is None or mirror.endpoint not in {d.endpoint for d in served_here(stack.spec)}:
+        return None
+    store = CheckpointStore(mirror.url, server.client())
+    report(f"waiting for {at_least} checkpoints of {stack.job.name} in {mirror.url}")
+    deadline = time.monotonic() + timeout
+    while True:
+        found = store.mirrored()
+        if len(found) >= at_least or time.monotonic() > deadline:
+            return MirrorSeen(mirror.url, tuple(m.step for m in found),
+                              tuple(m.size for m in found))
+        time.sleep(2)
 
 
 def rank_zero_traffic(stack: RealStack, report: Report

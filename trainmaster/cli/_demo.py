@@ -99,6 +99,10 @@ def demo(
     for line in traffic_lines(result.traffic):
         out.print(line, highlight=False, markup=False)
     out.print()
+    if result.mirror is not None:
+        for line in mirror_lines(real.job.name, result.mirror):
+            out.print(line, highlight=False, markup=False)
+        out.print()
     if result.storage:
         for line in storage_lines(result.storage):
             out.print(line, highlight=False, markup=False)
@@ -216,6 +220,15 @@ def traffic_lines(traffic: tuple[str, int, tuple[Any, ...]]) -> list[str]:
         where = c.network or "-"
         lines.append(f"  {c.interface:<9} {where:<36} {','.join(c.addresses):<15} "
                      f"rx {c.rx:>11,} B  tx {c.tx:>11,} B")
+    return lines
+
+
+def mirror_lines(job: str, mirror: Any) -> list[str]:
+    """The job's checkpoints on the S3 server (trainmaster.demo.MirrorSeen), newest first."""
+    lines = [f"Checkpoints of {job} mirrored to {mirror.url} over the storage network: "
+             f"{len(mirror.steps)} complete"]
+    lines += [f"  step {step:<8} {size:>13,} B" for step, size in
+              zip(mirror.steps, mirror.sizes, strict=True)]
     return lines
 
 

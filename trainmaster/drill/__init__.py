@@ -5,9 +5,11 @@ warm. Used by `trainmaster demo`, the realnode tests and `bench recovery --real`
 
 from trainmaster.drill._datasets import (
     S3_PORT,
+    mirror_buckets,
     s3_endpoint,
     serve_demo_datasets,
     serve_s3_dataset,
+    served_here,
     story_shards,
 )
 from trainmaster.drill._drill import (
@@ -113,6 +115,7 @@ __all__ = [
     "logged_step",
     "make_elastic",
     "make_torch_elastic",
+    "mirror_buckets",
     "node_storage_traffic",
     "parse_net_dev",
     "placed_on_real_nodes",
@@ -133,6 +136,7 @@ __all__ = [
     "s3_endpoint",
     "serve_demo_datasets",
     "serve_s3_dataset",
+    "served_here",
     "soak_spec",
     "source_root",
     "spec_real_images",

@@ -18,7 +18,7 @@ stack's namespace:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -38,10 +38,11 @@ def s3_endpoint(service: str, namespace: str, port: int = S3_PORT) -> str:
 
 
 def serve_s3_dataset(record: ClusterRecord, namespace: str, service: str, secret: str,
-                     bucket: str, objects: Mapping[str, bytes], port: int = S3_PORT
-                     ) -> S3Server:
-    """Start the server for the cluster's real nodes, fill `bucket`, and publish the
-    Service, its EndpointSlice and the credentials Secret in `namespace`."""
+                     bucket: str, objects: Mapping[str, bytes], port: int = S3_PORT,
+                     empty_buckets: Collection[str] = ()) -> S3Server:
+    """Start the server for the cluster's real nodes, fill `bucket`, create
+    `empty_buckets`, and publish the Service, its EndpointSlice and the credentials Secret
+    in `namespace`: last, so a pod that needs the Secret starts once the buckets exist."""
     if record.net_slot is None or not record.real_nodes:
         raise ClusterError(f"cluster {record.name} has no real nodes whose pods could reach "
                            "an S3 server on this host")
@@ -49,6 +50,8 @@ def serve_s3_dataset(record: ClusterRecord, namespace: str, service: str, secret
                or dns_ip(record.net_slot))  # else node 0's bridge: the host, as pods see it
     server = start_for_cluster(Path(record.state_dir), address, port)
     server.seed(bucket, objects)
+    for empty in empty_buckets:
+        server.seed(empty, {})
     labels = {**_MANAGED, APP_PART_OF_LABEL: record.name,
               APP_COMPONENT_LABEL: "dataset-source"}
     with SyncKube.connect(Path(record.kubeconfig)) as kube:
@@ -108,12 +111,27 @@ def served_here(spec: ClusterSpec) -> list[Dataset]:
             and (urlsplit(d.endpoint).hostname or "").endswith(f".{ns}.svc.cluster.local")]
 
 
+def mirror_buckets(spec: ClusterSpec, endpoint: str, secret: str) -> list[str]:
+    """The buckets of the jobs' checkpoint mirrors (jobs[].checkpoint.mirror) that name
+    this server's `endpoint` and credentials `secret`: the demo's server holds them too."""
+    found: list[str] = []
+    for job in spec.jobs:
+        mirror = job.checkpoint.mirror if job.checkpoint is not None else None
+        if (mirror is not None and mirror.endpoint == endpoint
+                and mirror.credentials_secret == secret):
+            bucket = urlsplit(mirror.url).netloc
+            if bucket not in found:
+                found.append(bucket)
+    return found
+
+
 def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
                         report: Callable[[str], None]) -> S3Server | None:
     """Serve every s3:// dataset of the stack whose endpoint is an in-cluster Service
     name (`s3_endpoint`) from one server on the storage network, with made-up shards
     and the Secret it names: the dev stack's `tinystories`, so its warm-up really copies
-    from an S3 server. None when the stack has no such dataset."""
+    from an S3 server; and the buckets of the jobs' checkpoint mirrors on the same
+    endpoint (`mirror_buckets`). None when the stack has no such dataset."""
     ns = spec.metadata.namespace
     wanted = served_here(spec)
     if not wanted:
@@ -124,6 +142,7 @@ def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
     first = urlsplit(wanted[0].endpoint or "")
     service, port = (first.hostname or "").split(".")[0], first.port or 80
     secret = wanted[0].credentials_secret or ""
+    buckets = mirror_buckets(spec, wanted[0].endpoint or "", secret)
     server: S3Server | None = None
     for dataset in wanted:
         parts = urlsplit(dataset.source)
@@ -133,12 +152,15 @@ def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
         report(f"S3 server for dataset {dataset.name}: {dataset.source} "
                f"({len(objects)} objects) at {dataset.endpoint}")
         if server is None:
+            for bucket in buckets:
+                report(f"S3 server for the jobs' checkpoint mirrors: bucket {bucket} "
+                       f"at {dataset.endpoint}")
             server = serve_s3_dataset(record, ns, service, secret, parts.netloc, objects,
-                                      port)
+                                      port, empty_buckets=buckets)
         else:
             server.seed(parts.netloc, objects)
     return server
 
 
-__all__ = ["S3_PORT", "s3_endpoint", "serve_demo_datasets", "serve_s3_dataset",
-           "served_here", "story_shards"]
+__all__ = ["S3_PORT", "mirror_buckets", "s3_endpoint", "serve_demo_datasets",
+           "serve_s3_dataset", "served_here", "story_shards"]
