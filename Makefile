@@ -73,9 +73,9 @@ demo: $(STAMP) host-packages
 
 ## Lint, type-check and the whole test suite (integration tests start their own cluster),
 ## less the long PyTorch fault drills on real nodes (`make test-drills`; one at a time: each
-## cluster's nodes hold the torch image, about 9 GB a node).
+## cluster's nodes hold the torch image, about 9 GB a node). The 30 slowest tests are listed last.
 test: $(STAMP) tools host-packages test-packages lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 test-drills: $(STAMP) tools host-packages
 	$(BIN)/python -m pytest -q -m drill
