@@ -14,12 +14,14 @@ import re
 import shutil
 import subprocess
 import sys
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from tests.helpers import ROOT
+from trainmaster.api import JOB_LABEL
 from trainmaster.kubeclient import generated_client
 from trainmaster.spec import load_spec
 
@@ -108,6 +110,7 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
         warmups = core.list_namespaced_pod(
             "trainmaster", label_selector="trainmaster.io/dataset=tinystories").items
         assert not [p.metadata.name for p in warmups if p.status.phase == "Pending"]
+        _check_network_status(core, record["real_nodes"])
         _check_traffic(out)
         _check_storage(out, record["real_nodes"])
         pids = [p["pid"] for p in record["processes"]]
@@ -117,6 +120,29 @@ def test_demo_runs_and_down_stops_everything(tmp_path: Path) -> None:
                               timeout=300)
     assert down.returncode == 0, down.stderr
     assert not any(_alive(pid) for pid in pids)
+
+
+NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
+
+
+def _check_network_status(core: client.CoreV1Api, real_nodes: list[str]) -> None:
+    """Multus attached each of lm's pods to every rail and the storage network, as its
+    networks annotation asks, with addresses of the demo spec's subnets (its
+    network-status, which Multus writes)."""
+    networks = load_spec(ROOT / "stacks" / "demo" / "cluster.yaml").networks
+    assert networks.storage is not None
+    subnets = [*(r.subnet for r in networks.compute.rails), networks.storage.subnet]
+    pods = [p for p in core.list_namespaced_pod(
+        "trainmaster", label_selector=f"{JOB_LABEL}=lm").items
+        if p.status.phase == "Running"]
+    assert len(pods) == 2 and {p.spec.node_name for p in pods} <= set(real_nodes), pods
+    for pod in pods:
+        status = json.loads(pod.metadata.annotations[NETWORK_STATUS])
+        attached = [s for s in status if not s.get("default")]
+        assert [s["interface"] for s in attached] == [
+            *(f"net{i + 1}" for i in range(len(subnets) - 1)), "storage0"], status
+        for entry, subnet in zip(attached, subnets, strict=True):
+            assert [ip_address(a) in ip_network(subnet) for a in entry["ips"]] == [True], entry
 
 
 DATASET_BYTES = 8 * (64 << 10)
