@@ -51,13 +51,14 @@ class S3Server:
             "AWS_REGION": REGION,
         }
 
-    def client(self) -> Any:
+    def client(self, access_key: str | None = None, secret_key: str | None = None) -> Any:
+        """A client of the root account, or of the account whose keys are given."""
         import boto3
         from botocore.config import Config
 
         return boto3.session.Session().client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key, region_name=REGION,
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=access_key or self.access_key,
+            aws_secret_access_key=secret_key or self.secret_key, region_name=REGION,
             config=Config(s3={"addressing_style": "path"}, max_pool_connections=16))
 
     def seed(self, bucket: str, objects: Mapping[str, bytes]) -> None:
@@ -67,6 +68,22 @@ class S3Server:
             client.create_bucket(Bucket=bucket)
         for key, data in objects.items():
             client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def create_user(self, access_key: str, secret_key: str) -> None:
+        """Add an account of role `user`, which owns no bucket: a bucket policy grants it
+        what it may do. Only on a server started with `users=True`."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ADMIN_"))}
+        # The admin keys in the environment, as the root keys are given to the server.
+        env.update({"ADMIN_ACCESS_KEY_ID": self.access_key,
+                    "ADMIN_SECRET_ACCESS_KEY": self.secret_key,
+                    "ADMIN_ENDPOINT_URL": self.endpoint, "ADMIN_REGION": REGION})
+        result = subprocess.run(
+            [str(tool_path("versitygw")), "admin", "create-user", "--access", access_key,
+             "--secret", secret_key, "--role", "user"],
+            env=env, capture_output=True, text=True, timeout=30, check=False)
+        if result.returncode != 0:
+            raise S3ServerError(f"versitygw on {self.endpoint} did not create user "
+                                f"{access_key}: {(result.stderr or result.stdout).strip()}")
 
     def alive(self) -> bool:
         if self.process is not None:
@@ -99,11 +116,15 @@ def _wait_ready(server: S3Server, log: Path, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _argv(root: Path, host: str, port: int) -> list[str]:
+def _argv(root: Path, host: str, port: int, users: bool = False) -> list[str]:
     data = root / "data"
     data.mkdir(parents=True, exist_ok=True)
+    iam: list[str] = []
+    if users:  # its own account store, so accounts other than root can be made
+        (root / "iam").mkdir(exist_ok=True)
+        iam = ["--iam-dir", str(root / "iam")]
     return [str(tool_path("versitygw")), "--port", f"{host}:{port}", "--region", REGION,
-            "--quiet", "posix", str(data)]
+            "--quiet", *iam, "posix", str(data)]
 
 
 def _keys() -> tuple[str, str, dict[str, str]]:
@@ -113,10 +134,11 @@ def _keys() -> tuple[str, str, dict[str, str]]:
 
 
 def start(root: Path, host: str = "127.0.0.1", port: int = 0,
-          timeout: float = 30.0) -> S3Server:
-    """Start versitygw on host:port (a free port when 0) over `<root>/data`."""
+          timeout: float = 30.0, users: bool = False) -> S3Server:
+    """Start versitygw on host:port (a free port when 0) over `<root>/data`; with `users`,
+    accounts besides root can be created (S3Server.create_user, in `<root>/iam`)."""
     port = port or procs.free_port(host)
-    argv = _argv(root, host, port)
+    argv = _argv(root, host, port, users)
     access, secret, keys = _keys()
     log = root / "versitygw.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "VGW_"))}
@@ -144,8 +166,9 @@ def start_for_cluster(state_dir: Path, host: str, port: int,
 
 
 @contextlib.contextmanager
-def running(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[S3Server]:
-    server = start(root, host, port)
+def running(root: Path, host: str = "127.0.0.1", port: int = 0,
+            users: bool = False) -> Iterator[S3Server]:
+    server = start(root, host, port, users=users)
     try:
         yield server
     finally:

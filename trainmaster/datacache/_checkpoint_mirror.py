@@ -19,7 +19,8 @@ a checkpoint written on this node (docs/operator.md, "Resume point").
 
 The client is the dataset warm-ups' boto3 client (trainmaster.datacache._s3), configured by
 the same AWS_* variables: the endpoint (the S3 server on the storage network) and the keys
-from the Secret the spec names.
+from the Secret the spec names. Its errors go through the warm-ups' classifier too, worded
+with the jobs[].checkpoint.mirror fields (FETCH_FIELDS, MIRROR_FIELDS).
 """
 
 from __future__ import annotations
@@ -31,12 +32,19 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from trainmaster.datacache._s3 import S3Error, S3Source, _client, _endpoint
+from trainmaster.datacache._s3 import (
+    S3Error,
+    S3Fields,
+    S3Source,
+    _client,
+    explain,
+    s3_failures,
+)
 from trainmaster.launch import MARKERS, CheckpointWatcher, Found, newest_complete, step_of
 
 MANIFESTS = ".trainmaster-checkpoints"
@@ -192,35 +200,22 @@ def _clear(path: Path) -> None:
         path.unlink()
 
 
-def _explained(url: str, exc: BaseException) -> S3Error:
-    """One line naming the server and what to change."""
-    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
-
-    where = f" at {_endpoint()}" if _endpoint() else ""
-    if isinstance(exc, NoCredentialsError):
-        return S3Error(f"{url}: no S3 credentials: set AWS_ACCESS_KEY_ID and "
-                       "AWS_SECRET_ACCESS_KEY (jobs[].checkpoint.mirror.credentialsSecret)")
-    if isinstance(exc, EndpointConnectionError):
-        return S3Error(f"{url}: cannot reach the S3 server{where}: {exc}; check "
-                       "jobs[].checkpoint.mirror.endpoint")
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error") or {}
-        code = str(err.get("Code") or "")
-        if code == "NoSuchBucket":
-            return S3Error(f"{url}: no bucket {S3Source.parse(url).bucket!r} on the S3 "
-                           f"server{where}; create it or fix jobs[].checkpoint.mirror.url")
-        return S3Error(f"{url}: the S3 server{where} answered {code}: "
-                       f"{err.get('Message') or exc}")
-    return S3Error(f"{url}: {type(exc).__name__}: {exc}")
+_MIRROR = "jobs[].checkpoint.mirror"
+FETCH_FIELDS = S3Fields(f"{_MIRROR}.url", f"{_MIRROR}.endpoint", f"{_MIRROR}.credentialsSecret",
+                        "the mirror's", "s3:ListBucket and s3:GetObject",
+                        "fetch again")
+MIRROR_FIELDS = replace(
+    FETCH_FIELDS, grants="s3:ListBucket, s3:GetObject, s3:PutObject and s3:DeleteObject",
+    again="the mirror goes on with the next checkpoint")
+"""The mirror writes and removes; a fetch only reads."""
 
 
-def _guarded(url: str, action: Callable[[], Any]) -> Any:
-    from botocore.exceptions import BotoCoreError, ClientError
-
+def _guarded(store: CheckpointStore, fields: S3Fields, action: Callable[[], Any]) -> Any:
+    """Run one S3 action of `store`; its failure becomes one line naming the field to fix."""
     try:
         return action()
-    except (BotoCoreError, ClientError) as exc:
-        raise _explained(url, exc) from None
+    except s3_failures() as exc:
+        raise explain(store.url, store.where.bucket, exc, fields) from None
 
 
 @dataclass(frozen=True)
@@ -236,7 +231,7 @@ class Fetched:
 
 def fetch_newest(store: CheckpointStore, directory: Path) -> Fetched:
     """Bring the newest mirrored checkpoint into `directory` unless it holds one as new."""
-    mirrored = _guarded(store.url, store.mirrored)
+    mirrored = _guarded(store, FETCH_FIELDS, store.mirrored)
     local = newest_complete(directory)
     if not mirrored:
         return Fetched(None, None, 0, f"no checkpoint mirrored at {store.url}")
@@ -246,7 +241,7 @@ def fetch_newest(store: CheckpointStore, directory: Path) -> Fetched:
                        f"newest mirrored is step {newest.step}")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / newest.entry
-    if not _guarded(store.url, lambda: store.download(newest, directory)):
+    if not _guarded(store, FETCH_FIELDS, lambda: store.download(newest, directory)):
         return Fetched(path, newest.step, 0, f"{newest.entry} (step {newest.step}) was "
                        "placed here by another fetcher while this one fetched it")
     return Fetched(path, newest.step, newest.size, f"fetched {newest.entry} (step "
@@ -266,7 +261,7 @@ class Mirror:
 
     def _start(self) -> None:
         """Nothing at or below the newest mirrored step is uploaded again."""
-        mirrored = _guarded(self.store.url, self.store.mirrored)
+        mirrored = _guarded(self.store, MIRROR_FIELDS, self.store.mirrored)
         if mirrored:
             self.watcher.reported_step = mirrored[0].step
         self.started = True
@@ -279,14 +274,15 @@ class Mirror:
         if found is None or step_of(found.path.name) is None:
             return None
         try:
-            done: Mirrored = _guarded(self.store.url,
+            done: Mirrored = _guarded(self.store, MIRROR_FIELDS,
                                       lambda: self.store.upload(found.path, found.step))
         except FileNotFoundError:
             # The trainer removed it (past its own `keep`) while it was read: a newer one
             # exists, which the next poll uploads.
             return None
-        stale: list[Mirrored] = _guarded(self.store.url, self.store.mirrored)[self.keep:]
+        mirrored: list[Mirrored] = _guarded(self.store, MIRROR_FIELDS, self.store.mirrored)
+        stale = mirrored[self.keep:]
         for old in stale:
-            _guarded(self.store.url, partial(self.store.remove, old))
+            _guarded(self.store, MIRROR_FIELDS, partial(self.store.remove, old))
         return done
 

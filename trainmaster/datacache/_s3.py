@@ -12,6 +12,11 @@ of the partial directory. A warm-up that was killed or failed leaves that direct
 next one keeps every object whose key, size and ETag match the listing and whose file
 has that size, and downloads the rest. A GET carries `If-Match: <ETag>`, so an object
 replaced between the listing and its download is refused rather than copied half-old.
+
+Errors: `classify` sorts an S3 call's failure by what its user fixes (keys missing or
+refused, endpoint unreachable, no bucket, access denied, an object changed, other), and
+`explain` words it in one line with the caller's own spec fields (S3Fields): the dataset
+reads' here (DATASET_FIELDS), the checkpoint mirror's in _checkpoint_mirror.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from trainmaster.datacache._progress import Progress
@@ -87,8 +92,84 @@ def _endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
-def _explain(source: str, exc: BaseException) -> S3Error:
-    """One line that says what went wrong and what to change."""
+S3FailureKind = Literal["no-credentials", "refused-credentials", "unreachable", "no-bucket",
+                        "access-denied", "changed", "other"]
+
+REFUSED_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+                           "ExpiredToken", "InvalidClientTokenId"})
+
+
+@dataclass(frozen=True)
+class S3Failure:
+    """What went wrong with an S3 call, whoever made it (the callers word it)."""
+
+    kind: S3FailureKind
+    code: str
+    """The server's error code (or its HTTP status); empty when no server answered."""
+    detail: str
+    """The server's message, or the client's own error text."""
+
+
+@dataclass(frozen=True)
+class S3Fields:
+    """What one caller's messages name: the spec fields its user fixes, and how."""
+
+    location: str
+    """The field holding the bucket (and prefix)."""
+    endpoint: str
+    secret: str
+    """The field naming the Secret with the keys."""
+    owner: str
+    """Whose Secret that is ("the dataset's")."""
+    grants: str
+    """The S3 actions the caller needs on the bucket."""
+    again: str
+    """What follows an object that changed under a copy."""
+
+
+DATASET_FIELDS = S3Fields(
+    "cache.datasets[].source", "cache.datasets[].endpoint",
+    "cache.datasets[].credentialsSecret", "the dataset's", "s3:ListBucket and s3:GetObject",
+    "run the warm-up again (complete objects are kept)")
+
+
+def s3_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions an S3 call raises: botocore's, and the transfer manager's wrappers
+    (upload_file turns a ClientError into S3UploadFailedError, a ranged download's 412
+    into S3DownloadFailedError)."""
+    from boto3.exceptions import Boto3Error
+    from botocore.exceptions import BotoCoreError, ClientError
+    from s3transfer.exceptions import (
+        RetriesExceededError,
+        S3DownloadFailedError,
+        S3UploadFailedError,
+    )
+
+    return (BotoCoreError, ClientError, Boto3Error, RetriesExceededError,
+            S3DownloadFailedError, S3UploadFailedError)
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The botocore error under a transfer manager's wrapper (its cause, context or
+    last_exception), else `exc` itself."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BotoCoreError | ClientError):
+            botocore_error: BaseException = current  # botocore is untyped: keep ours
+            return botocore_error
+        seen.add(id(current))
+        last = getattr(current, "last_exception", None)
+        current = (last if isinstance(last, BaseException)
+                   else current.__cause__ or current.__context__)
+    return exc
+
+
+def classify(exc: BaseException, missing_is_bucket: bool = False) -> S3Failure:
+    """Sort an S3 call's error. `missing_is_bucket`: a bare 404 (a HEAD's answer, which has
+    no body and so no code) means the bucket, because the call named no key."""
     from botocore.exceptions import (
         ClientError,
         EndpointConnectionError,
@@ -96,37 +177,64 @@ def _explain(source: str, exc: BaseException) -> S3Error:
         PartialCredentialsError,
     )
 
-    where = f" at {_endpoint()}" if _endpoint() else ""
-    bucket = S3Source.parse(source).bucket
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return S3Error(f"--source {source}: no S3 credentials: set AWS_ACCESS_KEY_ID and "
-                       "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE); in a stack, name the "
-                       "dataset's Secret in cache.datasets[].credentialsSecret")
-    if isinstance(exc, EndpointConnectionError):
-        return S3Error(f"--source {source}: cannot reach the S3 endpoint{where}: {exc}; "
-                       "check AWS_ENDPOINT_URL (cache.datasets[].endpoint)")
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error") or {}
-        code = str(err.get("Code") or "")
-        status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
-                    "ExpiredToken", "InvalidClientTokenId"):
-            return S3Error(f"--source {source}: the S3 server{where} refused the credentials "
-                           f"({code}); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                           "(the dataset's credentialsSecret)")
-        if code in ("NoSuchBucket",) or (code == "404" and not S3Source.parse(source).prefix):
-            return S3Error(f"--source {source}: no bucket {bucket!r} on the S3 server{where}; "
-                           "fix cache.datasets[].source or create the bucket")
+    cause = _unwrapped(exc)
+    if isinstance(cause, NoCredentialsError | PartialCredentialsError):
+        return S3Failure("no-credentials", "", str(cause))
+    if isinstance(cause, EndpointConnectionError):
+        return S3Failure("unreachable", "", str(cause))
+    if isinstance(cause, ClientError):
+        err = cause.response.get("Error") or {}
+        status = (cause.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        code = str(err.get("Code") or status or "")
+        detail = str(err.get("Message") or cause)
+        if code in REFUSED_CODES:
+            return S3Failure("refused-credentials", code, detail)
+        if code == "NoSuchBucket" or (code == "404" and missing_is_bucket):
+            return S3Failure("no-bucket", code, detail)
         if code in ("AccessDenied", "403") or status == 403:
-            return S3Error(f"--source {source}: access denied to bucket {bucket!r}{where}; "
-                           "grant these credentials s3:ListBucket and s3:GetObject on it")
-        if code in ("PreconditionFailed", "412"):
-            return S3Error(f"--source {source}: an object changed while it was copied; run "
-                           "the warm-up again (complete objects are kept)")
-        message = err.get("Message") or str(exc)
-        return S3Error(f"--source {source}: the S3 server{where} answered {code or status}: "
-                       f"{message}")
-    return S3Error(f"--source {source}: {type(exc).__name__}: {exc}")
+            return S3Failure("access-denied", code, detail)
+        if code in ("PreconditionFailed", "412") or status == 412:
+            return S3Failure("changed", code, detail)
+        return S3Failure("other", code, detail)
+    return S3Failure("other", "", f"{type(cause).__name__}: {cause}")
+
+
+def explain(subject: str, bucket: str, exc: BaseException, fields: S3Fields,
+            missing_is_bucket: bool = False) -> S3Error:
+    """One line that says what went wrong, naming the caller's field to change."""
+    failure = classify(exc, missing_is_bucket)
+    where = f" at {_endpoint()}" if _endpoint() else ""
+    match failure.kind:
+        case "no-credentials":
+            line = ("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                    f"AWS_PROFILE); in a stack, name {fields.owner} Secret in {fields.secret}")
+        case "unreachable":
+            line = (f"cannot reach the S3 server{where}: {failure.detail}; check "
+                    f"AWS_ENDPOINT_URL ({fields.endpoint})")
+        case "refused-credentials":
+            line = (f"the S3 server{where} refused the credentials ({failure.code}); check "
+                    f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY ({fields.owner} Secret, "
+                    f"{fields.secret})")
+        case "no-bucket":
+            line = (f"no bucket {bucket!r} on the S3 server{where}; fix {fields.location} or "
+                    "create the bucket")
+        case "access-denied":
+            line = (f"access denied to bucket {bucket!r}{where}; grant these credentials "
+                    f"{fields.grants} on it")
+        case "changed":
+            line = f"an object changed while it was copied; {fields.again}"
+        case _ if failure.code:
+            line = f"the S3 server{where} answered {failure.code}: {failure.detail}"
+        case _:
+            line = failure.detail
+    return S3Error(f"{subject}: {line}")
+
+
+def _explain(source: str, exc: BaseException) -> S3Error:
+    """A dataset read's error, as `--source` and the cache.datasets[] fields say it."""
+    src = S3Source.parse(source)
+    return explain(f"--source {source}", src.bucket, exc, DATASET_FIELDS,
+                   missing_is_bucket=not src.prefix)
 
 
 def _safe_rel(key: str, prefix: str) -> str | None:
@@ -311,4 +419,5 @@ def fetch_s3(source: str, target: Path, progress: Progress, workers: int = DEFAU
     return total
 
 
-__all__ = ["JOURNAL", "S3Error", "S3Object", "S3Source", "fetch_s3"]
+__all__ = ["DATASET_FIELDS", "JOURNAL", "REFUSED_CODES", "S3Error", "S3Failure", "S3FailureKind",
+           "S3Fields", "S3Object", "S3Source", "classify", "explain", "fetch_s3", "s3_failures"]
