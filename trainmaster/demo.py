@@ -104,7 +104,8 @@ class DemoResult:
     datasets: tuple[DatasetNodes, ...] = ()
     """Where each dataset a job reads is warm, once the job trains."""
     storage: tuple[NodeInterfaceBytes, ...] = ()
-    """Each real node's storage interface, read with `traffic`: the warm-ups' S3 reads."""
+    """Each real node's storage interface, read with `traffic`: the warm-ups' S3 reads and
+    the checkpoint mirrors' uploads."""
     mirror: MirrorSeen | None = None
     """A job with jobs[].checkpoint.mirror: its checkpoints on the S3 server, read with
     `traffic` (the mirror sidecars' uploads are in the rank's storage-network bytes)."""

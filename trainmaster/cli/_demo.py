@@ -53,6 +53,7 @@ def demo(
         CLUSTER_FAMILIES,
         MONITORING_STACK_FAMILIES,
         NODE_FAMILIES,
+        POLICY_FAMILIES,
         PULUMI_FAMILIES,
     )
 
@@ -73,7 +74,8 @@ def demo(
               highlight=False)
     images_done = _beside(lambda: build_stack_images(spec, spec_real_images(spec),
                                                      lambda _: None))
-    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES,
+    # kube-router too: the demo's NetworkPolicies are enforced on its real nodes.
+    build_with_progress([*CLUSTER_FAMILIES, *NODE_FAMILIES, *POLICY_FAMILIES,
                          *(MONITORING_STACK_FAMILIES if monitoring else ()),
                          *(PULUMI_FAMILIES if pulumi_stack is not None else ())],
                         why="`trainmaster demo`")
@@ -236,7 +238,7 @@ def storage_lines(counts: tuple[Any, ...]) -> list[str]:
     """Each real node's storage interface (trainmaster.drill.node_storage_traffic)."""
     # Host side (/sys/class/net/<if>/statistics): a finished warm-up's namespace is gone.
     lines = ["Bytes through each real node's storage interface since `cluster up` "
-             "(the warm-ups' S3 reads):"]
+             "(the warm-ups' S3 reads, the checkpoint mirrors' uploads):"]
     for c in counts:
         lines.append(f"  {c.node:<15} {c.interface:<11} rx {c.rx:>11,} B  tx {c.tx:>11,} B")
     return lines

@@ -353,25 +353,34 @@ def job_status(kube: SyncKube, ns: str, job: str) -> dict[str, Any]:
     return status
 
 
+def pod_row(ns: str, pod: dict[str, Any]) -> tuple[str, ...]:
+    """One pod as `kubectl get pods -o wide` shows it: its sidecars (init containers with
+    `restartPolicy: Always`, e.g. the checkpoint mirror) count in READY and RESTARTS."""
+    status = pod.get("status") or {}
+    sidecars = {c["name"] for c in pod["spec"].get("initContainers") or []
+                if c.get("restartPolicy") == "Always"}
+    containers = [*(status.get("containerStatuses") or []),
+                  *(c for c in status.get("initContainerStatuses") or []
+                    if c.get("name") in sidecars)]
+    ready = sum(1 for c in containers if c.get("ready"))
+    waiting = [c["state"]["waiting"].get("reason", "") for c in containers
+               if "waiting" in (c.get("state") or {})]
+    return (ns, pod["metadata"]["name"],
+            f"{ready}/{len(pod['spec']['containers']) + len(sidecars)}",
+            waiting[0] if waiting else status.get("phase", "-"),
+            str(sum(int(c.get("restartCount", 0)) for c in containers)),
+            status.get("podIP") or "<none>", pod["spec"].get("nodeName") or "<none>",
+            pod["spec"].get("serviceAccountName") or "default")
+
+
 def pods_table(kubeconfig: Path, namespaces: list[str]) -> str:
     """What `kubectl get pods -o wide` shows, plus each pod's ServiceAccount."""
-    rows = [("NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "IP", "NODE",
-             "SERVICEACCOUNT")]
+    rows: list[tuple[str, ...]] = [("NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "IP",
+                                     "NODE", "SERVICEACCOUNT")]
     with SyncKube.connect(kubeconfig) as kube:
         for ns in namespaces:
             for pod in sorted(kube.list(pod_path(ns)), key=lambda p: p["metadata"]["name"]):
-                status = pod.get("status") or {}
-                containers = status.get("containerStatuses") or []
-                ready = sum(1 for c in containers if c.get("ready"))
-                waiting = [c["state"]["waiting"].get("reason", "") for c in containers
-                           if "waiting" in (c.get("state") or {})]
-                rows.append((
-                    ns, pod["metadata"]["name"], f"{ready}/{len(pod['spec']['containers'])}",
-                    waiting[0] if waiting else status.get("phase", "-"),
-                    str(sum(int(c.get("restartCount", 0)) for c in containers)),
-                    status.get("podIP") or "<none>", pod["spec"].get("nodeName") or "<none>",
-                    pod["spec"].get("serviceAccountName") or "default",
-                ))
+                rows.append(pod_row(ns, pod))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                      for r in rows)

@@ -495,9 +495,10 @@ RECIPES: dict[str, Recipe] = {
 
 CLUSTER_FAMILIES = ("etcd", "k8s", "kwok", "network-crds")
 NODE_FAMILIES = ("kubelet", "containerd", "cni-plugins", "coredns", "whereabouts", "multus")
-# Built by `trainmaster tools build` (and `make tools`); `cluster up --real-nodes` runs it when
-# built and says that NetworkPolicies are not enforced when not (docs/real-nodes.md,
-# "NetworkPolicies: kube-router"): not a NODE_FAMILIES member, since it needs --sources here.
+# Built by `trainmaster tools build` (and `make tools`) and by `trainmaster demo`;
+# `cluster up --real-nodes` runs it when built and says that NetworkPolicies are not enforced
+# when not (docs/real-nodes.md, "NetworkPolicies: kube-router"): not a NODE_FAMILIES member,
+# since it needs --sources here.
 POLICY_FAMILIES = ("kube-router",)
 PULUMI_FAMILIES = ("pulumi", "pulumi-kubernetes")
 MONITORING_FAMILIES = ("promtool",)
