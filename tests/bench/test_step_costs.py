@@ -24,7 +24,7 @@ from trainmaster.bench._apiserver_metrics import (
 from trainmaster.bench._deep import DeepResult, DeepRun, PhaseFigures
 from trainmaster.bench._measure import BindWatcher
 from trainmaster.bench._proc_cpu import cpu_seconds, cpu_used, parse_stat, read_cpu
-from trainmaster.bench._step_costs import StepCosts, control_plane_pids, deletion_rate
+from trainmaster.bench._step_costs import StepCosts, deletion_rate, step_pids
 from trainmaster.cli._bench_deep import costs_table
 from trainmaster.cluster import ClusterRecord
 from trainmaster.cluster._state import ProcessRecord
@@ -164,13 +164,16 @@ def test_the_cluster_processes_come_from_the_record_the_kubeconfig_points_at(
     ClusterRecord("bench", str(state), str(kubeconfig), "", 1, 2, 4, processes=[
         ProcessRecord("etcd", 101, "etcd.log"), ProcessRecord("kube-apiserver", 102, "a.log"),
         ProcessRecord("kwok", 103, "k.log"), ProcessRecord("kwok", 104, "k2.log"),
+        ProcessRecord("trainmaster-scheduler", 105, "s.log"),
     ]).save()
-    assert control_plane_pids(kubeconfig) == {"etcd": 101, "kube-apiserver": 102,
-                                              "kwok": 103, "kwok#2": 104}
+    own = {"trainmaster-scheduler": 7, "benchmark": 8}
+    assert step_pids(kubeconfig, own) == {
+        "trainmaster-scheduler": 7, "benchmark": 8, "etcd": 101, "kube-apiserver": 102,
+        "kwok": 103, "kwok#2": 104, "trainmaster-scheduler#2": 105}
     foreign = tmp_path / "other"
     foreign.write_text(yaml.safe_dump({"clusters": [{"name": "c", "cluster": {
         "server": "https://10.0.0.1"}}]}))
-    assert control_plane_pids(foreign) == {}
+    assert step_pids(foreign, own) == own
 
 
 def _figures(deleted_per_second: float, apiserver_cpu: float) -> PhaseFigures:

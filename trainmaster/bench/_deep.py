@@ -69,7 +69,7 @@ from trainmaster.bench._step_costs import (
     BENCH_PROCESS,
     CostMeter,
     StepCosts,
-    control_plane_pids,
+    step_pids,
 )
 from trainmaster.bench._workload import GangSpec, pod, pod_group
 from trainmaster.cluster import cluster_sizing
@@ -402,9 +402,10 @@ async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pendin
             async def nothing() -> None:
                 pass
 
-            pids = {**control_plane_pids(kubeconfig), BENCH_PROCESS: os.getpid()}
+            own = {BENCH_PROCESS: os.getpid()}
             if scheduler.pid is not None:
-                pids[TRAINMASTER_SCHEDULER] = scheduler.pid
+                own[TRAINMASTER_SCHEDULER] = scheduler.pid
+            pids = step_pids(kubeconfig, own)
 
             async def step(act: Callable[[], Any], label: str,
                            drain: bool = False) -> PhaseFigures:

@@ -30,14 +30,17 @@ BENCH_PROCESS = "benchmark"
 """This process (its watches of the pods, its create and delete calls)."""
 
 
-def control_plane_pids(kubeconfig: Path) -> dict[str, int]:
-    """The processes of the local cluster ``kubeconfig`` belongs to, by name (kube-apiserver,
-    etcd, kwok, kube-controller-manager...); empty for a cluster not started here."""
+def step_pids(kubeconfig: Path, own: Mapping[str, int]) -> dict[str, int]:
+    """The processes whose CPU a step counts, by name: ``own`` (the benchmark's: its
+    scheduler, itself) and those of the local cluster ``kubeconfig`` belongs to
+    (kube-apiserver, etcd, kwok, kube-controller-manager...; none for a cluster not
+    started by trainmaster). A cluster's process named like one of ``own`` or like
+    another of its own gets a ``#2``, ``#3``... suffix."""
     try:
         record = ClusterRecord.load(resolve_state_dir(kubeconfig))
     except ClusterError:
-        return {}
-    pids: dict[str, int] = {}
+        record = None
+    pids = dict(own)
     for proc in record.processes if record is not None else ():
         name, n = proc.name, 2
         while name in pids:
