@@ -63,7 +63,7 @@ def costs_table(result: DeepResult) -> Table:
 
     table = Table(title="where each timed step's time went (CPU seconds from /proc over "
                   "the step; requests from the API server's apiserver_request_total)")
-    titles = ["cycle, step", "load\n(start)", "seconds", "pods\ndeleted/s",
+    titles = ["cycle, step", "load\n(start)", "window\nseconds", "pods\ndeleted/s",
               *(f"CPU s\n{title}" for _, title in _PROCESSES),
               *(title for _, title in _REQUESTS), "pod\nDELETEs", "pod watch\nevents"]
     for title in titles:
