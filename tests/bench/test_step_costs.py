@@ -74,9 +74,9 @@ def _line(name: str, value: float, **labels: str) -> str:
 
 
 def _request(verb: str, resource: str, sub: str, code: str, count: float,
-             group: str = "") -> str:
+             group: str = "", scope: str = "resource") -> str:
     return _line("apiserver_request_total", count, code=code, component="apiserver",
-                 dry_run="", group=group, resource=resource, scope="resource",
+                 dry_run="", group=group, resource=resource, scope=scope,
                  subresource=sub, verb=verb, version="v1")
 
 
@@ -93,7 +93,8 @@ APISERVER = "\n".join([
     _request("PATCH", "pods", "status", "200", 1200),
     _request("POST", "events", "", "201", 30),
     _request("POST", "events", "", "201", 12, group="events.k8s.io"),
-    _request("DELETECOLLECTION", "pods", "", "200", 2),
+    _request("DELETE", "pods", "", "200", 2, scope="namespace"),  # a collection's
+    _request("DELETE", "pods", "", "200", 80),
     'apiserver_request_total_other{verb="POST"} 99',
     'apiserver_request_duration_seconds_bucket{verb="POST",le="0.005"} 3',
     "# HELP apiserver_watch_events_total [BETA] Number of events sent in watch clients",
@@ -116,7 +117,7 @@ def test_samples_carry_their_labels_and_only_the_named_metric() -> None:
 def test_requests_are_summed_by_verb_and_resource_over_codes_and_groups() -> None:
     assert request_counts(APISERVER) == {
         "POST pods/binding": 705.0, "PATCH pods/status": 1200.0, "POST events": 42.0,
-        "DELETECOLLECTION pods": 2.0}
+        "DELETECOLLECTION pods": 2.0, "DELETE pods": 80.0}
 
 
 def test_watch_events_by_resource_and_the_open_pod_watches() -> None:

@@ -45,10 +45,15 @@ def _resource(labels: Labels) -> str:
 
 def request_counts(text: str) -> dict[str, float]:
     """``apiserver_request_total`` summed by ``"VERB resource[/subresource]"`` (every
-    code, group and version: ``POST events`` holds both events APIs)."""
+    code, group and version: ``POST events`` holds both events APIs). The server counts
+    a collection delete as ``DELETE`` of a namespace or the cluster (one object's is of
+    scope ``resource``): it is ``DELETECOLLECTION`` here, apart from one object's."""
     counts: defaultdict[str, float] = defaultdict(float)
     for labels, value in samples(text, REQUESTS):
-        counts[f"{labels.get('verb', '')} {_resource(labels)}"] += value
+        verb = labels.get("verb", "")
+        if verb == "DELETE" and labels.get("scope") in ("namespace", "cluster"):
+            verb = "DELETECOLLECTION"
+        counts[f"{verb} {_resource(labels)}"] += value
     return dict(counts)
 
 
