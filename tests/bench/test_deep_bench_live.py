@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,7 @@ def test_deep_queue_variant_reports_real_figures_for_both_cycles(tmp_path: Path)
             assert 0 < figures["seconds_to_half"] <= figures["seconds_to_90pct"] \
                 <= figures["seconds"], (phase, run)
             assert figures["report_writes_waited_s"] >= 0
+            _assert_costs(figures)
         # the deep phase starts with the waiting gangs queued (most never fit)
         assert run["deep"]["waiting_gangs"] >= 50
         assert run["binds_ratio"] > 0
@@ -43,3 +45,25 @@ def test_deep_queue_variant_reports_real_figures_for_both_cycles(tmp_path: Path)
     assert "deep queue:" in proc.stderr
     # each timed step starts once the scheduler's report writes drained
     assert proc.stderr.count("waited for report writes first") == 4
+    assert proc.stderr.count("pods deleted in") == 4  # and its costs are printed
+
+
+def _assert_costs(figures: dict[str, Any]) -> None:
+    """Where a timed step's time went, read from /proc and the API server's counters."""
+    costs = figures["costs"]
+    cpu = costs["cpu_seconds"]
+    assert {"kube-apiserver", "etcd", "kwok", "trainmaster-scheduler", "benchmark"} <= set(cpu)
+    assert cpu["kube-apiserver"] > 0 and cpu["trainmaster-scheduler"] > 0, cpu
+    assert all(used >= 0 for used in cpu.values()), cpu
+    assert set(costs["cpu_seconds_in_act"]) == set(cpu)
+    assert costs["load_average_1m"] >= 0
+    assert 0 < costs["act_seconds"] <= costs["window_seconds"]
+    # the released pods, deleted on the bench's watch
+    assert costs["pods_deleted"] > 0 and costs["pods_deleted_per_second"] > 0, costs
+    assert 0 < costs["seconds_to_last_deletion"] <= costs["window_seconds"]
+    requests = costs["api_requests"]
+    # the release call (and any one-pod DELETE, e.g. kwok's of a pod being deleted)
+    assert requests.get("DELETECOLLECTION pods", 0) + requests.get("DELETE pods", 0) >= 1
+    assert requests.get("POST pods/binding", 0) >= figures["pods_bound"], requests
+    assert costs["watch_events"].get("pods", 0) > 0
+    assert costs["pod_watches"] >= 2  # the bench's and the scheduler's

@@ -139,6 +139,12 @@ class _Process:
             start_new_session=True,
         )
 
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it runs."""
+        proc = self.proc
+        return None if proc is None or proc.poll() is not None else proc.pid
+
     def memory(self) -> Memory | None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
@@ -219,6 +225,11 @@ class Trainmaster:
 
     def memory(self) -> Memory | None:
         return None if self._proc is None else self._proc.memory()
+
+    @property
+    def pid(self) -> int | None:
+        """Its process id while it runs."""
+        return None if self._proc is None else self._proc.pid
 
 
 class TrainmasterUpstream(Trainmaster):

@@ -41,14 +41,14 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from trainmaster.api import BENCH_LABEL, GPU_RESOURCE
 from trainmaster.bench._cluster import bench_cluster
-from trainmaster.bench._contenders import RunContext, Trainmaster
+from trainmaster.bench._contenders import TRAINMASTER_SCHEDULER, RunContext, Trainmaster
 from trainmaster.bench._errors import BenchError
 from trainmaster.bench._kube import (
     create_all,
@@ -64,6 +64,12 @@ from trainmaster.bench._run import (
     _interrupt,
     _load_average,
     _rdma_resources,
+)
+from trainmaster.bench._step_costs import (
+    BENCH_PROCESS,
+    CostMeter,
+    StepCosts,
+    step_pids,
 )
 from trainmaster.bench._workload import GangSpec, pod, pod_group
 from trainmaster.cluster import cluster_sizing
@@ -156,6 +162,8 @@ class PhaseFigures:
     report_writes_waited_s: float
     """Seconds waited before the step for the scheduler's queued report writes to drain
     (see ``_reports_drained``)."""
+    costs: StepCosts
+    """Where the step's time went: CPU by process, API server requests, deletions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,21 +310,25 @@ async def _reports_drained(port: int, timeout: float) -> float:
 
 
 async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
-                 report: Report, label: str, timeout: float,
+                 report: Report, label: str, timeout: float, pids: Mapping[str, int],
                  drain: bool = False) -> PhaseFigures:
     """Run ``act`` (creates or deletes) and time the binds that follow until quiet;
-    ``drain``: first wait for the scheduler's report writes (``_reports_drained``)."""
+    ``drain``: first wait for the scheduler's report writes (``_reports_drained``).
+    ``pids``: the processes whose CPU the step's costs count (``_step_costs``)."""
     waited = await _reports_drained(port, timeout) if drain else 0.0
     before, waiting = await _scrape(port)
     watcher = BindWatcher(api, namespace, 10**9)
     await watcher.start()
     already = len(watcher.bound)
-    started = time.monotonic()
+    meter = CostMeter(api, pids)
+    started = await meter.start()
     try:
         await act()
+        meter.act_done()
         await watcher.wait(timeout, _QUIET)
     finally:
         await watcher.stop()
+    costs = await meter.finish(watcher.deleted_times)
     after, _ = await _scrape(port)
     bound = len(watcher.bound) - already
     last = watcher.last_at
@@ -332,13 +344,24 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
         waiting_gangs=waiting,
         seconds_to_half=seconds_to(0.5, times, started),
         seconds_to_90pct=seconds_to(0.9, times, started),
-        report_writes_waited_s=waited)
+        report_writes_waited_s=waited, costs=costs)
     report(f"{label}: {bound} pods bound in {seconds:.1f}s (half in "
            f"{figures.seconds_to_half:.1f}s, 90% in {figures.seconds_to_90pct:.1f}s), "
            f"{cycles} cycles, CPU per cycle p50 {figures.cpu_ms_p50:.1f} ms p95 "
            f"{figures.cpu_ms_p95:.1f} ms" + (f"; {waited:.0f}s waited for report writes "
                                              "first" if drain else ""))
+    if drain:
+        report(f"{label}: {costs_line(costs)}")
     return figures
+
+
+def costs_line(costs: StepCosts) -> str:
+    """A timed step's deletions and CPU by process, for the progress lines."""
+    cpu = ", ".join(f"{name} {used:.1f}" for name, used in costs.cpu_seconds.items())
+    return (f"{costs.pods_deleted} pods deleted in {costs.seconds_to_last_deletion:.1f}s "
+            f"({costs.pods_deleted_per_second:.0f}/s; delete call {costs.act_seconds:.1f}s), "
+            f"load {costs.load_average_1m:.1f}; CPU s in {costs.window_seconds:.0f}s: "
+            f"{cpu or 'no process readable'}")
 
 
 async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pending: int,
@@ -379,20 +402,23 @@ async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pendin
             async def nothing() -> None:
                 pass
 
-            await _phase(api, namespace, port, fill, report, f"{variant}: cluster filled",
-                         timeout)
-            await _phase(api, namespace, port, lambda: create(second, "second"), report,
-                         f"{variant}: {len(second)} gangs for half the cluster queued",
-                         timeout)
-            empty = await _phase(api, namespace, port, lambda: release("first"), report,
-                                 f"{variant}: empty queue", timeout, drain=True)
-            await _phase(api, namespace, port, lambda: create(deep, "deep"), report,
-                         f"{variant}: {pending} more gangs queued", timeout)
-            await _phase(api, namespace, port, nothing, report,
-                         f"{variant}: settled", timeout)
-            deep_figures = await _phase(api, namespace, port, lambda: release("second"),
-                                        report, f"{variant}: deep queue", timeout,
-                                        drain=True)
+            own = {BENCH_PROCESS: os.getpid()}
+            if scheduler.pid is not None:
+                own[TRAINMASTER_SCHEDULER] = scheduler.pid
+            pids = step_pids(kubeconfig, own)
+
+            async def step(act: Callable[[], Any], label: str,
+                           drain: bool = False) -> PhaseFigures:
+                return await _phase(api, namespace, port, act, report, f"{variant}: {label}",
+                                    timeout, pids, drain)
+
+            await step(fill, "cluster filled")
+            await step(lambda: create(second, "second"),
+                       f"{len(second)} gangs for half the cluster queued")
+            empty = await step(lambda: release("first"), "empty queue", drain=True)
+            await step(lambda: create(deep, "deep"), f"{pending} more gangs queued")
+            await step(nothing, "settled")
+            deep_figures = await step(lambda: release("second"), "deep queue", drain=True)
         finally:
             await scheduler.stop()
     finally:

@@ -42,6 +42,8 @@ class BindWatcher:
         self.done = asyncio.Event()
         self.times: list[float] = []
         """When each pod was first seen bound after ``start`` (monotonic, in order)."""
+        self.deleted_times: list[float] = []
+        """When each DELETED event came after ``start`` (monotonic, in order)."""
         self._task: asyncio.Task[None] | None = None
         self._progress = time.monotonic()
 
@@ -89,12 +91,16 @@ class BindWatcher:
                 self.done.set()
 
     def _skip(self, line: bytes) -> str | None:
-        """Later updates of a pod already counted are not decoded (see Kube.watch):
-        the watcher shares the 2 cores with the contender it measures."""
-        if not line.startswith(b'{"type":"MODIFIED"'):
+        """Later updates of a pod already counted, and deletions (only timed), are not
+        decoded (see Kube.watch): the watcher shares the 2 cores with the contender it
+        measures."""
+        deleted = line.startswith(b'{"type":"DELETED"')
+        if deleted:
+            self.deleted_times.append(time.monotonic())
+        elif not line.startswith(b'{"type":"MODIFIED"'):
             return None
         found = _UID.search(line)
-        if found is None or found.group(1).decode() not in self.bound:
+        if found is None or not (deleted or found.group(1).decode() in self.bound):
             return None
         version = _RESOURCE_VERSION.search(line, found.end())
         return None if version is None else version.group(1).decode()

@@ -24,6 +24,7 @@ def print_deep(options: BenchOptions, as_json: bool) -> None:
         print(json.dumps(result.to_json()))
         return
     _out.print(deep_table(result))
+    _out.print(costs_table(result))
 
 
 def deep_table(result: DeepResult) -> Table:
@@ -45,4 +46,38 @@ def deep_table(result: DeepResult) -> Table:
                       f"{deep.binds_per_second:.0f}",
                       f"{deep.cpu_ms_p50:.1f} / {deep.cpu_ms_p95:.1f}",
                       f"{run.binds_ratio:.0%}", str(deep.waiting_gangs), str(deep.cycles))
+    return table
+
+
+_PROCESSES = (("kube-apiserver", "apiserver"), ("etcd", "etcd"), ("kwok", "kwok"),
+              ("kube-controller-manager", "controller\nmanager"),
+              ("trainmaster-scheduler", "scheduler"), ("benchmark", "benchmark"))
+"""Processes whose CPU the costs table shows, and their column titles."""
+_REQUESTS = (("POST pods/binding", "binds\nPOST"), ("PATCH pods/status", "pods/status\nPATCH"),
+             ("POST events", "events\nPOST"))
+
+
+def costs_table(result: DeepResult) -> Table:
+    """Per timed step: deletions, CPU seconds by process, the API server's requests."""
+    from rich.table import Table  # rich: only when printing
+
+    table = Table(title="where each timed step's time went (CPU seconds from /proc over "
+                  "the step; requests from the API server's apiserver_request_total)")
+    titles = ["cycle, step", "load\n(start)", "window\nseconds", "pods\ndeleted/s",
+              *(f"CPU s\n{title}" for _, title in _PROCESSES),
+              *(title for _, title in _REQUESTS), "pod\nDELETEs", "pod watch\nevents"]
+    for title in titles:
+        table.add_column(title, justify="left" if title == "cycle, step" else "right")
+    for run in result.runs:
+        for step, figures in (("empty", run.empty), ("deep", run.deep)):
+            costs = figures.costs
+            requests = costs.api_requests
+            cpu = [costs.cpu_seconds.get(name) for name, _ in _PROCESSES]
+            deletes = requests.get("DELETE pods", 0) + requests.get("DELETECOLLECTION pods", 0)
+            table.add_row(f"{run.variant}, {step}", f"{costs.load_average_1m:.1f}",
+                          f"{costs.window_seconds:.1f}",
+                          f"{costs.pods_deleted_per_second:.0f}",
+                          *("-" if used is None else f"{used:.1f}" for used in cpu),
+                          *(str(requests.get(key, 0)) for key, _ in _REQUESTS),
+                          str(deletes), str(costs.watch_events.get("pods", 0)))
     return table

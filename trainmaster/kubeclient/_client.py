@@ -192,6 +192,26 @@ class Kube:
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> JSON:
         return await self.request("GET", path, params=params, limited=False)
 
+    async def get_text(self, path: str, timeout: float = 30.0) -> str:
+        """A non-JSON answer as text (the API server's own ``/metrics``); ``ApiError``
+        on a failed call."""
+        headers = await self._headers(None)
+        try:
+            async with self._session.get(
+                self._host + path,
+                headers={**headers, "Accept": "text/plain"},
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                server_hostname=self._server_hostname,
+                proxy=self._proxy,
+            ) as resp:
+                raw = await resp.read()
+                status, reason = resp.status, resp.reason or ""
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            raise ApiError(0, f"{type(err).__name__}: {err}") from err
+        if status >= 400:
+            _decode(status, reason, raw)  # raises, with the server's message
+        return raw.decode(errors="replace")
+
     async def post(self, path: str, body: Any) -> JSON:
         return await self.request("POST", path, body=body)
 
