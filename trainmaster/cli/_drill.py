@@ -140,8 +140,9 @@ def soak_cmd(
     """Inject faults in turn for minutes; report the ETTR.
 
     On three real nodes the stack's real job trains while a worker kill,
-    a container kill, a node loss (kubelet stopped, then resumed) and a
-    NIC down (rail 0's link down, then up) come in turn, one every
+    a container kill, a node loss (kubelet stopped and the pod's
+    containers killed, then the kubelet resumed) and a NIC down (rail
+    0's link down, then up) come in turn, one every
     --fault-every seconds. Reports the effective training time ratio
     (ETTR, docs/real-nodes.md) and per fault the time to training again
     and the steps lost. Needs root; stops the cluster it starts."""

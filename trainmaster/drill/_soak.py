@@ -4,9 +4,17 @@ of trainmaster/drill/_faults.py), and its ETTR (trainmaster/drill/_ettr.py) from
 ranks' own log lines, which are read all along (a restarted gang's old pods take their log
 files with them).
 
+The node loss is `lose_node`, the elastic drills' own: the node's kubelet stopped and the
+victim pod's containers killed, as by a power cut. A rigid job's other ranks then lose
+their peer and the operator restarts the gang elsewhere (on a pod failure, or once the
+node is NotReady); an elastic job's survivors re-rendezvous at the smaller size. Either
+way a new run of rank 0 logs a step, which is what the soak waits for before it undoes
+the fault (the kubelet resumed: the node back Ready, its deleted pod cleaned up).
+
 The next fault waits until the job trains again after the last one, and, after a node
 loss or a NIC down, until the node is back (kubelet resumed and Ready, or the link up and
-NICHealthy=True) and unfenced; a fault so delayed is injected as soon as that is done.
+NICHealthy=True) and unfenced, and then until the gang has all its pods running again (an
+elastic gang has grown back); a fault so delayed is injected as soon as that is done.
 A fault still pending when the soak's minutes are up is waited for after them (its
 recovery timed; the ETTR's window stays the minutes).
 """
@@ -25,7 +33,7 @@ from trainmaster.drill._faults import (
     Killed,
     kill_container,
     kill_process,
-    stop_kubelet,
+    lose_node,
     take_rail_down,
 )
 from trainmaster.drill._logs import LogLine, pod_log
@@ -37,7 +45,7 @@ Inject = Callable[[list[Any], Any, dict[str, Any]], Killed]
 FAULTS: tuple[tuple[str, Inject, str], ...] = (
     ("worker-kill", kill_process, ""),
     ("container-kill", kill_container, ""),
-    ("node-loss", stop_kubelet, NODE_READY),
+    ("node-loss", lose_node, NODE_READY),
     ("nic-down", take_rail_down, NIC_CONDITION),
 )
 """Each fault, what injects it and, if it takes a node away, the node condition that says
@@ -106,10 +114,20 @@ class SoakResult:
 def _training_pods(kube: SyncKube, stack: RealStack) -> list[dict[str, Any]]:
     """The current attempt's pods, if all of them run on real nodes."""
     attempt = int(job_status(kube, stack.namespace, stack.job.name).get("attempt", 0))
-    pods = [p for p in job_pods(kube, stack.namespace, stack.job.name, attempt)
-            if (p.get("status") or {}).get("phase") == "Running"
-            and p["spec"].get("nodeName") in stack.record.real_nodes]
-    return pods if len(pods) == stack.job.nodes else []
+    return whole_gang(job_pods(kube, stack.namespace, stack.job.name, attempt),
+                      stack.record.real_nodes, stack.job.nodes)
+
+
+def whole_gang(pods: list[dict[str, Any]], real_nodes: list[str], size: int
+               ) -> list[dict[str, Any]]:
+    """`pods` that run on real nodes and are not being deleted, if there are `size` of
+    them, else none. A lost node's pod stays Running and Terminating until its kubelet
+    answers: it is no target for the next fault (its containers are dead), and its
+    elastic gang is whole only once the Job's replacement runs."""
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+               and not p["metadata"].get("deletionTimestamp")
+               and p["spec"].get("nodeName") in real_nodes]
+    return running if len(running) == size else []
 
 
 def _restarted_since(marks: list[Mark], since: float) -> bool:
