@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from trainmaster.api import NIC_CONDITION, NODE_READY
-from trainmaster.drill import FAULT_KINDS, _elastic, _soak, _torch_elastic, progress_marks
+from trainmaster.drill import (
+    FAULT_KINDS,
+    Fault,
+    SoakResult,
+    _elastic,
+    _soak,
+    _torch_elastic,
+    account,
+    progress_marks,
+)
 from trainmaster.drill._faults import (
     kill_container,
     kill_process,
@@ -95,3 +104,22 @@ def test_a_rigid_node_loss_is_behind_the_soak_once_the_new_gang_steps() -> None:
            (76.0, "rank 0 step 101 loss 0.0101")]
     assert not _restarted_since(_marks(*old), FAULT_AT)
     assert _restarted_since(_marks(*old, *new), FAULT_AT)
+
+
+def _result(faults: int, due: int) -> SoakResult:
+    lines = [(0.0, "rank 0/2: joined the gang on leaf-0-node-0"),
+             *((1.0 + s * 0.5, f"rank 0 step {s} loss 0.{s:04d}") for s in range(1, 100)),
+             (51.0, "rank 0/2: joined the gang on leaf-0-node-2"),
+             *((52.0 + (s - 81) * 0.5, f"rank 0 step {s} loss 0.{s:04d}")
+               for s in range(81, 210))]
+    marks = _marks(*lines)
+    injected = [Fault("worker-kill", 30.0 + i, REAL[1]) for i in range(faults)]
+    return SoakResult("dp-example", "python", 2, 30, account(marks, injected, 0, 120),
+                      tuple(REAL), tuple(marks), due)
+
+
+def test_a_soak_that_injected_fewer_faults_than_it_announced_is_not_ok() -> None:
+    assert _result(1, 1).ok
+    short = _result(1, 3)
+    assert not short.ok
+    assert short.row()["faults_due"] == 3 and len(short.row()["faults"]) == 1
