@@ -1,6 +1,7 @@
 """The soak on the real nodes (issue 38): stacks/dev's numpy job on three real nodes for
 five minutes, a fault a minute, in turn a worker kill, a container kill, a node loss
-(kubelet stopped, resumed) and a NIC down (rail 0's link down, up): the same code as
+(`lose_node`: kubelet stopped and the pod's containers killed; kubelet resumed) and a NIC
+down (rail 0's link down, up): the same code as
 `trainmaster drill soak`. Each fault is recovered, the step log runs on without a gap
 after every resume, and the ETTR is a ratio of the job's own step times to the wall."""
 
@@ -53,6 +54,7 @@ def test_every_fault_in_turn_is_recovered_and_the_ettr_adds_up(stack: RealStack)
     acc = result.accounting
     # One a minute, each once the one before is behind us (a node back, unfenced).
     assert [c.fault.kind for c in acc.faults] == list(FAULT_KINDS), result.row()
+    assert result.faults_due == len(FAULT_KINDS), result.row()
     for cost in acc.faults:
         assert cost.fault.node in stack.record.real_nodes
         assert cost.recover_seconds is not None and cost.recover_seconds > 0, cost

@@ -140,11 +140,13 @@ def soak_cmd(
     """Inject faults in turn for minutes; report the ETTR.
 
     On three real nodes the stack's real job trains while a worker kill,
-    a container kill, a node loss (kubelet stopped, then resumed) and a
-    NIC down (rail 0's link down, then up) come in turn, one every
+    a container kill, a node loss (kubelet stopped and the pod's
+    containers killed, then the kubelet resumed) and a NIC down
+    (rail 0's link down, then up) come in turn, one every
     --fault-every seconds. Reports the effective training time ratio
     (ETTR, docs/real-nodes.md) and per fault the time to training again
-    and the steps lost. Needs root; stops the cluster it starts."""
+    and the steps lost. Exits 1 if a fault was not injected or not
+    recovered. Needs root; stops the cluster it starts."""
     from trainmaster.cli._tools import build_with_progress
     from trainmaster.cluster import ClusterError, down_state_dir
     from trainmaster.drill import faults_in, soak_spec
@@ -225,7 +227,7 @@ def _print_soak(result: SoakResult) -> None:
     _out.print(f"ETTR {acc.ettr:.1%}: {acc.productive_seconds:.0f}s of productive steps in "
                f"{acc.wall_seconds:.0f}s ({acc.steps_counted} steps counted, last step "
                f"{acc.last_step}, {acc.runs} restarts)", highlight=False, markup=False)
-    table = Table(title="faults")
+    table = Table(title=f"faults: {len(acc.faults)} of {result.faults_due} injected")
     for column in ("#", "fault", "node", "training again s", "steps lost", "resumed at"):
         table.add_column(column, justify="left" if column in ("fault", "node") else "right",
                          no_wrap=True)

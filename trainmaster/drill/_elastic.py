@@ -3,9 +3,10 @@ one node and goes on at two ranks from its checkpoint; the node returns and the 
 back to three. Everything is measured from the files (the ranks' CRI log lines, stamped
 by the runtime, and the checkpoint folder), as in _drill.
 
-    elastic-shrink  the fault: the victim node's kubelet stopped (SIGSTOP: the node goes
-                    NotReady 40 s later) and its rank's container killed through
-                    containerd (the rank and its launcher die at once, as with the node).
+    elastic-shrink  the fault: the node lost (trainmaster.drill._faults.lose_node): its
+                    kubelet stopped (SIGSTOP: the node goes NotReady 40 s later) and its
+                    rank's container killed through containerd (the rank and its launcher
+                    die at once, as with the node).
     elastic-grow    the node returns: kubelet resumed and trainmaster's fence lifted; the
                     Job's replacement pod is bound there, its launcher joins, the gang
                     checkpoints on demand and grows.
@@ -27,7 +28,7 @@ from typing import Any
 
 from trainmaster.api import COMPLETION_INDEX_ANNOTATION, NODE_READY
 from trainmaster.cluster import ClusterError
-from trainmaster.drill._faults import kill_container, stop_kubelet
+from trainmaster.drill._faults import lose_node
 from trainmaster.drill._logs import STEP, LogLine, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube, api_path
@@ -198,12 +199,11 @@ def run_elastic_drill(stack: RealStack, report: Report) -> list[ElasticResult]:
                 if (p.get("status") or {}).get("phase") == "Running"}
         victim = pods[victim_index]
         shrink_round = max(r.number for _, r, _ in ready.values() if r is not None)
-        stopped = stop_kubelet(stack.nodes, stack.record, victim)
+        killed_at = time.time()
+        killed = lose_node(stack.nodes, stack.record, victim)
         try:
-            killed_at = time.time()
-            killed = kill_container(stack.nodes, stack.record, victim)
             on_disk = checkpoint_steps(stack.checkpoints)
-            report(f"elastic-shrink: {stopped.what} and {killed.what} on {killed.node}; "
+            report(f"elastic-shrink: {killed.what} on {killed.node}; "
                    f"newest checkpoint on disk: {on_disk[-1] if on_disk else None}")
             smaller = _training_at(stack, kube, high - 1, shrink_round, report,
                                    "elastic-shrink")
@@ -215,14 +215,14 @@ def run_elastic_drill(stack: RealStack, report: Report) -> list[ElasticResult]:
 
             operator = _wait(operator_shrunk, "the operator to record the smaller size", 180,
                              0.5)
-            shrink = _result("elastic-shrink", killed.node, f"{stopped.what}; {killed.what}",
+            shrink = _result("elastic-shrink", killed.node, killed.what,
                              killed_at, high, high - 1, smaller,
                              _last_before(stack, smaller, shrink_round),
                              on_disk[-1] if on_disk else None, operator)
             report(f"elastic-shrink: {shrink.row()}")
         finally:
-            if stopped.undo is not None:
-                stopped.undo()
+            if killed.undo is not None:
+                killed.undo()
         grow_round = max(r.number for _, r, _ in smaller.values() if r is not None)
         _wait(lambda: _node_ready(kube, killed.node), f"{killed.node} to be Ready again", 180,
               0.5)

@@ -14,7 +14,12 @@ the way it would on any cluster.
   `Killed.undo` sets it up again;
 - `stop_kubelet`: SIGSTOP to the node's kubelet: it stops renewing its Lease and reporting
   status, so the node controller marks the node NotReady (its containers run on, as they
-  do when a kubelet hangs); `Killed.undo` (SIGCONT) brings it back.
+  do when a kubelet hangs); `Killed.undo` (SIGCONT) brings it back;
+- `lose_node`: a node lost, as to a power cut: its kubelet stopped (`stop_kubelet`), then
+  every running container of the victim pod killed (as `kill_container`), so the rank is
+  gone at once and nothing reports it until the node controller's grace has passed.
+  `Killed.undo` resumes the kubelet (the node comes back Ready; its killed containers stay
+  dead). The one node loss of the soak and the elastic drills.
 """
 
 from __future__ import annotations
@@ -142,10 +147,11 @@ def hang_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, 
                   pod["metadata"]["name"], resume)
 
 
-def kill_container(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
-                   ) -> Killed:
+def kill_container(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any],
+                   cid: str = "") -> Killed:
+    """SIGKILL to container `cid` of the pod (default: its trainer) through containerd."""
     node = _node(nodes, pod)
-    cid = container_id(pod)
+    cid = cid or container_id(pod)
     ctr = [str(tool_path("ctr")), "--address", str(node.socket), "-n", "k8s.io"]
     done = subprocess.run([*ctr, "tasks", "kill", "--signal", "SIGKILL", cid],
                           capture_output=True, text=True, check=False)
@@ -169,6 +175,34 @@ def stop_kubelet(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, 
             os.kill(pid, signal.SIGCONT)
 
     return Killed(f"kubelet pid {pid} (SIGSTOP)", node.name, pod["metadata"]["name"], resume)
+
+
+def running_containers(pod: dict[str, Any]) -> list[str]:
+    """The ids of the pod's containers that run now, in its status's order."""
+    return [str(status["containerID"]).split("://", 1)[-1]
+            for status in (pod.get("status") or {}).get("containerStatuses") or []
+            if status.get("containerID") and "running" in (status.get("state") or {})]
+
+
+def lose_node(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
+              ) -> Killed:
+    """The module docstring's node loss. The kubelet is stopped first, so that it cannot
+    report the killed containers: the API learns of the loss only from the node going
+    NotReady, as with a node that lost power. If a kill fails, the kubelet is resumed
+    before the error is raised (no node left half lost)."""
+    stopped = stop_kubelet(nodes, record, pod)
+    try:
+        cids = running_containers(pod)
+        if not cids:
+            raise ClusterError(f"pod {pod['metadata']['name']} has no running container "
+                               "to kill")
+        killed = [kill_container(nodes, record, pod, cid) for cid in cids]
+    except BaseException:
+        if stopped.undo is not None:
+            stopped.undo()
+        raise
+    return Killed(f"{stopped.what}, then {'; '.join(k.what for k in killed)}", stopped.node,
+                  stopped.pod, stopped.undo)
 
 
 def take_rail_down(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]

@@ -4,11 +4,20 @@ of trainmaster/drill/_faults.py), and its ETTR (trainmaster/drill/_ettr.py) from
 ranks' own log lines, which are read all along (a restarted gang's old pods take their log
 files with them).
 
+The node loss is `lose_node`, the elastic drills' own: the node's kubelet stopped and the
+victim pod's containers killed, as by a power cut. A rigid job's other ranks then lose
+their peer and the operator restarts the gang elsewhere (on a pod failure, or once the
+node is NotReady); an elastic job's survivors re-rendezvous at the smaller size. Either
+way a new run of rank 0 logs a step, which is what the soak waits for before it undoes
+the fault (the kubelet resumed: the node back Ready, its deleted pod cleaned up).
+
 The next fault waits until the job trains again after the last one, and, after a node
 loss or a NIC down, until the node is back (kubelet resumed and Ready, or the link up and
-NICHealthy=True) and unfenced; a fault so delayed is injected as soon as that is done.
+NICHealthy=True) and unfenced, and then until the gang has all its pods running again (an
+elastic gang has grown back); a fault so delayed is injected as soon as that is done.
 A fault still pending when the soak's minutes are up is waited for after them (its
-recovery timed; the ETTR's window stays the minutes).
+recovery timed; the ETTR's window stays the minutes). A soak that could not inject every
+fault it announced (held back by slow recoveries) is not ok.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from trainmaster.drill._faults import (
     Killed,
     kill_container,
     kill_process,
-    stop_kubelet,
+    lose_node,
     take_rail_down,
 )
 from trainmaster.drill._logs import LogLine, pod_log
@@ -37,7 +46,7 @@ Inject = Callable[[list[Any], Any, dict[str, Any]], Killed]
 FAULTS: tuple[tuple[str, Inject, str], ...] = (
     ("worker-kill", kill_process, ""),
     ("container-kill", kill_container, ""),
-    ("node-loss", stop_kubelet, NODE_READY),
+    ("node-loss", lose_node, NODE_READY),
     ("nic-down", take_rail_down, NIC_CONDITION),
 )
 """Each fault, what injects it and, if it takes a node away, the node condition that says
@@ -85,11 +94,13 @@ class SoakResult:
     nodes: tuple[str, ...]
     marks: tuple[Mark, ...] = field(repr=False)
     """Rank 0's step lines and run starts, for a plot."""
+    faults_due: int = 0
+    """The faults the soak announced (`faults_in`); fewer injected is a failed soak."""
 
     @property
     def ok(self) -> bool:
         acc = self.accounting
-        return (0 < acc.ettr <= 1 and acc.monotone
+        return (0 < acc.ettr <= 1 and acc.monotone and len(acc.faults) >= self.faults_due
                 and all(c.recover_seconds is not None for c in acc.faults))
 
     def row(self) -> dict[str, Any]:
@@ -100,16 +111,27 @@ class SoakResult:
                 "productive_seconds": round(acc.productive_seconds, 1),
                 "ettr": round(acc.ettr, 4), "steps_counted": acc.steps_counted,
                 "last_step": acc.last_step, "runs": acc.runs, "monotone": acc.monotone,
-                "faults": [c.row() for c in acc.faults], "ok": self.ok}
+                "faults_due": self.faults_due, "faults": [c.row() for c in acc.faults],
+                "ok": self.ok}
 
 
 def _training_pods(kube: SyncKube, stack: RealStack) -> list[dict[str, Any]]:
     """The current attempt's pods, if all of them run on real nodes."""
     attempt = int(job_status(kube, stack.namespace, stack.job.name).get("attempt", 0))
-    pods = [p for p in job_pods(kube, stack.namespace, stack.job.name, attempt)
-            if (p.get("status") or {}).get("phase") == "Running"
-            and p["spec"].get("nodeName") in stack.record.real_nodes]
-    return pods if len(pods) == stack.job.nodes else []
+    return whole_gang(job_pods(kube, stack.namespace, stack.job.name, attempt),
+                      stack.record.real_nodes, stack.job.nodes)
+
+
+def whole_gang(pods: list[dict[str, Any]], real_nodes: list[str], size: int
+               ) -> list[dict[str, Any]]:
+    """`pods` that run on real nodes and are not being deleted, if there are `size` of
+    them, else none. A lost node's pod stays Running and Terminating until its kubelet
+    answers: it is no target for the next fault (its containers are dead), and its
+    elastic gang is whole only once the Job's replacement runs."""
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+               and not p["metadata"].get("deletionTimestamp")
+               and p["spec"].get("nodeName") in real_nodes]
+    return running if len(running) == size else []
 
 
 def _restarted_since(marks: list[Mark], since: float) -> bool:
@@ -205,8 +227,11 @@ def run_soak(stack: RealStack, minutes: float, fault_every: float, report: Repor
                 time.sleep(every)
                 marks = logs.read(kube)
     accounting = account(marks, faults, start, end)
+    if len(faults) < due:  # held back by slow recoveries: say so, the soak fails on it
+        report(f"soak: only {len(faults)} of the {due} faults injected within "
+               f"{minutes:g} min")
     return SoakResult(stack.job.name, stack.job.launcher, minutes, fault_every, accounting,
-                      tuple(stack.record.real_nodes), tuple(marks))
+                      tuple(stack.record.real_nodes), tuple(marks), due)
 
 
 def _put_back(stack: RealStack, pending: _Pending) -> None:

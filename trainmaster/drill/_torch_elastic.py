@@ -4,8 +4,9 @@ re-rendezvous at the smaller world size and train on from the newest complete DC
 checkpoint; the node returns, the Job's replacement pod joins the rendezvous and the gang
 grows back.
 
-The fault is the one of the CPU job's drill (trainmaster.drill._elastic): the victim
-node's kubelet stopped and its pod's container killed through containerd. Everything is
+The fault is the one of the CPU job's drill and of the soak (`lose_node`,
+trainmaster.drill._faults): the victim node's kubelet stopped and its pod's containers
+killed through containerd. Everything is
 read from the pods' CRI log lines (stamped by the runtime) and the checkpoint folder; the
 survivor's lines give the profile of the shrink, each in seconds after the fault:
 
@@ -28,7 +29,7 @@ from typing import Any
 
 from trainmaster.api import NODE_READY
 from trainmaster.cluster import ClusterError
-from trainmaster.drill._faults import kill_container, stop_kubelet
+from trainmaster.drill._faults import lose_node
 from trainmaster.drill._logs import LogLine, checkpoint_steps, pod_log
 from trainmaster.drill._stack import RealStack, Report, _wait, job_pods, job_status
 from trainmaster.kubeclient import SyncKube, api_path
@@ -273,12 +274,11 @@ def run_torch_elastic_drill(stack: RealStack, report: Report) -> list[TorchElast
         victim = max((p for n, p in pods.items()
                       if (r := ready[n][1]) is not None and r.rank != 0),
                      key=lambda p: p["metadata"]["name"])
-        stopped = stop_kubelet(stack.nodes, stack.record, victim)
+        on_disk = checkpoint_steps(stack.checkpoints)
+        killed_at = time.time()
+        killed = lose_node(stack.nodes, stack.record, victim)
         try:
-            on_disk = checkpoint_steps(stack.checkpoints)
-            killed_at = time.time()
-            killed = kill_container(stack.nodes, stack.record, victim)
-            report(f"elastic-shrink: {stopped.what} and {killed.what} on {killed.node}; "
+            report(f"elastic-shrink: {killed.what} on {killed.node}; "
                    f"newest checkpoint on disk: {on_disk[-1] if on_disk else None}")
             watch = _Watch(stack, high - 1, killed_at)
             smaller = watch(kube, report, "elastic-shrink")
@@ -294,13 +294,13 @@ def run_torch_elastic_drill(stack: RealStack, report: Report) -> list[TorchElast
             except ClusterError as exc:  # the ranks' figures stand without it; say so
                 report(f"elastic-shrink: {exc}")
                 operator = None
-            shrink = _result("elastic-shrink", killed.node, f"{stopped.what}; {killed.what}",
+            shrink = _result("elastic-shrink", killed.node, killed.what,
                              killed_at, high, high - 1, smaller,
                              on_disk[-1] if on_disk else None, watch, operator)
             report(f"elastic-shrink: {shrink.row()}")
         finally:
-            if stopped.undo is not None:
-                stopped.undo()
+            if killed.undo is not None:
+                killed.undo()
         _wait(lambda: _node_ready(kube, killed.node), f"{killed.node} to be Ready again", 180,
               0.5)
         unfence_nodes(stack.kubeconfig, [killed.node])
