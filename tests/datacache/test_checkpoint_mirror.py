@@ -158,11 +158,15 @@ def test_the_gangs_pods_fetching_into_one_shared_volume_at_once_all_succeed(
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: fetch_newest(CheckpointStore(URL, s3_server.client()),
                                                        shared), range(4)))
-    assert all(r.path == shared / "step-40" and r.step == 40 for r in results), results
     assert sum(1 for r in results if r.size) >= 1
     for r in results:
-        assert r.reason.startswith(("fetched step-40", "step-40 (step 40) was placed here",
-                                    f"{shared}/step-40 (step 40) is here")), r.reason
+        if r.reason.startswith(f"{shared}/step-40 (step 40) is here"):
+            # A fetcher that started once another had placed it: nothing to bring.
+            assert (r.path, r.step, r.size) == (None, None, 0), r
+        else:
+            assert (r.path, r.step) == (shared / "step-40", 40), r
+            assert r.reason.startswith(("fetched step-40",
+                                        "step-40 (step 40) was placed here")), r.reason
     _same_tree(written / "step-40", shared / "step-40")
     assert sorted(p.name for p in shared.iterdir()) == ["step-40"]
 
