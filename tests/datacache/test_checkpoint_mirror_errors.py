@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.datacache.s3env import server_env
 from tests.helpers import ROOT
 from trainmaster import s3server
 from trainmaster.datacache import CheckpointStore, Mirror, S3Error, fetch_newest
@@ -33,17 +34,6 @@ def _write(directory: Path, step: int) -> Path:
     (entry / "weights.bin").write_bytes(os.urandom(1024))
     (entry / "COMPLETE").touch()
     return entry
-
-
-def _env(server: S3Server, **changes: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(server.env())
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
 
 
 def _fetch(directory: Path, url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -85,7 +75,7 @@ def _mirror_says(directory: Path, env: dict[str, str]) -> tuple[int, list[str]]:
 def test_a_wrong_secret_key_is_one_line_for_the_fetch_and_the_mirror(
         tmp_path: Path, s3_server: S3Server) -> None:
     s3_server.client().create_bucket(Bucket=BUCKET)
-    env = _env(s3_server, AWS_SECRET_ACCESS_KEY="not-the-secret")
+    env = server_env(s3_server, AWS_SECRET_ACCESS_KEY="not-the-secret")
     refused = (f"{URL}: the S3 server at {s3_server.endpoint} refused the credentials "
                "(SignatureDoesNotMatch); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
                f"(the mirror's Secret, {SECRET_FIELD})")
@@ -105,7 +95,7 @@ def test_a_wrong_secret_key_is_one_line_for_the_fetch_and_the_mirror(
 
 
 def test_no_credentials_at_all_is_one_line(tmp_path: Path, s3_server: S3Server) -> None:
-    env = _env(s3_server, AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+    env = server_env(s3_server, AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
                AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
                AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
     result = _fetch(tmp_path / "b", URL, env)
@@ -137,7 +127,7 @@ def test_keys_that_may_read_but_not_write_fetch_and_the_mirror_names_the_grants(
         written = tmp_path / "a"
         _write(written, 20)
         assert Mirror(CheckpointStore(URL, root), written, keep=3).poll() is not None
-        env = _env(server, AWS_ACCESS_KEY_ID=user, AWS_SECRET_ACCESS_KEY=secret)
+        env = server_env(server, AWS_ACCESS_KEY_ID=user, AWS_SECRET_ACCESS_KEY=secret)
 
         fetched = _fetch(tmp_path / "b", URL, env)
         assert fetched.returncode == 0, fetched.stderr
@@ -170,7 +160,7 @@ def test_keys_that_may_read_but_not_write_fetch_and_the_mirror_names_the_grants(
 
 def test_the_mirror_names_a_missing_bucket_and_an_unreachable_endpoint(
         tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in _env(s3_server).items():
+    for key, value in server_env(s3_server).items():
         if key.startswith("AWS_"):
             monkeypatch.setenv(key, value)
     written = tmp_path / "a"

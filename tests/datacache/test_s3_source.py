@@ -5,7 +5,6 @@ resumed, profiles, and the errors a user meets first (credentials, bucket)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -15,21 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.datacache.s3env import server_env
 from tests.helpers import ROOT
 from trainmaster.datacache import MARKER
 from trainmaster.datacache._s3 import JOURNAL, _client
 from trainmaster.s3server import S3Server
-
-
-def _env(server: S3Server, **changes: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(server.env())
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
 
 
 def _args(tmp: Path, name: str, source: str, *extra: str) -> list[str]:
@@ -59,7 +48,7 @@ def test_a_prefix_of_many_objects_is_copied_byte_for_byte(tmp_path: Path,
     s3_server.seed("corpus", objects)
     # Beside the prefix, not under it: never copied.
     s3_server.seed("corpus", {"tokens-old/part-0.bin": b"old", "readme.txt": b"hi"})
-    result = _warm(tmp_path, "tokens", "s3://corpus/tokens", _env(s3_server))
+    result = _warm(tmp_path, "tokens", "s3://corpus/tokens", server_env(s3_server))
     assert result.returncode == 0, result.stderr
     cached = tmp_path / "cache" / "tokens"
     files = {p.relative_to(cached).as_posix(): p.read_bytes()
@@ -86,7 +75,7 @@ def test_a_killed_copy_resumes_and_skips_complete_objects(tmp_path: Path,
                                                           s3_server: S3Server) -> None:
     objects = _objects(300, seed=2, size=512 * 1024)
     s3_server.seed("corpus", objects)
-    env = _env(s3_server)
+    env = server_env(s3_server)
     partial = tmp_path / "cache" / ".partial-tokens"
     proc = subprocess.Popen(_args(tmp_path, "tokens", "s3://corpus/tokens", "--workers", "2"),
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -132,7 +121,7 @@ def _error_line(result: subprocess.CompletedProcess[str]) -> str:
 def test_wrong_credentials_are_one_clear_line(tmp_path: Path, s3_server: S3Server) -> None:
     s3_server.seed("corpus", {"tokens/a": b"a"})
     result = _warm(tmp_path, "tokens", "s3://corpus/tokens",
-                   _env(s3_server, AWS_SECRET_ACCESS_KEY="not-the-secret"))
+                   server_env(s3_server, AWS_SECRET_ACCESS_KEY="not-the-secret"))
     assert result.returncode == 1
     line = _error_line(result)
     assert "refused the credentials" in line and "AWS_SECRET_ACCESS_KEY" in line
@@ -142,7 +131,7 @@ def test_wrong_credentials_are_one_clear_line(tmp_path: Path, s3_server: S3Serve
 
 
 def test_a_missing_bucket_is_one_clear_line(tmp_path: Path, s3_server: S3Server) -> None:
-    result = _warm(tmp_path, "tokens", "s3://no-such-bucket/tokens", _env(s3_server))
+    result = _warm(tmp_path, "tokens", "s3://no-such-bucket/tokens", server_env(s3_server))
     assert result.returncode == 1
     line = _error_line(result)
     assert "no bucket 'no-such-bucket'" in line and s3_server.endpoint in line
@@ -150,7 +139,7 @@ def test_a_missing_bucket_is_one_clear_line(tmp_path: Path, s3_server: S3Server)
 
 def test_an_empty_prefix_is_one_clear_line(tmp_path: Path, s3_server: S3Server) -> None:
     s3_server.seed("corpus", {"tokens/a": b"a"})
-    result = _warm(tmp_path, "tokens", "s3://corpus/tokenz", _env(s3_server))
+    result = _warm(tmp_path, "tokens", "s3://corpus/tokenz", server_env(s3_server))
     assert result.returncode == 1
     assert "no objects under s3://corpus/tokenz" in _error_line(result)
 
@@ -160,7 +149,7 @@ def test_a_profile_supplies_the_credentials(tmp_path: Path, s3_server: S3Server)
     credentials = tmp_path / "credentials"
     credentials.write_text(f"[datasets]\naws_access_key_id = {s3_server.access_key}\n"
                            f"aws_secret_access_key = {s3_server.secret_key}\n")
-    env = _env(s3_server, AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+    env = server_env(s3_server, AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
                AWS_PROFILE="datasets", AWS_SHARED_CREDENTIALS_FILE=str(credentials),
                AWS_CONFIG_FILE=str(tmp_path / "no-config"))
     result = _warm(tmp_path, "tokens", "s3://corpus/tokens", env)
