@@ -45,7 +45,7 @@ from trainmaster.drill import (
     run_drill,
     run_worker_kill,
     serve_demo_datasets,
-    served_here,
+    served_mirror,
     spec_real_images,
     stack_datasets,
     start_real_stack,
@@ -224,9 +224,8 @@ def wait_mirrored(stack: RealStack, server: S3Server, report: Report, at_least: 
     """The job's mirrored checkpoints once `at_least` are there (each gang pod uploads
     every one, so by then the older ones have gone through every pod's storage network),
     or as they are at the timeout. None when the job mirrors nothing to this server."""
-    checkpoint = stack.job.checkpoint
-    mirror = checkpoint.mirror if checkpoint is not None else None
-    if mirror is None or mirror.endpoint not in {d.endpoint for d in served_here(stack.spec)}:
+    mirror = served_mirror(stack.spec, stack.job)
+    if mirror is None:
         return None
     store = CheckpointStore(mirror.url, server.client())
     report(f"waiting for {at_least} checkpoints of {stack.job.name} in {mirror.url}")

@@ -10,6 +10,7 @@ from trainmaster.drill._datasets import (
     serve_demo_datasets,
     serve_s3_dataset,
     served_here,
+    served_mirror,
     story_shards,
 )
 from trainmaster.drill._drill import (
@@ -139,6 +140,7 @@ __all__ = [
     "serve_demo_datasets",
     "serve_s3_dataset",
     "served_here",
+    "served_mirror",
     "soak_spec",
     "source_root",
     "spec_real_images",

@@ -26,7 +26,7 @@ from trainmaster.api import APP_COMPONENT_LABEL, APP_MANAGED_BY_LABEL, APP_PART_
 from trainmaster.cluster import ClusterError, ClusterRecord, dns_ip, storage_server_address
 from trainmaster.kubeclient import SyncKube
 from trainmaster.s3server import S3Server, start_for_cluster
-from trainmaster.spec import ClusterSpec, Dataset, load_spec
+from trainmaster.spec import CheckpointMirror, ClusterSpec, Dataset, Job, load_spec
 from trainmaster.toolchain import build, is_built
 
 S3_PORT = 7070
@@ -111,17 +111,25 @@ def served_here(spec: ClusterSpec) -> list[Dataset]:
             and (urlsplit(d.endpoint).hostname or "").endswith(f".{ns}.svc.cluster.local")]
 
 
-def mirror_buckets(spec: ClusterSpec, endpoint: str, secret: str) -> list[str]:
-    """The buckets of the jobs' checkpoint mirrors (jobs[].checkpoint.mirror) that name
-    this server's `endpoint` and credentials `secret`: the demo's server holds them too."""
+def served_mirror(spec: ClusterSpec, job: Job) -> CheckpointMirror | None:
+    """The job's checkpoint mirror (jobs[].checkpoint.mirror) when the demo's S3 server
+    holds its bucket: it names that server's endpoint and credentials Secret (those of the
+    first dataset `served_here`)."""
+    mirror = job.checkpoint.mirror if job.checkpoint is not None else None
+    wanted = served_here(spec)
+    if (mirror is None or not wanted or mirror.endpoint != wanted[0].endpoint
+            or mirror.credentials_secret != wanted[0].credentials_secret):
+        return None
+    return mirror
+
+
+def mirror_buckets(spec: ClusterSpec) -> list[str]:
+    """The buckets of the jobs' mirrors the demo's S3 server holds (`served_mirror`)."""
     found: list[str] = []
     for job in spec.jobs:
-        mirror = job.checkpoint.mirror if job.checkpoint is not None else None
-        if (mirror is not None and mirror.endpoint == endpoint
-                and mirror.credentials_secret == secret):
-            bucket = urlsplit(mirror.url).netloc
-            if bucket not in found:
-                found.append(bucket)
+        mirror = served_mirror(spec, job)
+        if mirror is not None and (bucket := urlsplit(mirror.url).netloc) not in found:
+            found.append(bucket)
     return found
 
 
@@ -142,7 +150,7 @@ def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
     first = urlsplit(wanted[0].endpoint or "")
     service, port = (first.hostname or "").split(".")[0], first.port or 80
     secret = wanted[0].credentials_secret or ""
-    buckets = mirror_buckets(spec, wanted[0].endpoint or "", secret)
+    buckets = mirror_buckets(spec)
     server: S3Server | None = None
     for dataset in wanted:
         parts = urlsplit(dataset.source)
@@ -163,4 +171,4 @@ def serve_demo_datasets(record: ClusterRecord, spec: ClusterSpec,
 
 
 __all__ = ["S3_PORT", "mirror_buckets", "s3_endpoint", "serve_demo_datasets",
-           "serve_s3_dataset", "served_here", "story_shards"]
+           "serve_s3_dataset", "served_here", "served_mirror", "story_shards"]

@@ -25,6 +25,7 @@ from trainmaster.spec._load import (
 from trainmaster.spec._model import (
     DATASET_SCHEMES,
     CacheSpec,
+    CheckpointMirror,
     ClusterSpec,
     Dataset,
     ImageSpec,
@@ -56,6 +57,7 @@ __all__ = [
     "DATASET_SCHEMES",
     "FABRICS",
     "CacheSpec",
+    "CheckpointMirror",
     "ClusterSpec",
     "Dataset",
     "DomainCapacity",
