@@ -3,6 +3,7 @@ kube-controller-manager, kube-scheduler, kwok) for every integration test.
 
 It runs the 500-node `bench` topology; tests make their own namespaces and clean up.
 The cluster's state lives in a temporary TRAINMASTER_HOME and is stopped at the end.
+Under pytest-xdist (`make test` runs several workers) each worker has its own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,21 @@ from tests.helpers import STACKS
 
 if TYPE_CHECKING:
     from trainmaster.s3server import S3Server
+
+
+# Tests that hold host-wide things (real nodes: the network slots, kube-router's one lock
+# per host, the host's network namespaces compared before and after; image builds: their
+# mounts) run on one xdist worker, one after the other, as in a plain `pytest` run.
+HOST_MARKS = ("realnode", "image")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test an xdist group for `--dist loadgroup`: "host" for the tests above,
+    else its file, so that a module's fixtures are set up once, on one worker."""
+    for item in items:
+        host = any(item.get_closest_marker(mark) for mark in HOST_MARKS)
+        item.add_marker(pytest.mark.xdist_group("host" if host else item.nodeid.split("::")[0]))
 
 
 @dataclass(frozen=True)

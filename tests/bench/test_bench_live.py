@@ -13,8 +13,9 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def _bench_processes() -> list[str]:
-    """Command lines of live processes started for a scheduler benchmark."""
+def _bench_processes(tmp: Path) -> list[str]:
+    """Command lines of live processes started for a scheduler benchmark whose temporary
+    folders are under `tmp` (its TMPDIR): other tests' benchmarks may run beside it."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -23,15 +24,17 @@ def _bench_processes() -> list[str]:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "trainmaster-bench-" in cmd and "pytest" not in cmd:
+        if f"{tmp}/trainmaster-bench-" in cmd and "pytest" not in cmd:
             found.append(cmd)
     return found
 
 
 def test_json_run_on_its_own_cluster(tmp_path: Path) -> None:
-    # Another benchmark may be running on this machine: only new processes count as ours.
-    before = set(_bench_processes())
-    env = {**os.environ, "TRAINMASTER_HOME": str(tmp_path / "home")}
+    # Another benchmark may be running on this machine: only processes under this test's
+    # TMPDIR count as ours.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TRAINMASTER_HOME": str(tmp_path / "home"), "TMPDIR": str(tmp)}
     proc = subprocess.run(
         [sys.executable, "-m", "trainmaster", "bench", "scheduler", "--nodes", "40",
          "--pods", "60", "--seed", "3", "--json"],
@@ -62,7 +65,7 @@ def test_json_run_on_its_own_cluster(tmp_path: Path) -> None:
     assert limit["percent_of_limit"] == 100.0
     assert "starting a local control plane" in proc.stderr
     # the cluster and every contender were stopped
-    assert sorted(set(_bench_processes()) - before) == []
+    assert _bench_processes(tmp) == []
 
 
 def test_unknown_contender_is_an_error_before_anything_starts() -> None:

@@ -140,22 +140,24 @@ def test_half_started_cluster_is_cleaned_up(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {"TRAINMASTER_HOME": str(home), "TRAINMASTER_CACHE": str(cache)}
     spec = write_spec(tmp_path / "s.yaml", small_spec_doc("half"))
-    before = _etcd_pids()
     proc = tm("cluster", "up", "--spec", str(spec), "--no-build", env=env)
     assert proc.returncode == 1
     assert "kube-apiserver: the process exited with code 3" in proc.stderr
     assert "simulated crash" in proc.stderr
     assert not (home / "clusters" / "half").exists()
-    assert _etcd_pids() == before
+    assert _etcd_pids(cache) == set()
 
 
-def _etcd_pids() -> set[int]:
+def _etcd_pids(cache: Path) -> set[int]:
+    """Live etcd processes run from the tools under `cache` (other tests' clusters run
+    beside this one under pytest-xdist)."""
     out = set()
     for stat in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             cmd = stat.read_bytes().split(b"\0")
         except OSError:
             continue
-        if cmd and cmd[0].endswith(b"/etcd") and _alive(int(stat.parent.name)):
+        if (cmd and cmd[0].endswith(b"/etcd") and cmd[0].startswith(bytes(cache))
+                and _alive(int(stat.parent.name))):
             out.add(int(stat.parent.name))
     return out
