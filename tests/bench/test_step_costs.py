@@ -23,11 +23,12 @@ from trainmaster.bench._apiserver_metrics import (
 )
 from trainmaster.bench._deep import DeepResult, DeepRun, PhaseFigures
 from trainmaster.bench._measure import BindWatcher
-from trainmaster.bench._proc_cpu import cpu_seconds, cpu_used, parse_stat, read_cpu
+from trainmaster.bench._proc_cpu import cpu_used, read_cpu
 from trainmaster.bench._step_costs import StepCosts, deletion_rate, step_pids
 from trainmaster.cli._bench_deep import costs_table
 from trainmaster.cluster import ClusterRecord
 from trainmaster.cluster._state import ProcessRecord
+from trainmaster.procstat import cpu_of, cpu_seconds
 
 # proc(5): pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
 # cmajflt utime stime cutime cstime ...; comm may hold spaces and parentheses
@@ -36,10 +37,10 @@ STAT = ("4242 (kube (api) server) S 1 4242 4242 0 -1 4194560 100 0 0 0 "
 
 
 def test_utime_and_stime_are_read_after_the_last_parenthesis() -> None:
-    assert parse_stat(STAT, 100) == pytest.approx(3.8)  # (250 + 130) ticks, not cutime
-    assert parse_stat(STAT, 1000) == pytest.approx(0.38)
+    assert cpu_of(STAT, 100) == pytest.approx(3.8)  # (250 + 130) ticks, not cutime
+    assert cpu_of(STAT, 1000) == pytest.approx(0.38)
     with pytest.raises(ValueError, match="not a /proc/<pid>/stat line"):
-        parse_stat("4242 (short) S 1 2", 100)
+        cpu_of("4242 (short) S 1 2", 100)
 
 
 def test_a_process_cpu_is_read_from_proc_and_grows_as_it_works() -> None:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainmaster import procstat
 from trainmaster.cluster._processes import ClusterError
 
 RUN_ROOT = Path("/run/trainmaster")
@@ -384,10 +385,7 @@ def wait_gone(pids: set[int] | list[int], timeout: float = 10.0) -> list[int]:
 
 
 def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
+    return procstat.state(pid) in (None, "Z")
 
 
 def remove_cgroup(name: str) -> None:

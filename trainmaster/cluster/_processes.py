@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trainmaster import polling
+from trainmaster import polling, procstat
 from trainmaster.errors import TrainmasterError
 
 
@@ -95,11 +95,7 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie (exited, not yet reaped by its parent) counts as dead.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+    return procstat.state(pid) not in (None, "Z")
 
 
 def stop(pid: int, timeout: float = 10.0) -> None:

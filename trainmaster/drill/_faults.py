@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmaster import procstat
 from trainmaster.cluster import ClusterError, ClusterRecord, NodeLayout, _host
 from trainmaster.toolchain import tool_path
 
@@ -87,10 +88,7 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def _ppid(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
+    return procstat.parent(pid) or 0
 
 
 FORKSERVER_MAIN = "from multiprocessing.forkserver import main"
