@@ -32,6 +32,7 @@ import argparse
 import os
 import shutil
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -66,6 +67,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float,
                    default=float(env.get("TM_HP_LEARNING_RATE", 3e-3)))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--collective-timeout", type=float,
+                   default=float(env.get("TM_HP_COLLECTIVE_TIMEOUT", 20)),
+                   help="Seconds a collective (or the group's start) may wait for a peer. "
+                        "A peer lost without its sockets closing (its NIC down, its host "
+                        "hung) is noticed only by this: the worker fails and torchrun "
+                        "re-rendezvouses without it. gloo's default is 30 minutes.")
     return p.parse_args(argv)
 
 
@@ -171,7 +178,7 @@ def load(model: nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.collective_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))

@@ -268,6 +268,33 @@ def test_an_elastic_gang_survives_the_loss_of_the_store_pod_and_grows_back(
           f"{lead.at(rf'^step {step} loss', resumed_at) - joined_at:.1f} s after it started")
 
 
+def test_an_elastic_gang_goes_on_without_a_peer_that_went_silent(
+        gang: Any, tmp_path: Path) -> None:
+    """A peer that stops answering without closing its sockets (a NIC down, a hung host;
+    here pod 1's processes stopped with SIGSTOP) holds every collective of the others:
+    gloo's default timeout is 30 minutes. The example's collective timeout (10 s here)
+    fails the survivor's worker, its torchrun re-rendezvouses without the silent agent
+    (no keep-alive from it), and training goes on at world size 1 from the checkpoint."""
+    ckpt = tmp_path / "checkpoints"
+    spec = _spec(nodes=2, steps=100_000, elastic=(1, 2))
+    port = free_port()
+    env = {"TRAINMASTER_RDZV_CANDIDATES": f"127.0.0.1{{index}}:{port}",
+           "TM_HP_COLLECTIVE_TIMEOUT": "10"}
+    pods = gang(spec, ckpt, extra_env=env, port=port)
+    next(p for p in pods if p.match(r"^rank (\d) of 2: pid")[1] == "0").match(
+        r"^checkpoint .*step-20 \(step 20\)")
+    silent_at = time.monotonic()
+    os.killpg(pods[1].proc.pid, signal.SIGSTOP)  # pod 1 hangs: no FIN, no RST
+    shrunk = pods[0].match(r"^rank 0: resumed from .*step-(\d+) at step (\d+) \(world "
+                           r"size 1\)", after=silent_at, seconds=180)
+    again = int(shrunk[2]) + 1
+    pods[0].match(rf"^step {again} loss", after=silent_at)
+    took = pods[0].at(rf"^step {again} loss", silent_at) - silent_at
+    print(f"a silent peer: training again at world size 1 (step {again}) {took:.1f} s later")
+    assert took >= 10  # the timeout, not a closed socket, ended the wait
+    os.killpg(pods[1].proc.pid, signal.SIGKILL)
+
+
 def test_the_checkpoint_interval_in_minutes_is_honoured(
         world: dict[str, Path], tmp_path: Path) -> None:
     """checkpoint.intervalMinutes reaches the trainer as
