@@ -75,11 +75,11 @@ demo: $(STAMP) host-packages
 ## less the long PyTorch fault drills on real nodes (`make test-drills`; one at a time: each
 ## cluster's nodes hold the torch image, about 9 GB a node). The 30 slowest tests are listed last.
 ## TEST_WORKERS pytest-xdist workers share the tests a file at a time; the real-node and image
-## tests all go to one of them, one after the other (tests/conftest.py). Most tests wait on
-## processes, so three workers fit two cores.
+## test files all go to one of them, one after the other (tests/conftest.py, its scheduler).
+## Most tests wait on processes, so three workers fit two cores.
 TEST_WORKERS ?= 3
 test: $(STAMP) tools host-packages test-packages lint
-	$(BIN)/python -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q --durations=30 -n $(TEST_WORKERS)
 
 test-drills: $(STAMP) tools host-packages
 	$(BIN)/python -m pytest -q -m drill

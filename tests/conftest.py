@@ -9,32 +9,60 @@ Under pytest-xdist (`make test` runs several workers) each worker has its own.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.helpers import STACKS
+from tests.helpers import ROOT, STACKS
 
 if TYPE_CHECKING:
     from trainmaster.s3server import S3Server
 
 
-# Tests that hold host-wide things (real nodes: the network slots, kube-router's one lock
-# per host, the host's network namespaces compared before and after; image builds: their
-# mounts) run on one xdist worker, one after the other, as in a plain `pytest` run.
+# Test files that hold host-wide things (real nodes: the network slots, kube-router's one
+# lock per host, the host's network namespaces compared before and after; image builds:
+# their mounts) run on one xdist worker, one after the other, as in a plain `pytest` run.
+# xdist's scheduler sees only node ids, so these are files: those that mark tests so.
 HOST_MARKS = ("realnode", "image")
+_HOST_MARK = re.compile(r"mark\.(?:realnode|image)\b")
+HOST_FILES = frozenset(
+    path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")
+    if _HOST_MARK.search(path.read_text())
+)
 
 
-@pytest.hookimpl(tryfirst=True)
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """A file's tests on one worker (its module fixtures set up once), and every file of
+    HOST_FILES on the same one. (xdist's `loadgroup` would read marks, but its group names
+    are lost with pytest 9's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HostScoped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = _file_of(nodeid)
+            return "host" if file in HOST_FILES else file
+
+    return HostScoped(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give every test an xdist group for `--dist loadgroup`: "host" for the tests above,
-    else its file, so that a module's fixtures are set up once, on one worker."""
-    for item in items:
-        host = any(item.get_closest_marker(mark) for mark in HOST_MARKS)
-        item.add_marker(pytest.mark.xdist_group("host" if host else item.nodeid.split("::")[0]))
+    """A realnode or image test outside HOST_FILES (marked some other way) would run beside
+    the others under xdist: refuse it at collection."""
+    stray = [item.nodeid for item in items
+             if any(item.get_closest_marker(mark) for mark in HOST_MARKS)
+             and _file_of(item.nodeid) not in HOST_FILES]
+    if stray:
+        raise pytest.UsageError(f"tests/conftest.py: {stray[0]} is marked {HOST_MARKS} but "
+                                "its file does not say `mark.realnode` or `mark.image`")
 
 
 @dataclass(frozen=True)
