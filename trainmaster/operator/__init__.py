@@ -25,7 +25,7 @@ from trainmaster.operator._model import (
     NodeHealth,
     PodView,
 )
-from trainmaster.operator._runner import OperatorThread, operate, run_operator
+from trainmaster.operator._runner import OperatorThread, operate, run_operator, thread_report
 from trainmaster.operator._runtime import OperatorConfig
 from trainmaster.operator._specs import SpecRef
 from trainmaster.operator._warm_targets import cache_states, job_can_use, node_name, readers
@@ -62,6 +62,7 @@ __all__ = [
     "operate",
     "readers",
     "run_operator",
+    "thread_report",
     "unfence",
     "unfence_nodes",
     "unfence_patch",

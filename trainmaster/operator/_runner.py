@@ -11,8 +11,11 @@ given failure; the loser re-reads and finds the restart already made.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
+import sys
 import threading
+import traceback
 
 import kopf
 
@@ -94,12 +97,17 @@ class OperatorThread:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._main, name="trainmaster-operator",
                                         daemon=True)
 
     def _main(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            await operate(self.config, self._stop, self._ready, in_thread=True)
+
         try:
-            asyncio.run(operate(self.config, self._stop, self._ready, in_thread=True))
+            asyncio.run(main())
         except BaseException as exc:  # reported by start()/stop()
             self._error = exc
 
@@ -117,7 +125,8 @@ class OperatorThread:
         self._stop.set()
         self._thread.join(timeout)
         if self._thread.is_alive():
-            raise RuntimeError("the operator thread did not stop")
+            raise RuntimeError(f"the operator thread did not stop in {timeout:.0f} s; where "
+                               f"it was:\n{thread_report(self._thread, self._loop)}")
 
     @property
     def alive(self) -> bool:
@@ -128,3 +137,17 @@ class OperatorThread:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def thread_report(thread: threading.Thread, loop: asyncio.AbstractEventLoop | None) -> str:
+    """Where a thread that will not stop is: its stack, and its event loop's unfinished
+    tasks with theirs (read from another thread: a best effort, for the error message)."""
+    out = io.StringIO()
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is not None:
+        out.write("".join(traceback.format_stack(frame, limit=12)))
+    if loop is not None:
+        for task in list(asyncio.all_tasks(loop)):
+            out.write(f"task {task.get_name()}: {task.get_coro()!r}\n")
+            task.print_stack(limit=4, file=out)
+    return out.getvalue()
