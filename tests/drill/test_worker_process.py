@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from trainmaster.drill._faults import _ppid, training_process
+import pytest
+
+from trainmaster.drill._faults import NoWorker, _ppid, training_process
 
 # Each level starts the next with the script's path in its arguments, as the launch
 # wrapper starts torchrun and torchrun its worker.
@@ -105,3 +107,19 @@ def test_a_worker_forked_from_torchruns_forkserver_is_chosen(tmp_path: Path) -> 
         for pid in reversed(_descendants(top.pid)):
             subprocess.run(["kill", "-9", str(pid)], check=False)
         top.wait()
+
+
+def test_torchruns_agent_without_a_worker_is_not_taken_for_one(tmp_path: Path) -> None:
+    """Between two rounds (a grow, a restart) torchrun's agent has no worker: the agent is
+    then the only leaf naming the script, and a worker fault must wait, not kill it."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    agent = subprocess.Popen([sys.executable, "-c",
+                              "import time; time.sleep(60)  # trainmaster.launch._torchrun",
+                              str(script)])
+    try:
+        with pytest.raises(NoWorker, match=f"torchrun's agent {agent.pid} has no worker"):
+            training_process([agent.pid])
+    finally:
+        agent.kill()
+        agent.wait()

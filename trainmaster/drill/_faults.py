@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmaster import procstat
+from trainmaster import polling, procstat
 from trainmaster.cluster import ClusterError, ClusterRecord, NodeLayout, _host
 from trainmaster.toolchain import tool_path
 
@@ -96,6 +96,23 @@ FORKSERVER_MAIN = "from multiprocessing.forkserver import main"
 torchrun's workers under trainmaster's launcher (trainmaster/launch/_torchrun.py)."""
 
 
+TORCHRUN_AGENT = "trainmaster.launch._torchrun"
+"""In the command line of torchrun's agent under trainmaster's launcher (it names the
+training script too): a leaf that is the agent, or its forkserver, means no worker runs."""
+
+WORKER_WAIT_SECONDS = 30.0
+"""How long a worker fault waits for torchrun to have a worker (between two rounds the
+agent has none: a grow or a restart in progress)."""
+
+
+class NoWorker(ClusterError):
+    """torchrun's agent runs, but no worker of it right now."""
+
+
+def _agent(argv: list[str]) -> bool:
+    return any(TORCHRUN_AGENT in a for a in argv)
+
+
 def training_process(pids: list[int]) -> tuple[int, list[str]]:
     """The process that runs the training script: of the container's processes whose
     command line names it (the `trainmaster launch` wrapper names it too, and so does
@@ -114,6 +131,10 @@ def training_process(pids: list[int]) -> tuple[int, list[str]]:
                            f"{ {p: ' '.join(a) for p, a in named.items()} }")
     pid = leaves[0]
     argv = named[pid]
+    if _agent(argv):
+        raise NoWorker(f"torchrun's agent {pid} has no worker right now")
+    if any(a.startswith(FORKSERVER_MAIN) for a in argv) and _agent(named.get(_ppid(pid), [])):
+        raise NoWorker(f"torchrun's forkserver {pid} has no worker right now")
     ancestor = pid
     while not any(a.endswith(TRAINING_SCRIPT) for a in argv) and ancestor in named:
         ancestor = _ppid(ancestor)  # the forkserver, then torchrun
@@ -122,10 +143,29 @@ def training_process(pids: list[int]) -> tuple[int, list[str]]:
     return pid, argv
 
 
+def _worker(node: NodeLayout, pod: dict[str, Any]) -> tuple[int, list[str]]:
+    """The pod's training process; under torchrun, waits for its agent to have a worker
+    (a fault meant for the worker must not hit the agent between two rounds)."""
+    try:
+        return polling.wait_until(
+            lambda: _found_worker(node, pod),
+            f"a worker of torchrun in {pod['metadata']['name']}",
+            timeout=WORKER_WAIT_SECONDS, every=0.2)
+    except polling.WaitTimeout as err:
+        raise NoWorker(str(err)) from err
+
+
+def _found_worker(node: NodeLayout, pod: dict[str, Any]) -> tuple[int, list[str]] | None:
+    try:
+        return training_process(container_pids(node, container_id(pod)))
+    except NoWorker:
+        return None
+
+
 def kill_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
                  ) -> Killed:
     node = _node(nodes, pod)
-    pid, argv = training_process(container_pids(node, container_id(pod)))
+    pid, argv = _worker(node, pod)
     os.kill(pid, signal.SIGKILL)
     return Killed(f"pid {pid} ({' '.join(a for a in argv if a)})", node.name,
                   pod["metadata"]["name"])
@@ -134,7 +174,7 @@ def kill_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, 
 def hang_process(nodes: list[NodeLayout], record: ClusterRecord, pod: dict[str, Any]
                  ) -> Killed:
     node = _node(nodes, pod)
-    pid, argv = training_process(container_pids(node, container_id(pod)))
+    pid, argv = _worker(node, pod)
     os.kill(pid, signal.SIGSTOP)
 
     def resume() -> None:
