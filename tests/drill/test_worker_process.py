@@ -64,20 +64,23 @@ def test_the_python_launcher_s_script_is_chosen_not_the_wrapper(tmp_path: Path) 
 
 
 # torchrun under trainmaster's launcher forks its workers from a multiprocessing
-# forkserver (trainmaster/launch/_torchrun.py): the worker carries the forkserver's
-# command line, not the script's.
-_FORKSERVER_AGENT = """
+# forkserver that preloads the launcher's module (trainmaster/launch/_torchrun.py): the
+# worker carries the forkserver's command line, not the script's, and that command line
+# names the module as the agent's does. Run as `python -c AGENT out mode .../train.py`,
+# like the launcher's agent (`python -c "...trainmaster.launch._torchrun..." ... train.py`).
+_AGENT = """
 import multiprocessing, sys, time
+from multiprocessing import forkserver
 from pathlib import Path
-
-def work(out):
-    Path(out).write_text(str(__import__("os").getpid()))
-    time.sleep(60)
-
-if __name__ == "__main__":
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.Process(target=work, args=(sys.argv[1],)).start()
-    time.sleep(60)
+multiprocessing.set_forkserver_preload(["trainmaster.launch._torchrun"])
+forkserver.ensure_running()
+pid = 0
+if sys.argv[2] == "worker":
+    worker = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(60,))
+    worker.start()
+    pid = worker.pid
+Path(sys.argv[1]).write_text(str(pid))
+time.sleep(60)
 """
 
 
@@ -89,24 +92,42 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def test_a_worker_forked_from_torchruns_forkserver_is_chosen(tmp_path: Path) -> None:
+def _agent(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[bytes], int]:
+    """An agent with a forkserver, and a worker forked from it if `mode` is "worker"."""
     script = tmp_path / "train.py"
-    script.write_text(_FORKSERVER_AGENT)
-    out = tmp_path / "worker.pid"
-    top = subprocess.Popen([sys.executable, str(script), str(out)])
+    script.write_text("")
+    out = tmp_path / f"{mode}.pid"
+    agent = subprocess.Popen([sys.executable, "-c", _AGENT, str(out), mode, str(script)])
+    deadline = time.monotonic() + 30
+    while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return agent, int(out.read_text())
+
+
+def _stop(agent: subprocess.Popen[bytes]) -> None:
+    for pid in reversed(_descendants(agent.pid)):
+        subprocess.run(["kill", "-9", str(pid)], check=False)
+    agent.wait()
+
+
+def test_a_worker_forked_from_torchruns_forkserver_is_chosen(tmp_path: Path) -> None:
+    agent, worker = _agent(tmp_path, "worker")
     try:
-        deadline = time.monotonic() + 30
-        while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        worker = int(out.read_text())
-        pid, argv = training_process(_descendants(top.pid))
+        pid, argv = training_process(_descendants(agent.pid))
         assert pid == worker
         assert argv[0] == "worker forked by", argv
         assert any(a.endswith("train.py") for a in argv), argv
     finally:
-        for pid in reversed(_descendants(top.pid)):
-            subprocess.run(["kill", "-9", str(pid)], check=False)
-        top.wait()
+        _stop(agent)
+
+
+def test_torchruns_forkserver_without_a_worker_is_not_taken_for_one(tmp_path: Path) -> None:
+    agent, _ = _agent(tmp_path, "none")
+    try:
+        with pytest.raises(NoWorker, match=r"torchrun.s forkserver \d+ has no worker"):
+            training_process(_descendants(agent.pid))
+    finally:
+        _stop(agent)
 
 
 def test_torchruns_agent_without_a_worker_is_not_taken_for_one(tmp_path: Path) -> None:
@@ -118,6 +139,11 @@ def test_torchruns_agent_without_a_worker_is_not_taken_for_one(tmp_path: Path) -
                               "import time; time.sleep(60)  # trainmaster.launch._torchrun",
                               str(script)])
     try:
+        # Popen returns once exec began, before the new command line is in /proc.
+        deadline = time.monotonic() + 10
+        while b"train.py" not in Path(f"/proc/{agent.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the agent did not start"
+            time.sleep(0.05)
         with pytest.raises(NoWorker, match=f"torchrun's agent {agent.pid} has no worker"):
             training_process([agent.pid])
     finally:

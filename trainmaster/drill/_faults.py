@@ -98,7 +98,9 @@ torchrun's workers under trainmaster's launcher (trainmaster/launch/_torchrun.py
 
 TORCHRUN_AGENT = "trainmaster.launch._torchrun"
 """In the command line of torchrun's agent under trainmaster's launcher (it names the
-training script too): a leaf that is the agent, or its forkserver, means no worker runs."""
+training script too): a leaf that is the agent, or its forkserver, means no worker runs.
+The forkserver preloads that module, so its command line (and every forked worker's)
+names it as well: the agent is the one that is not a forkserver's."""
 
 WORKER_WAIT_SECONDS = 30.0
 """How long a worker fault waits for torchrun to have a worker (between two rounds the
@@ -109,8 +111,12 @@ class NoWorker(ClusterError):
     """torchrun's agent runs, but no worker of it right now."""
 
 
+def _forkserver(argv: list[str]) -> bool:
+    return any(a.startswith(FORKSERVER_MAIN) for a in argv)
+
+
 def _agent(argv: list[str]) -> bool:
-    return any(TORCHRUN_AGENT in a for a in argv)
+    return not _forkserver(argv) and any(TORCHRUN_AGENT in a for a in argv)
 
 
 def training_process(pids: list[int]) -> tuple[int, list[str]]:
@@ -122,8 +128,7 @@ def training_process(pids: list[int]) -> tuple[int, list[str]]:
     torchrun's."""
     commands = {pid: _cmdline(pid) for pid in pids}
     named = {pid: argv for pid, argv in commands.items()
-             if any(a.endswith(TRAINING_SCRIPT) or a.startswith(FORKSERVER_MAIN)
-                    for a in argv)}
+             if _forkserver(argv) or any(a.endswith(TRAINING_SCRIPT) for a in argv)}
     parents = {_ppid(pid) for pid in named}
     leaves = [pid for pid in named if pid not in parents]
     if len(leaves) != 1:
@@ -133,7 +138,7 @@ def training_process(pids: list[int]) -> tuple[int, list[str]]:
     argv = named[pid]
     if _agent(argv):
         raise NoWorker(f"torchrun's agent {pid} has no worker right now")
-    if any(a.startswith(FORKSERVER_MAIN) for a in argv) and _agent(named.get(_ppid(pid), [])):
+    if _forkserver(argv) and _agent(named.get(_ppid(pid), [])):
         raise NoWorker(f"torchrun's forkserver {pid} has no worker right now")
     ancestor = pid
     while not any(a.endswith(TRAINING_SCRIPT) for a in argv) and ancestor in named:
