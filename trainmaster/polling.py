@@ -15,6 +15,19 @@ class WaitTimeout(TimeoutError):
     """``wait_until`` gave up: the message names what it waited for and the last answer."""
 
 
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait at most ``timeout`` s for ``event``; True if it is set. Not
+    ``asyncio.wait_for(event.wait(), ...)``: on Python 3.11 that returns normally when a
+    cancellation arrives just as the event is set (CPython gh-86296), and a loop built on
+    it then never ends: an operator's warm-up loop kept a test's stop waiting forever."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return event.is_set()
+    return True
+
+
 class _Deadline:
     def __init__(self, what: str, timeout: float) -> None:
         self.what, self.timeout = what, timeout

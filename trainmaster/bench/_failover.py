@@ -49,6 +49,7 @@ from typing import Any
 
 import yaml
 
+from trainmaster import polling
 from trainmaster.bench._audit import AuditLog
 from trainmaster.bench._cluster import bench_cluster
 from trainmaster.bench._contenders import RunContext, Trainmaster, _Process
@@ -204,8 +205,7 @@ class _Observer:
             if left <= 0:
                 raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
             self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(left, 0.05))
+            await polling.wait_event(self.changed, min(left, 0.05))
 
     async def stop(self) -> None:
         for task in self._tasks:

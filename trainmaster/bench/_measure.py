@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from trainmaster import polling
 from trainmaster.bench._workload import GPUS_PER_POD, leaves_needed
 from trainmaster.kubeclient import GONE, ApiError, Kube, node_path, pod_path
 from trainmaster.scheduler import POD_GROUP_LABEL, pod_requests, resource_map, topology_label
@@ -70,8 +71,7 @@ class BindWatcher:
                 return f"timed out after {timeout:.0f}s"
             if now - self._progress >= stall:
                 return f"no bind for {stall:.0f}s"
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.done.wait(), 1.0)
+            await polling.wait_event(self.done, 1.0)
         return ""
 
     def _see(self, pod: dict[str, object]) -> None:

@@ -9,12 +9,12 @@ the stand-in fabric); else nothing, judged `NoRdmaDevices` / `DeviceMissing`."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmaster import polling
 from trainmaster.api import NIC_NETDEVS_ANNOTATION
 from trainmaster.kubeclient import Kube, node_path
 from trainmaster.nodeagent._condition import report_condition
@@ -88,5 +88,4 @@ class NicAgent:
                 last = verdict
             except Exception as exc:  # the API may be briefly away; try again next round
                 log.warning("could not report NIC health of %s: %s", self.config.node, exc)
-            with contextlib.suppress(TimeoutError):  # the interval is over: look again
-                await asyncio.wait_for(stop.wait(), self.config.interval)
+            await polling.wait_event(stop, self.config.interval)  # then look again

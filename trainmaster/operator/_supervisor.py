@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from trainmaster import polling
 from trainmaster.operator._model import Key
 
 Reconcile = Callable[[Key, bool], Awaitable[float | None]]
@@ -56,8 +57,7 @@ class _Worker:
         delay: float | None = 0.0
         while True:
             timeout = self._resync if delay is None else delay
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout)
+            await polling.wait_event(self.wake, timeout)
             self.wake.clear()
             apply, self.apply = self.apply, False
             try:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from trainmaster import polling
 from trainmaster.api import (
     APP_COMPONENT_LABEL,
     APP_INSTANCE_LABEL,
@@ -161,8 +162,7 @@ class Warmer:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.every)
+            await polling.wait_event(self._wake, self.every)
             self._wake.clear()
             await asyncio.sleep(0.2)  # node events come in bursts: one pass for a burst
             try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from trainmaster import polling
 from trainmaster.api import (
     APP_COMPONENT_LABEL,
     APP_PART_OF_LABEL,
@@ -253,8 +254,7 @@ class Store:
     async def wait_change(self, seen: int, timeout: float) -> int:
         """The version once it moved past ``seen`` (or after ``timeout``)."""
         if self.version == seen:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+            await polling.wait_event(self._changed, timeout)
         return self.version
 
     def world(self) -> World:

@@ -26,13 +26,13 @@ observed expires, then takes it. If the watch fails, the retry period still appl
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+from trainmaster import polling
 from trainmaster.kubeclient import ApiError, Kube
 
 from .config import LeaderElection
@@ -170,10 +170,9 @@ class LeaderElector:
                 if not announced and self.holder:
                     log.info("%s: standing by; %s leads", self.identity, self.holder)
                     announced = True
-                with contextlib.suppress(TimeoutError):
-                    wait = (self._until_retry() if result is Renewal.OTHER
-                            else self.config.retry_period)  # an error: never spin
-                    await asyncio.wait_for(changed.wait(), wait)
+                wait = (self._until_retry() if result is Renewal.OTHER
+                        else self.config.retry_period)  # an error: never spin
+                await polling.wait_event(changed, wait)
         finally:
             await cancel_all([watcher])
 
