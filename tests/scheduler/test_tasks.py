@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 
 from trainmaster.scheduler.runtime.events import ApiWriter
-from trainmaster.scheduler.runtime.tasks import cancel_all
+from trainmaster.tasks import cancel_all
 
 
 async def _swallow_once() -> None:

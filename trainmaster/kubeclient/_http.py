@@ -85,7 +85,8 @@ class HttpPool:
         async def one() -> _Conn | None:
             async with self._slots:
                 try:
-                    return await asyncio.wait_for(self._connect(), 10)
+                    async with asyncio.timeout(10):
+                        return await self._connect()
                 except (OSError, TimeoutError):
                     return None
 
@@ -114,10 +115,14 @@ class HttpPool:
                 conn = self._idle.pop() if self._idle and not fresh else None
                 pooled = conn is not None  # warmed or used before: it may have been closed
                 try:
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                    # cancellation (trainmaster/tasks.py says when).
                     if conn is None:
-                        conn = await asyncio.wait_for(self._connect(), timeout)
+                        async with asyncio.timeout(timeout):
+                            conn = await self._connect()
                     conn.writer.write(payload)
-                    response, keep = await asyncio.wait_for(self._read(conn, pooled), timeout)
+                    async with asyncio.timeout(timeout):
+                        response, keep = await self._read(conn, pooled)
                 except _StaleConnection:
                     if conn is not None:
                         conn.close()

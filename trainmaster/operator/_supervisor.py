@@ -11,12 +11,12 @@ becoming 16 restarts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from trainmaster import polling
 from trainmaster.operator._model import Key
+from trainmaster.tasks import cancel_all
 
 Reconcile = Callable[[Key, bool], Awaitable[float | None]]
 """(job, apply objects?) -> seconds until the job needs another look, or None."""
@@ -107,9 +107,7 @@ class Supervisor:
     async def forget(self, key: Key) -> None:
         worker = self._workers.pop(key, None)
         if worker is not None:
-            worker.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker.task
+            await cancel_all([worker.task])
 
     async def close(self) -> None:
         for key in list(self._workers):

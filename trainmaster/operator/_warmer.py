@@ -12,7 +12,6 @@ spec's and every TrainingJob the operator has started or holds (`WarmDemand`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -56,6 +55,7 @@ from trainmaster.operator._warm_targets import (
     state_patch,
 )
 from trainmaster.spec import ClusterSpec, Job
+from trainmaster.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +155,7 @@ class Warmer:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_all([self._task])
             self._task = None
 
     async def _run(self) -> None:

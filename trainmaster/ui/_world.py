@@ -211,8 +211,8 @@ class Store:
         """Start every reflector and wait until each has listed once; then read the live
         progress every LIVE_EVERY seconds."""
         self._tasks = [asyncio.create_task(r.run()) for r in self.reflectors]
-        await asyncio.wait_for(
-            asyncio.gather(*(r.synced.wait() for r in self.reflectors)), timeout)
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(r.synced.wait() for r in self.reflectors))
         if self.prometheus != "off":
             await self.read_live()
             self._tasks.append(asyncio.create_task(self._poll_live()))

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from trainmaster.kubeclient import ApiError, Kube, pod_path
+from trainmaster.tasks import cancel_all
 
 from .._keys import POD_SCHEDULED
-from .tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -135,7 +135,8 @@ class ApiWriter:
         if self._urgent:
             await asyncio.wait(set(self._urgent), timeout=timeout)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._queue.join()
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Cancel the workers and urgent writes (queued writes are dropped); bounded,

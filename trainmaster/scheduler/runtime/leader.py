@@ -34,10 +34,10 @@ from typing import Any
 
 from trainmaster import polling
 from trainmaster.kubeclient import ApiError, Kube
+from trainmaster.tasks import cancel_all
 
 from .config import LeaderElection
 from .events import now_rfc3339
-from .tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -208,7 +208,8 @@ class LeaderElector:
             await asyncio.sleep(self.config.retry_period)
             left = self.config.renew_deadline - (self._clock() - last)
             try:
-                result = await asyncio.wait_for(self.try_acquire_or_renew(), max(left, 0.05))
+                async with asyncio.timeout(max(left, 0.05)):
+                    result = await self.try_acquire_or_renew()
             except TimeoutError:
                 log.warning("%s: renewing the lease timed out (%.1fs left)", self.identity, left)
                 result = Renewal.ERROR

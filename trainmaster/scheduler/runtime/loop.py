@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 
 from trainmaster.kubeclient import ApiError, Kube, Reflector, node_path, pod_path, podgroup_path
+from trainmaster.tasks import cancel_all
 
 from .._keys import PODGROUP_PLURAL
 from ..framework.model import Gang
@@ -52,7 +53,6 @@ from .preemptor import Preemptor, QuotaAdmission, nominations
 from .queue import queue_key
 from .records import GangRecords
 from .report import Reporter, event_ref
-from .tasks import cancel_all
 from .upstream_groups import GroupStatus, upstream_reflector
 
 log = logging.getLogger("trainmaster.scheduler")

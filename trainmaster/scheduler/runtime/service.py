@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from trainmaster.kubeclient import Kube
+from trainmaster.tasks import cancel_all
 
 from . import heap
 from .config import SchedulerConfig
@@ -29,7 +30,6 @@ from .events import default_identity
 from .leader import LeaderElector
 from .loop import SchedulerRuntime
 from .metrics import SchedulerMetrics
-from .tasks import cancel_all
 
 log = logging.getLogger("trainmaster.scheduler")
 
@@ -100,7 +100,8 @@ async def hand_over(runtime: _Stoppable, elector: _Releasable | None,
     if elector is not None:
         started = time.monotonic()
         try:
-            await asyncio.wait_for(runtime.idle(), drain)
+            async with asyncio.timeout(drain):
+                await runtime.idle()
         except TimeoutError:
             drain = 0.0  # waited already: shutdown() cancels the late binds now
         else:

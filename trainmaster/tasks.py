@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-log = logging.getLogger("trainmaster.scheduler")
+log = logging.getLogger("trainmaster.tasks")
 
 
 async def cancel_all(tasks: Iterable[asyncio.Future[Any]],
