@@ -149,3 +149,24 @@ def test_torchruns_agent_without_a_worker_is_not_taken_for_one(tmp_path: Path) -
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_the_launch_wrapper_before_torchrun_started_is_not_taken_for_a_worker(
+        tmp_path: Path) -> None:
+    """Soak run 5's last fault: right after a container restart the launch wrapper
+    (`trainmaster-launch.pyz -- torchrun ... train.py`) was the only process naming the
+    script, and the worker kill killed it."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    wrapper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--",
+                                "torchrun", "--nnodes=1:2", str(script)])
+    try:
+        deadline = time.monotonic() + 10
+        while b"train.py" not in Path(f"/proc/{wrapper.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the wrapper did not start"
+            time.sleep(0.05)
+        with pytest.raises(NoWorker):
+            training_process([wrapper.pid])
+    finally:
+        wrapper.kill()
+        wrapper.wait()

@@ -115,6 +115,13 @@ def _forkserver(argv: list[str]) -> bool:
     return any(a.startswith(FORKSERVER_MAIN) for a in argv)
 
 
+def _torchrun(argv: list[str]) -> bool:
+    """The launch wrapper before its agent started (``... -- torchrun ... train.py``), or
+    plain torchrun: naming the script, yet no worker."""
+    return not _forkserver(argv) and any(a == "torchrun" or a.endswith("/torchrun")
+                                         for a in argv)
+
+
 def _agent(argv: list[str]) -> bool:
     return not _forkserver(argv) and any(TORCHRUN_AGENT in a for a in argv)
 
@@ -136,7 +143,7 @@ def training_process(pids: list[int]) -> tuple[int, list[str]]:
                            f"{ {p: ' '.join(a) for p, a in named.items()} }")
     pid = leaves[0]
     argv = named[pid]
-    if _agent(argv):
+    if _agent(argv) or _torchrun(argv):
         raise NoWorker(f"torchrun's agent {pid} has no worker right now")
     if _forkserver(argv) and _agent(named.get(_ppid(pid), [])):
         raise NoWorker(f"torchrun's forkserver {pid} has no worker right now")
