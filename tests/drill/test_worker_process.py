@@ -130,6 +130,14 @@ def test_torchruns_forkserver_without_a_worker_is_not_taken_for_one(tmp_path: Pa
         _stop(agent)
 
 
+def _wait_named(pid: int) -> None:
+    """Popen returns once exec began, before the new command line is in /proc."""
+    deadline = time.monotonic() + 10
+    while b"train.py" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, f"process {pid} did not start"
+        time.sleep(0.05)
+
+
 def test_torchruns_agent_without_a_worker_is_not_taken_for_one(tmp_path: Path) -> None:
     """Between two rounds (a grow, a restart) torchrun's agent has no worker: the agent is
     then the only leaf naming the script, and a worker fault must wait, not kill it."""
@@ -139,11 +147,7 @@ def test_torchruns_agent_without_a_worker_is_not_taken_for_one(tmp_path: Path) -
                               "import time; time.sleep(60)  # trainmaster.launch._torchrun",
                               str(script)])
     try:
-        # Popen returns once exec began, before the new command line is in /proc.
-        deadline = time.monotonic() + 10
-        while b"train.py" not in Path(f"/proc/{agent.pid}/cmdline").read_bytes():
-            assert time.monotonic() < deadline, "the agent did not start"
-            time.sleep(0.05)
+        _wait_named(agent.pid)
         with pytest.raises(NoWorker, match=f"torchrun's agent {agent.pid} has no worker"):
             training_process([agent.pid])
     finally:
@@ -161,10 +165,7 @@ def test_the_launch_wrapper_before_torchrun_started_is_not_taken_for_a_worker(
     wrapper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--",
                                 "torchrun", "--nnodes=1:2", str(script)])
     try:
-        deadline = time.monotonic() + 10
-        while b"train.py" not in Path(f"/proc/{wrapper.pid}/cmdline").read_bytes():
-            assert time.monotonic() < deadline, "the wrapper did not start"
-            time.sleep(0.05)
+        _wait_named(wrapper.pid)
         with pytest.raises(NoWorker):
             training_process([wrapper.pid])
     finally:
