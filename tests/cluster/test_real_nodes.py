@@ -392,10 +392,17 @@ def test_import_image_loads_an_archive_into_every_real_node(
         cluster.import_image(real_cluster.state_dir, tmp_path / "missing.tar")
 
 
-def test_down_leaves_no_process_mount_netns_link_or_rule(
-    real_cluster: RealCluster, core: client.CoreV1Api
+def test_a_killed_cluster_is_reaped_leaving_no_process_mount_netns_link_or_rule(
+    real_cluster: RealCluster, core: client.CoreV1Api, tmp_path: Path
 ) -> None:
+    # A test session or `up` killed by SIGKILL leaves its kubelets' pods, shims, mounts and
+    # many GB of unpacked images: the next `up` with real nodes reaps such a cluster with
+    # the same teardown as `down` (CI once ran out of disk on a killed session's leftovers).
+    import signal
+
     from trainmaster import cluster
+    from trainmaster.cluster import _processes as procs
+    from trainmaster.cluster._state import ClusterRecord
 
     state_dir, slot = real_cluster.state_dir, real_cluster.slot
     run_dir, data_dir = _host.slot_run_dir(slot), _host.slot_data_dir(slot)
@@ -420,8 +427,14 @@ def test_down_leaves_no_process_mount_netns_link_or_rule(
     assert pod_netns, "the pods should run in network namespaces of their own"
     assert _host.mounts_under([run_dir, data_dir, state_dir / "nodes"])
     assert _host.pids_mentioning([str(run_dir) + "/"])  # the shims
+    record = ClusterRecord.load(state_dir)
+    assert record is not None
+    for proc in record.processes:
+        os.killpg(proc.pid, signal.SIGKILL)
+    wait_until(lambda: not any(procs.alive(p.pid) for p in record.processes),
+               "the killed processes gone", 10)
 
-    cluster.down_state_dir(state_dir)
+    assert cluster.reap_dead_clusters(tmp_path / "the-next-cluster") == [state_dir]
 
     assert _host.pids_mentioning([f"{d}/" for d in (state_dir, run_dir, data_dir)]) == []
     assert _host.mounts_under([run_dir, data_dir, state_dir]) == []

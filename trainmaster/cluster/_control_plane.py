@@ -424,6 +424,8 @@ def _start_real_nodes(
 ) -> None:
     from trainmaster.cluster._host import claim_slot
 
+    for dead in reap_dead_clusters(state_dir):
+        report(f"removed a dead cluster's real nodes, mounts and disk ({dead})")
     record.net_slot = claim_slot(state_dir)
     record.save()
     nodes = _real_nodes.layouts(state_dir, record.net_slot, record.real_nodes)
@@ -442,6 +444,23 @@ def _start_real_nodes(
         launch=lambda name, argv, ports: _launch(record, name, argv, ports),
         report=report,
     )
+
+
+def reap_dead_clusters(state_dir: Path) -> list[Path]:
+    """Tear down every cluster that holds a real-node slot but none of whose recorded
+    processes lives (a killed session, a reboot that kept /run): its containerd roots can hold
+    many GB of unpacked images and its mounts outlive it. A cluster with one process down (an
+    API server being restarted) is left alone. Returns their state folders."""
+    from trainmaster.cluster._host import slot_holders
+
+    def all_dead(owner: Path) -> bool:
+        record = ClusterRecord.load(owner)
+        return record is not None and not any(procs.alive(p.pid) for p in record.processes)
+
+    dead = [owner for owner in slot_holders().values() if owner != state_dir and all_dead(owner)]
+    for owner in dead:
+        down_state_dir(owner)
+    return dead
 
 
 def attach_process(state_dir: Path, name: str, argv: list[str],

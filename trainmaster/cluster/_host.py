@@ -98,6 +98,15 @@ def claim_slot(state_dir: Path) -> int:
     )
 
 
+def slot_holders() -> dict[int, Path]:
+    """Each claimed slot and the state folder of the cluster that claimed it."""
+    held = {}
+    for slot in range(SLOTS):
+        with contextlib.suppress(OSError):
+            held[slot] = Path(_slot_file(slot).read_text().strip())
+    return held
+
+
 def release_slot(slot: int, state_dir: Path) -> None:
     path = _slot_file(slot)
     with contextlib.suppress(OSError):
