@@ -109,6 +109,74 @@ async def _once(env: OperatorEnv, config: NicAgentConfig) -> NicVerdict:
     return await NicAgent(config, env.kube.kube).once()
 
 
+class _CountedWrites:
+    """The real API client, counting the agent's condition writes (PATCH node/status)."""
+
+    def __init__(self, kube: Any) -> None:
+        self.kube, self.writes = kube, 0
+
+    async def get(self, path: str) -> Any:
+        return await self.kube.get(path)
+
+    async def patch(self, path: str, body: Any, kind: str) -> Any:
+        self.writes += 1
+        return await self.kube.patch(path, body, kind)
+
+
+def test_nic_agent_looks_often_but_writes_only_changes_and_heartbeats(
+    idle_env: OperatorEnv, tmp_path: Path
+) -> None:
+    # Looking is sysfs only; the API server sees a write when the verdict changes, at once,
+    # and otherwise one per heartbeat: a 5 s look on 10,000 nodes must not be 4,000 writes/s.
+    import asyncio
+    import time
+
+    env = idle_env
+    node = _healthy_gpu_node(env)
+    sysfs = tmp_path / "sys"
+    _port_files(sysfs, "mlx5_0", "4: ACTIVE", "5: LinkUp")
+
+    async def run(heartbeat: float, seconds: float, then_down_for: float = 0.0
+                  ) -> tuple[int, float | None]:
+        counted = _CountedWrites(env.kube.kube)
+        config = NicAgentConfig(node=node, sysfs=sysfs, devices=("mlx5_0",), interval=0.05,
+                                heartbeat=heartbeat)
+        stop = asyncio.Event()
+        task = asyncio.create_task(NicAgent(config, counted).run(stop))  # type: ignore[arg-type]
+        await asyncio.sleep(seconds)
+        seen_down = None
+        if then_down_for:
+            _port_files(sysfs, "mlx5_0", "1: DOWN", "3: Disabled")
+            start = time.monotonic()
+            while seen_down is None and time.monotonic() - start < 5:
+                status = (await env.kube.kube.get(node_path(node))).get("status") or {}
+                if any(c["type"] == "NICHealthy" and c["status"] == "False"
+                       for c in status.get("conditions") or []):
+                    seen_down = time.monotonic() - start
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(then_down_for)
+        stop.set()
+        await task
+        return counted.writes, seen_down
+
+    try:
+        # 30 looks of healthy ports, then the port down: two writes in all, the second
+        # within a look or two of the change.
+        writes, seen_down = env.kube.run(run(3600, 1.5, then_down_for=1.0))
+        assert writes == 2, writes
+        assert seen_down is not None and seen_down < 1.0, seen_down
+        # An unchanged verdict is written once per heartbeat (0.4 s here, over 2 s).
+        _port_files(sysfs, "mlx5_0", "4: ACTIVE", "5: LinkUp")
+        writes, _ = env.kube.run(run(0.4, 2.0))
+        assert 4 <= writes <= 7, writes
+        assert _conditions(env, node)["NICHealthy"]["status"] == "True"
+    finally:
+        _port_files(sysfs, "mlx5_0", "4: ACTIVE", "5: LinkUp")
+        with contextlib.suppress(Exception):
+            env.kube.run(_once(env, NicAgentConfig(node=node, sysfs=sysfs,
+                                                   devices=("mlx5_0",))))
+
+
 _HELM_FIELDS = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",

@@ -30,8 +30,11 @@ def nic(
     netdevs: Annotated[str, typer.Option("--netdevs", help="Judge these network interfaces "
                                          "(operstate, carrier under /sys/class/net) instead "
                                          "of RDMA ports, comma-separated.")] = "",
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between looks.")
-                        ] = 30.0,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between looks at "
+                                            "the ports (sysfs reads only).")] = 5.0,
+    heartbeat: Annotated[float, typer.Option("--heartbeat", help="Seconds after which an "
+                                             "unchanged verdict is written again; a "
+                                             "changed one is written at once.")] = 30.0,
     once: Annotated[bool, typer.Option("--once", help="Look and report once, then exit.")
                     ] = False,
     metrics_address: Annotated[str, typer.Option(
@@ -53,11 +56,14 @@ def nic(
         raise UsageError("--node (or $NODE_NAME) is required: the node to report on")
     if interval <= 0:
         raise UsageError("--interval must be > 0 seconds")
+    if heartbeat <= 0:
+        raise UsageError("--heartbeat must be > 0 seconds")
     if devices and netdevs:
         raise UsageError("--devices and --netdevs exclude each other: RDMA ports, or "
                          "plain interfaces")
     say_target(kubeconfig, "node-agent nic")
-    config = NicAgentConfig(node=node, sysfs=sysfs, interval=interval, kubeconfig=kubeconfig,
+    config = NicAgentConfig(node=node, sysfs=sysfs, interval=interval, heartbeat=heartbeat,
+                            kubeconfig=kubeconfig,
                             devices=tuple(d for d in devices.split(",") if d),
                             netdevs=tuple(d for d in netdevs.split(",") if d))
     logging.basicConfig(level=logging.INFO,

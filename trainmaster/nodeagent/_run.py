@@ -1,6 +1,12 @@
 """The NIC agent's loop: read the ports, judge them, set the condition (and the metrics),
 sleep.
 
+Looking is a few sysfs reads, so the agent looks often (every `interval`, 5 s by default:
+a dead rail stalls every collective of the gangs on it, and the operator fences only on the
+condition); it writes the condition to the API server only when the verdict changes and
+otherwise every `heartbeat` (30 s), so a large cluster's API traffic stays as it was at one
+look per 30 s.
+
 What is judged, first that applies: the `--netdevs` given; the node's RDMA devices when
 sysfs has any; else the interfaces the node's annotation `trainmaster.io/nic-netdevs`
 names (a node without RDMA whose NICs are plain interfaces, such as a local real node on
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +41,11 @@ class NicAgentConfig:
     netdevs: tuple[str, ...] = ()
     """Network interfaces to judge instead of RDMA devices (a node without RDMA, such as a
     local real node on the stand-in fabric): each must be there, up, with carrier."""
-    interval: float = 30.0
+    interval: float = 5.0
+    """Seconds between two looks at the ports (sysfs only)."""
+    heartbeat: float = 30.0
+    """Seconds after which an unchanged verdict is written again (its lastHeartbeatTime)
+    and the node, whose annotation names the interfaces, read again."""
     kubeconfig: Path | None = None
 
 
@@ -79,13 +90,25 @@ class NicAgent:
 
     async def run(self, stop: asyncio.Event) -> None:
         last: NicVerdict | None = None
+        node: dict[str, Any] | None = None
+        reported_at = 0.0
         while not stop.is_set():
             try:
-                verdict = await self.once()
-                if verdict != last:
-                    log.info("%s: NICHealthy=%s %s: %s", self.config.node, verdict.healthy,
-                             verdict.reason, verdict.message)
-                last = verdict
+                due = node is None or time.monotonic() - reported_at >= self.config.heartbeat
+                if due:
+                    node = await self.kube.get(node_path(self.config.node))
+                assert node is not None
+                verdict = self.look(annotated_netdevs(node))
+                if verdict != last or due:
+                    if not due:  # a change: write it against the node as it is now
+                        node = await self.kube.get(node_path(self.config.node))
+                    await report_condition(self.kube, self.config.node, verdict, current=node)
+                    reported_at = time.monotonic()
+                    if verdict != last:
+                        log.info("%s: NICHealthy=%s %s: %s", self.config.node,
+                                 verdict.healthy, verdict.reason, verdict.message)
+                    last = verdict
             except Exception as exc:  # the API may be briefly away; try again next round
                 log.warning("could not report NIC health of %s: %s", self.config.node, exc)
+                node = None  # read it again, and write the verdict, at the next look
             await polling.wait_event(stop, self.config.interval)  # then look again

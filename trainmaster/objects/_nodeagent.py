@@ -46,6 +46,7 @@ def build_nic_agent(spec: ClusterSpec) -> list[dict[str, Any]]:
         "--sysfs", "/host/sys",
         "--devices", ",".join(rail_devices(spec)),
         "--interval", str(spec.monitoring.nic_agent.interval_seconds),
+        "--heartbeat", str(spec.monitoring.nic_agent.heartbeat_seconds),
         *METRICS_ARGS, "--metrics-port", str(NIC_AGENT_METRICS_PORT),
     ]  # fmt: skip
     container = system_container(

@@ -489,8 +489,12 @@ class NicAgent(_Model):
 
     enabled: bool = True
     """Run the agent on every GPU node."""
-    interval_seconds: int = Field(30, ge=1, le=3600)
-    """Seconds between two looks at the ports."""
+    interval_seconds: int = Field(5, ge=1, le=3600)
+    """Seconds between two looks at the ports (sysfs reads, no API call): a dead rail is
+    fenced at most this long after it went down, plus the operator's reaction."""
+    heartbeat_seconds: int = Field(30, ge=1, le=3600)
+    """The condition is written when the verdict changes and otherwise this often (its
+    `lastHeartbeatTime`): the agent's API traffic, two requests per node per heartbeat."""
     sysfs_path: str = Field("/sys", pattern=r"^/")
     """Host folder mounted (read-only) as the agent's sysfs: `/sys`, or a tree laid out as
     sysfs (`class/infiniband/<device>/ports/<n>/state`, ...), as the real-node test uses."""
