@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tests.scheduler.apifake import (
     Cluster,
@@ -182,17 +183,23 @@ def test_a_step_after_a_release_waits_while_releases_keep_coming_and_no_longer()
             stream.cancel()
         return took
 
-    async def run() -> tuple[float, float, float]:
+    async def run() -> tuple[float, float, float, float]:
         await rt.start()
         rt.cache.capacity_changed = False
         idle = await timed(None)
         rt.cache.capacity_changed = True
         short = await timed(asyncio.create_task(releases(0.02, 6)))  # ends after ~0.12 s
         endless = await timed(asyncio.create_task(releases(0.01, 10_000)))
+        # A step that a retry's timer started, its capacity flag taken by the step before,
+        # while the stream is still coming (its last release 10 ms ago): it waits as well.
+        rt.cache.capacity_changed = False
+        rt.cache.last_release = time.monotonic() - 0.01
+        mid_stream = await timed(asyncio.create_task(releases(0.02, 4)))
         await rt.shutdown()
-        return idle, short, endless
+        return idle, short, endless, mid_stream
 
-    idle, short, endless = asyncio.run(run())
+    idle, short, endless, mid_stream = asyncio.run(run())
     assert idle < 0.01
     assert 0.12 + 0.05 <= short < 0.25 + 0.25  # past the last release and a quiet 50 ms
     assert 0.25 <= endless < 0.25 + 0.25  # 5 waits of 50 ms, then the step goes on
+    assert 0.08 + 0.05 <= mid_stream < 0.25 + 0.25

@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -71,6 +72,9 @@ class ClusterCache:
         self.dirty: set[str] = set()
         self.capacity_changed = False
         self.releases = 0  # pods gone, binds forgotten: the loop waits while they come
+        self.last_release = float("-inf")
+        """time.monotonic() of the last release: a step due for another reason (a retry's
+        timer) also waits while a stream of releases is still coming."""
         self.changed = asyncio.Event()
         self._orphans: dict[str, tuple[PodRequest, str]] = {}
         """Pods bound to nodes the snapshot does not know yet."""
@@ -119,6 +123,7 @@ class ClusterCache:
     def _capacity(self) -> None:
         self.capacity_changed = True
         self.releases += 1
+        self.last_release = time.monotonic()
         self.changed.set()
 
     def touch(self, key: str) -> None:

@@ -226,8 +226,13 @@ class SchedulerRuntime:
         changed.clear()
 
     async def _release_stream(self) -> None:
-        """After a release, wait while more releases keep arriving (``_STREAM_QUIET``)."""
-        if not self.cache.capacity_changed:
+        """After a release, wait while more releases keep arriving (``_STREAM_QUIET``).
+        Also for a step that a retry's timer started while a stream is still coming (its
+        last release less than ``_STREAM_QUIET`` ago): live with 2,000 gangs waiting, such
+        steps were four in five of a refill's cycles, placed nothing (the capacity was the
+        stream's, not yet seen) and wrote their gangs' reports between the deletions."""
+        streaming = time.monotonic() - self.cache.last_release < _STREAM_QUIET
+        if not (self.cache.capacity_changed or streaming):
             return
         seen = self.cache.releases
         for _ in range(_STREAM_STEPS):
