@@ -8,6 +8,7 @@ import random
 
 from trainmaster.bench._deep import (
     deep_gangs,
+    event_histogram,
     gangs_holding,
     parse_metrics,
     quantile,
@@ -29,6 +30,15 @@ def test_metrics_are_read_as_cumulative_buckets_and_the_pending_gauge() -> None:
     buckets, pending = parse_metrics(METRICS)
     assert buckets == {0.001: 10.0, 0.01: 90.0, 0.02: 100.0, math.inf: 100.0}
     assert pending == 42
+
+
+def test_cpu_per_event_is_read_apart_from_cpu_per_cycle() -> None:
+    text = METRICS + (
+        'trainmaster_scheduler_event_cpu_seconds_bucket{le="0.001"} 300.0\n'
+        'trainmaster_scheduler_event_cpu_seconds_bucket{le="+Inf"} 310.0\n')
+    assert event_histogram(text) == {0.001: 300.0, math.inf: 310.0}
+    assert parse_metrics(text)[0] == parse_metrics(METRICS)[0]
+    assert event_histogram(METRICS) == {}
 
 
 def test_quantiles_are_interpolated_over_the_observations_between_two_readings() -> None:

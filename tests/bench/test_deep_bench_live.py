@@ -34,6 +34,9 @@ def test_deep_queue_variant_reports_real_figures_for_both_cycles(tmp_path: Path)
             assert figures["binds_per_second"] > 0 and figures["seconds"] > 0
             assert figures["cycles"] > 0
             assert 0 < figures["cpu_ms_p50"] <= figures["cpu_ms_p95"], (phase, run)
+            # A step's CPU shared among the events it answered: no more than its cycles'.
+            assert 0 < figures["event_cpu_ms_p50"] <= figures["event_cpu_ms_p95"], run
+            assert figures["event_cpu_ms_p50"] <= figures["cpu_ms_p95"], (phase, run)
             assert 0 < figures["seconds_to_half"] <= figures["seconds_to_90pct"] \
                 <= figures["seconds"], (phase, run)
             assert figures["report_writes_waited_s"] >= 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 from tests.scheduler.apifake import (
@@ -162,9 +163,42 @@ def test_elastic_gang_binds_what_fits_then_grows() -> None:
     asyncio.run(run())
 
 
+def test_cpu_per_event_shares_a_steps_cycle_cpu_among_the_events_it_answered() -> None:
+    # Three pods released and a node added, answered by one step: four observations of a
+    # quarter of the step's cycle CPU each, beside the one observation per cycle.
+    bound = [pod_obj(f"b{i}", group="old", gpus=8, node="n1" if i < 1 else "n2")
+             for i in range(3)]
+    waiting = [pod_obj(f"w{i}", group="g", gpus=8) for i in range(4)]
+    cluster = Cluster([node_obj("n1"), node_obj("n2")], [*bound, *waiting],
+                      [group_obj("old", 3), group_obj("g", 4)])
+    _, rt = runtime(cluster)
+    sample = rt.metrics.registry.get_sample_value
+
+    async def run() -> None:
+        await rt.start()
+        await rt.step()
+        cycles = sample("trainmaster_scheduler_cycle_cpu_seconds_count") or 0.0
+        events = sample("trainmaster_scheduler_event_cpu_seconds_count") or 0.0
+        cycle_cpu = sample("trainmaster_scheduler_cycle_cpu_seconds_sum") or 0.0
+        event_cpu = sample("trainmaster_scheduler_event_cpu_seconds_sum") or 0.0
+        for pod in bound:
+            rt.cache.on_pod("DELETED", pod)
+        rt.cache.on_node("ADDED", node_obj("n3"))
+        await rt.step()
+        await rt.idle()
+        assert sample("trainmaster_scheduler_cycle_cpu_seconds_count") == cycles + 1
+        assert sample("trainmaster_scheduler_event_cpu_seconds_count") == events + 4
+        step_cpu = (sample("trainmaster_scheduler_cycle_cpu_seconds_sum") or 0.0) - cycle_cpu
+        shared = (sample("trainmaster_scheduler_event_cpu_seconds_sum") or 0.0) - event_cpu
+        assert math.isclose(shared, step_cpu, rel_tol=1e-6)
+        await rt.shutdown()
+
+    asyncio.run(run())
+
+
 def test_a_step_after_a_release_waits_while_releases_keep_coming_and_no_longer() -> None:
     """A deleted collection's pods go one every few ms: the step waits until none came
-    for 50 ms (at most 5 such waits), so one cycle places into all of it. Without a
+    for 50 ms (at most 20 such waits), so one cycle places into all of it. Without a
     release it does not wait; a stream that never stops is cut at the cap."""
     cluster = Cluster([node_obj("n1")], [], [])
     _, rt = runtime(cluster)
@@ -201,5 +235,5 @@ def test_a_step_after_a_release_waits_while_releases_keep_coming_and_no_longer()
     idle, short, endless, mid_stream = asyncio.run(run())
     assert idle < 0.01
     assert 0.12 + 0.05 <= short < 0.25 + 0.25  # past the last release and a quiet 50 ms
-    assert 0.25 <= endless < 0.25 + 0.25  # 5 waits of 50 ms, then the step goes on
+    assert 1.0 <= endless < 1.0 + 0.25  # 20 waits of 50 ms, then the step goes on
     assert 0.08 + 0.05 <= mid_stream < 0.25 + 0.25

@@ -153,6 +153,11 @@ class PhaseFigures:
     cycles: int
     cpu_ms_p50: float
     cpu_ms_p95: float
+    """CPU per cycle: an upper bound of CPU per event (a cycle answers every event since
+    the one before)."""
+    event_cpu_ms_p50: float
+    event_cpu_ms_p95: float
+    """CPU per event: each step's cycle CPU shared among the events it answered."""
     waiting_gangs: int
     """Gangs waiting when the phase started (the scheduler's pending gauge)."""
     seconds_to_half: float
@@ -219,8 +224,21 @@ class _Scheduler(Trainmaster):
 
 Histogram = dict[float, float]
 _BUCKET = re.compile(r'^trainmaster_scheduler_cycle_cpu_seconds_bucket\{le="([^"]+)"\} (\S+)$')
+_EVENT_BUCKET = re.compile(
+    r'^trainmaster_scheduler_event_cpu_seconds_bucket\{le="([^"]+)"\} (\S+)$')
 _PENDING = re.compile(r"^trainmaster_scheduler_pending_gangs (\S+)$")
 _REPORTS = re.compile(r"^trainmaster_scheduler_report_writes_queued (\S+)$")
+
+
+def event_histogram(text: str) -> Histogram:
+    """The scheduler's CPU per event (``trainmaster_scheduler_event_cpu_seconds``: a
+    step's cycle CPU shared among the events it answered), as cumulative bucket counts."""
+    buckets: Histogram = {}
+    for line in text.splitlines():
+        found = _EVENT_BUCKET.match(line)
+        if found:
+            buckets[float(found.group(1))] = float(found.group(2))
+    return buckets
 
 
 def parse_metrics(text: str) -> tuple[Histogram, int]:
@@ -316,7 +334,8 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     ``drain``: first wait for the scheduler's report writes (``_reports_drained``).
     ``pids``: the processes whose CPU the step's costs count (``_step_costs``)."""
     waited = await _reports_drained(port, timeout) if drain else 0.0
-    before, waiting = await _scrape(port)
+    text = await _metrics_text(port)
+    (before, waiting), events_before = parse_metrics(text), event_histogram(text)
     watcher = BindWatcher(api, namespace, 10**9)
     await watcher.start()
     already = len(watcher.bound)
@@ -329,7 +348,8 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     finally:
         await watcher.stop()
     costs = await meter.finish(watcher.deleted_times)
-    after, _ = await _scrape(port)
+    text = await _metrics_text(port)
+    (after, _), events_after = parse_metrics(text), event_histogram(text)
     bound = len(watcher.bound) - already
     last = watcher.last_at
     seconds = (last - started) if last is not None else 0.0
@@ -341,6 +361,8 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
         cycles=cycles,
         cpu_ms_p50=round(quantile(0.5, before, after) * 1000, 2),
         cpu_ms_p95=round(quantile(0.95, before, after) * 1000, 2),
+        event_cpu_ms_p50=round(quantile(0.5, events_before, events_after) * 1000, 2),
+        event_cpu_ms_p95=round(quantile(0.95, events_before, events_after) * 1000, 2),
         waiting_gangs=waiting,
         seconds_to_half=seconds_to(0.5, times, started),
         seconds_to_90pct=seconds_to(0.9, times, started),
@@ -348,7 +370,8 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     report(f"{label}: {bound} pods bound in {seconds:.1f}s (half in "
            f"{figures.seconds_to_half:.1f}s, 90% in {figures.seconds_to_90pct:.1f}s), "
            f"{cycles} cycles, CPU per cycle p50 {figures.cpu_ms_p50:.1f} ms p95 "
-           f"{figures.cpu_ms_p95:.1f} ms" + (f"; {waited:.0f}s waited for report writes "
+           f"{figures.cpu_ms_p95:.1f} ms, per event p50 {figures.event_cpu_ms_p50:.2f} ms "
+           f"p95 {figures.event_cpu_ms_p95:.2f} ms" + (f"; {waited:.0f}s waited for report writes "
                                              "first" if drain else ""))
     if drain:
         report(f"{label}: {costs_line(costs)}")

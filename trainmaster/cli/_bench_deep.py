@@ -33,10 +33,11 @@ def deep_table(result: DeepResult) -> Table:
 
     load = "/".join(f"{x:.2f}" for x in result.load_average)
     table = Table(title=f"trainmaster-scheduler, {result.pending} gangs waiting on "
-                  f"{result.nodes} nodes (seed {result.seed}; CPU ms per cycle from its "
-                  f"metrics; load average {load})")
+                  f"{result.nodes} nodes (seed {result.seed}; CPU ms per cycle and per "
+                  f"event from its metrics; load average {load})")
     for column in ("cycle", "empty queue\nbinds/s", "empty queue\nCPU p50 / p95",
-                   "deep queue\nbinds/s", "deep queue\nCPU p50 / p95", "deep / empty\nbinds/s",
+                   "deep queue\nbinds/s", "deep queue\nCPU p50 / p95",
+                   "deep queue\nper event\np50 / p95", "deep / empty\nbinds/s",
                    "waiting\n(deep)", "cycles\n(deep)"):
         table.add_column(column, justify="left" if column == "cycle" else "right")
     for run in result.runs:
@@ -45,6 +46,7 @@ def deep_table(result: DeepResult) -> Table:
                       f"{empty.cpu_ms_p50:.1f} / {empty.cpu_ms_p95:.1f}",
                       f"{deep.binds_per_second:.0f}",
                       f"{deep.cpu_ms_p50:.1f} / {deep.cpu_ms_p95:.1f}",
+                      f"{deep.event_cpu_ms_p50:.2f} / {deep.event_cpu_ms_p95:.2f}",
                       f"{run.binds_ratio:.0%}", str(deep.waiting_gangs), str(deep.cycles))
     return table
 

@@ -60,12 +60,15 @@ log = logging.getLogger("trainmaster.scheduler")
 # kube-scheduler's own pod informer filter: finished pods hold nothing.
 _SETTLE = 0.01
 _STREAM_QUIET = 0.05
-_STREAM_STEPS = 5
+_STREAM_STEPS = 20
 """While releases keep coming (a deleted collection's pods, one every few ms), a step
 waits until none came for ``_STREAM_QUIET`` s, at most ``_STREAM_STEPS`` times: one
 cycle then places into what the stream released, and its binds go out together after
 it, instead of one small gang per release between the deletions (measured live with a
 deep queue: docs/benchmarks.md, "Deep queue")."""
+_EVENT_OBSERVATIONS = 1000
+"""At most this many observations of one step's CPU per event (a node storm's thousands
+of changes would cost more to observe than to answer)."""
 _CHUNK = 8
 """Planned gangs placed per cycle before their binds are let out."""
 
@@ -126,6 +129,8 @@ class SchedulerRuntime:
         self._binds: set[asyncio.Task[None]] = set()
         self._watches: list[asyncio.Task[None]] = []
         self.cycles = 0
+        self._releases_answered = 0
+        self._step_cpu = 0.0
         self._fragmentation_at = float("-inf")
         self._fragmentation_stale = False
         """A change came while the gauges were fresh: refresh them when they may be."""
@@ -287,9 +292,16 @@ class SchedulerRuntime:
         due = self._next_retry()
         now = self._clock()
         result = None
-        if len(self.scheduler.queue) and (submitted or capacity or (due is not None
-                                                                     and due <= now)):
+        timer = due is not None and due <= now
+        # Capacity events since the last step: pods gone, binds forgotten, nodes changed.
+        released = self.cache.releases - self._releases_answered
+        self._releases_answered = self.cache.releases
+        if len(self.scheduler.queue) and (submitted or capacity or timer):
+            self._step_cpu = 0.0
             result = await self._schedule(now, submitted)
+            events = max(1, released + len(submitted) + int(timer))
+            for _ in range(min(events, _EVENT_OBSERVATIONS)):
+                self.metrics.event_cpu.observe(self._step_cpu / events)
         self._queue_metrics()
         waiting = list(self._records.waiting())
         self.metrics.pending_gangs.set(len(self.scheduler.queue) + len(waiting))
@@ -448,7 +460,9 @@ class SchedulerRuntime:
         (except ``quiet`` gangs, whose failure the caller handles)."""
         cpu = time.thread_time()  # the cycle runs on this thread without yielding
         outcome = self.cycle.run(quiet)
-        self.metrics.cycle_cpu.observe(time.thread_time() - cpu)
+        used = time.thread_time() - cpu
+        self.metrics.cycle_cpu.observe(used)
+        self._step_cpu += used
         result = outcome.result()
         elapsed = outcome.core_seconds
         self.metrics.cycle.observe(elapsed)

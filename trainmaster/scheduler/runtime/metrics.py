@@ -42,6 +42,12 @@ class SchedulerMetrics:
             "hands on (binds started, post-filter): the cost of the events it answers.",
             buckets=_CPU_BUCKETS, registry=r,
         )  # fmt: skip
+        self.event_cpu = Histogram(
+            f"{ns}_event_cpu_seconds", "A step's cycle CPU shared among the events it "
+            "answered (pods released, nodes changed, gangs submitted, a retry timer due), "
+            "observed once per event: what one event costs when a cycle answers several.",
+            buckets=_CPU_BUCKETS, registry=r,
+        )  # fmt: skip
         self.pending_gangs = Gauge(
             f"{ns}_pending_gangs", "Gangs waiting to be placed.", registry=r
         )
