@@ -57,14 +57,20 @@ def _healthy_gpu_node(env: OperatorEnv) -> str:
     raise AssertionError("no healthy kwok GPU node")
 
 
+def _node_with_active_ports(env: OperatorEnv, tmp_path: Path, *devices: str
+                            ) -> tuple[str, Path]:
+    """A healthy kwok GPU node and a sysfs tree in which ``devices`` are active."""
+    sysfs = tmp_path / "sys"
+    for device in devices:
+        _port_files(sysfs, device, "4: ACTIVE", "5: LinkUp")
+    return _healthy_gpu_node(env), sysfs
+
+
 def test_nic_agent_sets_nichealthy_and_the_operator_fences_and_exports_it(
     idle_env: OperatorEnv, tmp_path: Path
 ) -> None:
     env = idle_env
-    node = _healthy_gpu_node(env)
-    sysfs = tmp_path / "sys"
-    _port_files(sysfs, "mlx5_0", "4: ACTIVE", "5: LinkUp")
-    _port_files(sysfs, "mlx5_1", "4: ACTIVE", "5: LinkUp")
+    node, sysfs = _node_with_active_ports(env, tmp_path, "mlx5_0", "mlx5_1")
     port = free_port()
     config = dataclasses.replace(env.config, metrics_port=port)
     agent_config = NicAgentConfig(node=node, sysfs=sysfs, devices=("mlx5_0", "mlx5_1"))
@@ -132,9 +138,7 @@ def test_nic_agent_looks_often_but_writes_only_changes_and_heartbeats(
     import time
 
     env = idle_env
-    node = _healthy_gpu_node(env)
-    sysfs = tmp_path / "sys"
-    _port_files(sysfs, "mlx5_0", "4: ACTIVE", "5: LinkUp")
+    node, sysfs = _node_with_active_ports(env, tmp_path, "mlx5_0")
 
     async def run(heartbeat: float, seconds: float, then_down_for: float = 0.0
                   ) -> tuple[int, float | None]:
