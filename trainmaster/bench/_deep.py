@@ -230,28 +230,29 @@ _PENDING = re.compile(r"^trainmaster_scheduler_pending_gangs (\S+)$")
 _REPORTS = re.compile(r"^trainmaster_scheduler_report_writes_queued (\S+)$")
 
 
-def event_histogram(text: str) -> Histogram:
-    """The scheduler's CPU per event (``trainmaster_scheduler_event_cpu_seconds``: a
-    step's cycle CPU shared among the events it answered), as cumulative bucket counts."""
+def _histogram(text: str, bucket: re.Pattern[str]) -> Histogram:
+    """One histogram's cumulative bucket counts by upper bound, from /metrics."""
     buckets: Histogram = {}
     for line in text.splitlines():
-        found = _EVENT_BUCKET.match(line)
+        found = bucket.match(line)
         if found:
             buckets[float(found.group(1))] = float(found.group(2))
     return buckets
 
 
+def event_histogram(text: str) -> Histogram:
+    """The scheduler's CPU per event (``trainmaster_scheduler_event_cpu_seconds``: a
+    step's cycle CPU shared among the events it answered), as cumulative bucket counts."""
+    return _histogram(text, _EVENT_BUCKET)
+
+
 def parse_metrics(text: str) -> tuple[Histogram, int]:
     """(cumulative bucket counts by upper bound, pending gangs) from /metrics."""
-    buckets: Histogram = {}
     pending = 0
     for line in text.splitlines():
-        found = _BUCKET.match(line)
-        if found:
-            buckets[float(found.group(1))] = float(found.group(2))
-        elif (gauge := _PENDING.match(line)) is not None:
+        if (gauge := _PENDING.match(line)) is not None:
             pending = int(float(gauge.group(1)))
-    return buckets, pending
+    return _histogram(text, _BUCKET), pending
 
 
 def report_backlog(text: str) -> int:
