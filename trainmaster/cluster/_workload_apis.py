@@ -9,7 +9,9 @@ binary built from its pinned release (the toolchain's `jobset` and `kueue` famil
   ClusterRole (renamed; Kueue also to its Secrets Role in its namespace), and a kubeconfig
   holding that account's token; no admin rights;
 * its webhooks served on loopback (``_webhooks.py``), registered only once its readiness
-  endpoint says the webhook server is up, and deleted again by ``stop``;
+  endpoint says the webhook server is up and every webhook's path answers (JobSet's
+  server listens, and reports ready, before a goroutine registers its handlers: a JobSet
+  created in between met a 404 from the webhook), and deleted again by ``stop``;
 * no leader election (one replica), metrics off, health probes on a loopback port.
 
 JobSet's pod webhooks are not registered: for an exclusive topology they hold a Job's
@@ -22,6 +24,8 @@ runtime/jobsets.py).
 from __future__ import annotations
 
 import contextlib
+import ssl
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -140,6 +144,18 @@ def _ready(port: int) -> bool:
         return int(resp.status) == 200
 
 
+def _serves(url: str, context: ssl.SSLContext) -> bool:
+    """Whether the webhook server has a handler at ``url``'s path: an empty review gets
+    an answer (an error review, or a 400) from a handler, a 404 where none is yet."""
+    request = urllib.request.Request(url, data=b"{}",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context):
+            return True
+    except urllib.error.HTTPError as exc:
+        return exc.code != 404
+
+
 def _start(state_dir: Path, release: _Release, config: dict[str, Any],
            extra_args: list[str]) -> Controller:
     record = ClusterRecord.load(state_dir)
@@ -171,12 +187,16 @@ def _start(state_dir: Path, release: _Release, config: dict[str, Any],
                            [str(folder / release.family), f"--config={config_path}",
                             *extra_args], env={"KUBECONFIG": str(own)})
     log = Path(entry.log)
+    hooks = loopback_webhooks(folder / "webhook" / "manifests.yaml",
+                              f"trainmaster-{release.family}", webhook_port, ca,
+                              release.webhook_groups)
+    urls = [hook["clientConfig"]["url"] for config in hooks for hook in config["webhooks"]]
+    context = ssl.create_default_context(cadata=ca.decode())
     try:
-        _processes.wait_until(lambda: _process_ready(entry.pid, health_port, log),
-                              f"{release.family} controller", 120, None, log)
-        hooks = loopback_webhooks(folder / "webhook" / "manifests.yaml",
-                                  f"trainmaster-{release.family}", webhook_port, ca,
-                                  release.webhook_groups)
+        _processes.wait_until(
+            lambda: (_process_ready(entry.pid, health_port, log)
+                     and all(_serves(url, context) for url in urls)),
+            f"{release.family} controller and its webhooks", 120, None, log)
         with SyncKube.connect(kubeconfig) as kube:
             for hook in hooks:
                 kube.apply(hook)
