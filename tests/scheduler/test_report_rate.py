@@ -46,3 +46,32 @@ def test_figures_only_changes_are_rewritten_at_the_refresh_and_new_words_at_the_
     assert not report("quota: queue research has 0 of 32 GPUs left", REFRESH_SECONDS + 4)
     assert report("quota: queue research has 0 of 32 GPUs left", REFRESH_SECONDS + 5)
     assert len(written.pods) == 3 * len(pods)
+
+
+def test_new_words_held_back_by_the_interval_are_written_when_it_is_up() -> None:
+    now = [0.0]
+    written = _Written()
+    reporter = Reporter(written, 5.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    pods = [make_pod("p0", gpus=8)]
+    assert reporter.unschedulable("ns/g", pods, "gang is incomplete: ns/g", None)
+    now[0] = 1.0
+    assert not reporter.unschedulable("ns/g", pods, "fits in no single leaf: 0 free", None)
+    assert reporter.next_due() == 5.0
+    now[0] = 4.9
+    assert reporter.flush() == 0
+    now[0] = 5.0
+    assert reporter.flush() == 1
+    assert written.pods == ["gang is incomplete: ns/g", "fits in no single leaf: 0 free"]
+    assert reporter.next_due() is None
+    # A newer attempt replaces what was held: back to the written words, nothing held.
+    now[0] = 6.0
+    assert not reporter.unschedulable("ns/g", pods, "quota: queue q has 0 GPUs left", None)
+    assert not reporter.unschedulable("ns/g", pods, "fits in no single leaf: 0 free", None)
+    assert reporter.next_due() is None
+    # A figures-only change is not held (it waits for the refresh or the next attempt).
+    assert not reporter.unschedulable("ns/g", pods, "fits in no single leaf: 8 free", None)
+    assert reporter.next_due() is None
+    # A gang placed or gone drops what was held for it.
+    assert not reporter.unschedulable("ns/g", pods, "quota: queue q has 0 GPUs left", None)
+    reporter.forget("ns/g")
+    assert reporter.next_due() is None

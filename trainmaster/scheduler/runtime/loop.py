@@ -216,6 +216,9 @@ class SchedulerRuntime:
         if not changed.is_set():
             waiter = asyncio.create_task(changed.wait())
             due = self._next_retry()
+            held = self.reporter.next_due()  # a report the interval held back
+            if held is not None:
+                due = held if due is None else min(due, held)
             if self._fragmentation_stale:  # a refresh was skipped: come back for it
                 refresh = self._fragmentation_at + _FRAGMENTATION_EVERY
                 due = refresh if due is None else min(due, refresh)
@@ -309,6 +312,7 @@ class SchedulerRuntime:
             sum(len(g.members) for g in self._records.queued().values())
             + sum(len(self.cache.members.get(k, ())) for k in waiting)
         )
+        self.reporter.flush()
         self._fragmentation_stale = True
         self._refresh_fragmentation(now)
         return result

@@ -18,6 +18,14 @@ changed only in its figures (the same words, other numbers) at most once per
 ``REFRESH_SECONDS``. Live with 2,000 gangs waiting, a refill's woken gangs re-wrote about
 600 pods' status with new figures between the deletions it answered (docs/benchmarks.md,
 "Deep queue").
+
+A message with new words held back by ``interval`` is not dropped: it is written when the
+interval is up (``flush``, at the time ``next_due`` gives the loop), unless a newer
+attempt replaced it first. Why: a gang is tried again only when an event could help it
+(runtime/retry.py), so a held-back message could otherwise stay unwritten for as long as
+the gang waits. Live, the pods of a 32-pod gang still said "gang is incomplete" long after
+their last pod arrived, and the next refill wrote some 450 such stale reports between the
+deletions it answered.
 """
 
 from __future__ import annotations
@@ -51,6 +59,14 @@ class _Reported:
     message: str
     at: float
     since: str
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldBack:
+    """A report with new words that the interval held back: written at ``due``."""
+
+    due: float
+    write: Callable[[], None]
 
 
 def not_served_message(scheduler: str, namespace: str, served: Sequence[str]) -> str:
@@ -89,13 +105,18 @@ class Reporter:
         self._interval = interval
         self._clock = clock
         self._last: dict[str, _Reported] = {}
+        self._held: dict[str, _HeldBack] = {}
 
     def unschedulable(
         self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None
     ) -> bool:
-        """Report unless the same message was reported, or any within ``interval``."""
-        if not self._due(key, pods, message):
-            return False
+        """Report unless the same message was reported, or any within ``interval`` (then
+        it is held back until the interval is up, ``flush``)."""
+        return self._report(key, pods, message,
+                            partial(self._write_unschedulable, key, pods, message, group))
+
+    def _write_unschedulable(self, key: str, pods: Sequence[PodRequest], message: str,
+                             group: PodGroupInfo | None) -> None:
         since = self._since(key)
         for pod in pods:
             self._recorder.pod_unschedulable(
@@ -105,7 +126,6 @@ class Reporter:
         if self._group_status is not None:
             self._group_status.unschedulable(group, message, since)
         self._last[key] = _Reported(message, self._clock(), since)
-        return True
 
     def refused(
         self, key: str, pods: Sequence[PodRequest], message: str, group: PodGroupInfo | None,
@@ -114,8 +134,11 @@ class Reporter:
         """Tell each pod (and its PodGroup) that this scheduler will not place it as it
         stands (``reason``: its namespace is not served, or it names no usable
         LocalQueue); once per message, like ``unschedulable``."""
-        if not self._due(key, pods, message):
-            return False
+        return self._report(key, pods, message,
+                            partial(self._write_refused, key, pods, message, group, reason))
+
+    def _write_refused(self, key: str, pods: Sequence[PodRequest], message: str,
+                       group: PodGroupInfo | None, reason: str) -> None:
         since = self._since(key)
         for pod in pods:
             self._recorder.pod_unschedulable(
@@ -128,20 +151,39 @@ class Reporter:
         if self._group_status is not None and reason != NOT_SERVED:  # no rights there
             self._group_status.unschedulable(group, message, since, reason)
         self._last[key] = _Reported(message, self._clock(), since)
-        return True
 
-    def _due(self, key: str, pods: Sequence[PodRequest], message: str) -> bool:
+    def _report(self, key: str, pods: Sequence[PodRequest], message: str,
+                write: Callable[[], None]) -> bool:
+        """Write now if due; hold back a message with new words until the interval is up;
+        drop one that only changed its figures. A newer attempt replaces what was held."""
+        self._held.pop(key, None)
         if not pods:
             return False
         prev = self._last.get(key)
-        if prev is None:
-            return True
-        if prev.message == message:
+        if prev is not None and prev.message == message:
             return False
-        age = self._clock() - prev.at
-        if _DIGITS.sub("#", prev.message) == _DIGITS.sub("#", message):  # figures only
-            return age >= max(self._interval, REFRESH_SECONDS)
-        return age >= self._interval
+        if prev is not None:
+            age = self._clock() - prev.at
+            if _DIGITS.sub("#", prev.message) == _DIGITS.sub("#", message):  # figures only
+                if age < max(self._interval, REFRESH_SECONDS):
+                    return False
+            elif age < self._interval:
+                self._held[key] = _HeldBack(prev.at + self._interval, write)
+                return False
+        write()
+        return True
+
+    def next_due(self) -> float | None:
+        """When the earliest held-back report is due (the loop wakes for it)."""
+        return min((held.due for held in self._held.values()), default=None)
+
+    def flush(self) -> int:
+        """Write the held-back reports that are due; how many."""
+        now = self._clock()
+        due = [key for key, held in self._held.items() if held.due <= now]
+        for key in due:
+            self._held.pop(key).write()
+        return len(due)
 
     def _since(self, key: str) -> str:
         prev = self._last.get(key)
@@ -149,6 +191,7 @@ class Reporter:
 
     def scheduled(self, key: str, placement: Placement, group: PodGroupInfo | None) -> None:
         self._last.pop(key, None)
+        self._held.pop(key, None)
         pods = [b.pod for b in placement.bindings]
         if not pods:
             return
@@ -167,3 +210,4 @@ class Reporter:
 
     def forget(self, key: str) -> None:
         self._last.pop(key, None)
+        self._held.pop(key, None)
