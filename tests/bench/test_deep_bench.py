@@ -13,6 +13,7 @@ from trainmaster.bench._deep import (
     parse_metrics,
     quantile,
     report_backlog,
+    same_shapes,
     seconds_to,
 )
 
@@ -63,6 +64,11 @@ def test_the_gangs_mix_sizes_gpus_and_levels_and_fill_what_is_asked() -> None:
     held = sum(g.pods * g.gpus for g in half)
     assert 4000 <= held < 4000 + 32 * 8
     assert len({g.name for g in half}) == len(half)
+    # The deep step releases what the empty step released: the same shapes, other names.
+    twin = same_shapes(half, "b")
+    assert [(g.pods, g.gpus, g.level, g.mode) for g in twin] == \
+        [(g.pods, g.gpus, g.level, g.mode) for g in half]
+    assert not {g.name for g in twin} & {g.name for g in half}
 
 
 def test_the_report_backlog_is_read_from_its_gauge_and_is_0_without_it() -> None:
