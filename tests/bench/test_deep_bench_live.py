@@ -32,6 +32,11 @@ def test_deep_queue_variant_reports_real_figures_for_both_cycles(tmp_path: Path)
             figures = run[phase]
             assert figures["pods_bound"] > 0, (phase, run)
             assert figures["binds_per_second"] > 0 and figures["seconds"] > 0
+            # 4 or 8 GPUs a pod
+            assert 4 * figures["pods_bound"] <= figures["gpus_bound"] \
+                <= 8 * figures["pods_bound"], (phase, run)
+            assert figures["gpus_per_second"] == pytest.approx(  # seconds: rounded
+                figures["gpus_bound"] / figures["seconds"], rel=0.01)
             assert figures["cycles"] > 0
             assert 0 < figures["cpu_ms_p50"] <= figures["cpu_ms_p95"], (phase, run)
             # A step's CPU shared among the events it answered: no more than its cycles'.
@@ -43,7 +48,7 @@ def test_deep_queue_variant_reports_real_figures_for_both_cycles(tmp_path: Path)
             _assert_costs(figures)
         # the deep phase starts with the waiting gangs queued (most never fit)
         assert run["deep"]["waiting_gangs"] >= 50
-        assert run["binds_ratio"] > 0
+        assert run["binds_ratio"] > 0 and run["gpus_ratio"] > 0
     assert "starting a local control plane" in proc.stderr
     assert "deep queue:" in proc.stderr
     # each timed step starts once the scheduler's report writes drained

@@ -189,7 +189,8 @@ def _figures(deleted_per_second: float, apiserver_cpu: float) -> PhaseFigures:
         api_requests={"POST pods/binding": 655, "PATCH pods/status": 1300,
                       "POST events": 17, "DELETECOLLECTION pods": 1, "DELETE pods": 639},
         watch_events={"pods": 9000}, pod_watches=4)
-    return PhaseFigures(pods_bound=655, seconds=10.0, binds_per_second=65.5, cycles=100,
+    return PhaseFigures(pods_bound=655, seconds=10.0, binds_per_second=65.5, gpus_bound=4000,
+                        gpus_per_second=400.0, cycles=100,
                         cpu_ms_p50=1.0, cpu_ms_p95=7.0, event_cpu_ms_p50=0.2,
                         event_cpu_ms_p95=1.5, waiting_gangs=1990,
                         seconds_to_half=4.0, seconds_to_90pct=9.0,

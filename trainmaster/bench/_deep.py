@@ -79,6 +79,7 @@ from trainmaster.bench._workload import GangSpec, pod, pod_group
 from trainmaster.cluster import cluster_sizing
 from trainmaster.kubeclient import ApiError, Kube, pod_path, podgroup_path
 from trainmaster.polling import WaitTimeout
+from trainmaster.scheduler import pod_requests
 
 Report = Callable[[str], None]
 PHASE_LABEL = "bench-phase"
@@ -159,6 +160,11 @@ class PhaseFigures:
     seconds: float
     """From the step's start (the delete call) to its last bind."""
     binds_per_second: float
+    gpus_bound: int
+    gpus_per_second: float
+    """The GPUs of the pods bound per second: pods are of 4 or 8 GPUs, so two steps that
+    free the same GPUs can bind different numbers of pods; this figure does not depend
+    on the draw's mix."""
     cycles: int
     cpu_ms_p50: float
     cpu_ms_p95: float
@@ -193,10 +199,16 @@ class DeepRun:
         base = self.empty.binds_per_second
         return round(self.deep.binds_per_second / base, 3) if base else 0.0
 
+    @property
+    def gpus_ratio(self) -> float:
+        """Deep-queue GPUs bound per second / the empty queue's."""
+        base = self.empty.gpus_per_second
+        return round(self.deep.gpus_per_second / base, 3) if base else 0.0
+
     def to_json(self) -> dict[str, Any]:
         return {"variant": self.variant, "retry_index": self.retry_index,
                 "empty": asdict(self.empty), "deep": asdict(self.deep),
-                "binds_ratio": self.binds_ratio}
+                "binds_ratio": self.binds_ratio, "gpus_ratio": self.gpus_ratio}
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +361,7 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     watcher = BindWatcher(api, namespace, 10**9)
     await watcher.start()
     already = len(watcher.bound)
+    bound_before = set(watcher.bound)
     meter = CostMeter(api, pids)
     started = await meter.start()
     try:
@@ -358,6 +371,7 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     finally:
         await watcher.stop()
     costs = await meter.finish(watcher.deleted_times)
+    gpus = await _gpus_of(api, namespace, watcher.bound - bound_before)
     text = await _metrics_text(port)
     (after, _), events_after = parse_metrics(text), event_histogram(text)
     bound = len(watcher.bound) - already
@@ -368,6 +382,7 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     figures = PhaseFigures(
         pods_bound=bound, seconds=round(seconds, 3),
         binds_per_second=round(bound / seconds, 1) if seconds > 0 else 0.0,
+        gpus_bound=gpus, gpus_per_second=round(gpus / seconds, 1) if seconds > 0 else 0.0,
         cycles=cycles,
         cpu_ms_p50=round(quantile(0.5, before, after) * 1000, 2),
         cpu_ms_p95=round(quantile(0.95, before, after) * 1000, 2),
@@ -377,7 +392,7 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
         seconds_to_half=seconds_to(0.5, times, started),
         seconds_to_90pct=seconds_to(0.9, times, started),
         report_writes_waited_s=waited, costs=costs)
-    report(f"{label}: {bound} pods bound in {seconds:.1f}s (half in "
+    report(f"{label}: {bound} pods ({gpus} GPUs) bound in {seconds:.1f}s (half in "
            f"{figures.seconds_to_half:.1f}s, 90% in {figures.seconds_to_90pct:.1f}s), "
            f"{cycles} cycles, CPU per cycle p50 {figures.cpu_ms_p50:.1f} ms p95 "
            f"{figures.cpu_ms_p95:.1f} ms, per event p50 {figures.event_cpu_ms_p50:.2f} ms "
@@ -386,6 +401,16 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     if drain:
         report(f"{label}: {costs_line(costs)}")
     return figures
+
+
+async def _gpus_of(api: Kube, namespace: str, uids: set[str]) -> int:
+    """The GPUs requested by the namespace's pods whose uid is in ``uids`` (read after
+    the step, outside its CPU window)."""
+    if not uids:
+        return 0
+    page = await api.get(pod_path(namespace))
+    return sum(pod_requests(p["spec"]).get(GPU_RESOURCE, 0) for p in page.get("items") or ()
+               if p["metadata"].get("uid") in uids)
 
 
 def costs_line(costs: StepCosts) -> str:

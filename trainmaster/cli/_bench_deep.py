@@ -38,7 +38,7 @@ def deep_table(result: DeepResult) -> Table:
     for column in ("cycle", "empty queue\nbinds/s", "empty queue\nCPU p50 / p95",
                    "deep queue\nbinds/s", "deep queue\nCPU p50 / p95",
                    "deep queue\nper event\np50 / p95", "deep / empty\nbinds/s",
-                   "waiting\n(deep)", "cycles\n(deep)"):
+                   "deep / empty\nGPUs/s", "waiting\n(deep)", "cycles\n(deep)"):
         table.add_column(column, justify="left" if column == "cycle" else "right")
     for run in result.runs:
         empty, deep = run.empty, run.deep
@@ -47,7 +47,8 @@ def deep_table(result: DeepResult) -> Table:
                       f"{deep.binds_per_second:.0f}",
                       f"{deep.cpu_ms_p50:.1f} / {deep.cpu_ms_p95:.1f}",
                       f"{deep.event_cpu_ms_p50:.2f} / {deep.event_cpu_ms_p95:.2f}",
-                      f"{run.binds_ratio:.0%}", str(deep.waiting_gangs), str(deep.cycles))
+                      f"{run.binds_ratio:.0%}", f"{run.gpus_ratio:.0%}",
+                      str(deep.waiting_gangs), str(deep.cycles))
     return table
 
 
