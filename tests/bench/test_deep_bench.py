@@ -6,15 +6,12 @@ from __future__ import annotations
 import math
 import random
 
-from trainmaster.bench._deep import (
-    deep_gangs,
+from trainmaster.bench._deep import deep_gangs, gangs_holding, same_shapes, seconds_to
+from trainmaster.bench._scheduler_metrics import (
     event_histogram,
-    gangs_holding,
     parse_metrics,
     quantile,
     report_backlog,
-    same_shapes,
-    seconds_to,
 )
 
 METRICS = """# HELP trainmaster_scheduler_cycle_cpu_seconds CPU

@@ -39,11 +39,9 @@ import asyncio
 import math
 import os
 import random
-import re
 import signal
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -68,6 +66,14 @@ from trainmaster.bench._run import (
     _interrupt,
     _load_average,
     _rdma_resources,
+)
+from trainmaster.bench._scheduler_metrics import (
+    event_histogram,
+    metrics_text,
+    parse_metrics,
+    quantile,
+    report_backlog,
+    scrape,
 )
 from trainmaster.bench._step_costs import (
     BENCH_PROCESS,
@@ -243,89 +249,6 @@ class _Scheduler(Trainmaster):
         return doc
 
 
-Histogram = dict[float, float]
-_BUCKET = re.compile(r'^trainmaster_scheduler_cycle_cpu_seconds_bucket\{le="([^"]+)"\} (\S+)$')
-_EVENT_BUCKET = re.compile(
-    r'^trainmaster_scheduler_event_cpu_seconds_bucket\{le="([^"]+)"\} (\S+)$')
-_PENDING = re.compile(r"^trainmaster_scheduler_pending_gangs (\S+)$")
-_REPORTS = re.compile(r"^trainmaster_scheduler_report_writes_queued (\S+)$")
-
-
-def _histogram(text: str, bucket: re.Pattern[str]) -> Histogram:
-    """One histogram's cumulative bucket counts by upper bound, from /metrics."""
-    buckets: Histogram = {}
-    for line in text.splitlines():
-        found = bucket.match(line)
-        if found:
-            buckets[float(found.group(1))] = float(found.group(2))
-    return buckets
-
-
-def event_histogram(text: str) -> Histogram:
-    """The scheduler's CPU per event (``trainmaster_scheduler_event_cpu_seconds``: a
-    step's cycle CPU shared among the events it answered), as cumulative bucket counts."""
-    return _histogram(text, _EVENT_BUCKET)
-
-
-def parse_metrics(text: str) -> tuple[Histogram, int]:
-    """(cumulative bucket counts by upper bound, pending gangs) from /metrics."""
-    pending = 0
-    for line in text.splitlines():
-        if (gauge := _PENDING.match(line)) is not None:
-            pending = int(float(gauge.group(1)))
-    return _histogram(text, _BUCKET), pending
-
-
-def report_backlog(text: str) -> int:
-    """The scheduler's queued and running report writes, from /metrics (0 if absent)."""
-    for line in text.splitlines():
-        found = _REPORTS.match(line)
-        if found:
-            return int(float(found.group(1)))
-    return 0
-
-
-def quantile(q: float, before: Histogram, after: Histogram) -> float:
-    """The ``q`` quantile of the observations between two readings, linear within a
-    bucket (``histogram_quantile``); 0 if none."""
-    bounds = sorted(after)
-    counts = [after[b] - before.get(b, 0.0) for b in bounds]
-    if not counts or counts[-1] <= 0:
-        return 0.0
-    rank = q * counts[-1]
-    lower, seen = 0.0, 0.0
-    for bound, count in zip(bounds, counts, strict=True):
-        if count >= rank:
-            if math.isinf(bound):
-                return lower
-            inside = count - seen
-            return lower + (bound - lower) * ((rank - seen) / inside if inside else 1.0)
-        lower, seen = bound, count
-    return lower
-
-
-async def _scrape(port: int, timeout: float = 60.0) -> tuple[Histogram, int]:
-    return parse_metrics(await _metrics_text(port, timeout))
-
-
-async def _metrics_text(port: int, timeout: float = 60.0) -> str:
-    url = f"http://127.0.0.1:{port}/metrics"
-
-    def get() -> str:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return bytes(answer.read()).decode()
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await asyncio.to_thread(get)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise BenchError(f"the scheduler's metrics on port {port} did not answer "
-                                 f"in {timeout:.0f}s; see its log") from None
-            await asyncio.sleep(0.5)
-
-
 def seconds_to(share: float, times: Sequence[float], started: float) -> float:
     """Seconds from ``started`` until ``share`` of the binds in ``times`` were seen."""
     if not times:
@@ -342,7 +265,7 @@ async def _reports_drained(port: int, timeout: float) -> float:
     that submission's reports against the API server, not binding with a deep queue;
     the empty-queue step never has them. So both timed steps start with none queued."""
     started = time.monotonic()
-    while report_backlog(await _metrics_text(port)) > 0:
+    while report_backlog(await metrics_text(port)) > 0:
         if time.monotonic() - started > timeout:
             raise BenchError(f"the scheduler's report writes did not drain in {timeout:.0f}s")
         await asyncio.sleep(0.5)
@@ -356,7 +279,7 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     ``drain``: first wait for the scheduler's report writes (``_reports_drained``).
     ``pids``: the processes whose CPU the step's costs count (``_step_costs``)."""
     waited = await _reports_drained(port, timeout) if drain else 0.0
-    text = await _metrics_text(port)
+    text = await metrics_text(port)
     (before, waiting), events_before = parse_metrics(text), event_histogram(text)
     watcher = BindWatcher(api, namespace, 10**9)
     await watcher.start()
@@ -372,7 +295,7 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
         await watcher.stop()
     costs = await meter.finish(watcher.deleted_times)
     gpus = await _gpus_of(api, namespace, watcher.bound - bound_before)
-    text = await _metrics_text(port)
+    text = await metrics_text(port)
     (after, _), events_after = parse_metrics(text), event_histogram(text)
     bound = len(watcher.bound) - already
     last = watcher.last_at
@@ -440,7 +363,7 @@ async def deep_run(api: Kube, kubeconfig: Path, workdir: Path, gpus: int, pendin
         await scheduler.start()
         try:
             port = scheduler.metrics_port
-            await _scrape(port)
+            await scrape(port)
             report(f"{variant}: scheduler up in {namespace}")
 
             async def create(gangs: Sequence[DeepGang], phase: str) -> None:
