@@ -192,6 +192,10 @@ class PhaseFigures:
     """Where the step's time went: CPU by process, API server requests, deletions."""
 
 
+def _ratio(deep: float, empty: float) -> float:
+    return round(deep / empty, 3) if empty else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class DeepRun:
     variant: str
@@ -202,14 +206,12 @@ class DeepRun:
     @property
     def binds_ratio(self) -> float:
         """Deep-queue binds per second / empty-queue binds per second."""
-        base = self.empty.binds_per_second
-        return round(self.deep.binds_per_second / base, 3) if base else 0.0
+        return _ratio(self.deep.binds_per_second, self.empty.binds_per_second)
 
     @property
     def gpus_ratio(self) -> float:
         """Deep-queue GPUs bound per second / the empty queue's."""
-        base = self.empty.gpus_per_second
-        return round(self.deep.gpus_per_second / base, 3) if base else 0.0
+        return _ratio(self.deep.gpus_per_second, self.empty.gpus_per_second)
 
     def to_json(self) -> dict[str, Any]:
         return {"variant": self.variant, "retry_index": self.retry_index,
@@ -283,7 +285,6 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     (before, waiting), events_before = parse_metrics(text), event_histogram(text)
     watcher = BindWatcher(api, namespace, 10**9)
     await watcher.start()
-    already = len(watcher.bound)
     bound_before = set(watcher.bound)
     meter = CostMeter(api, pids)
     started = await meter.start()
@@ -294,10 +295,11 @@ async def _phase(api: Kube, namespace: str, port: int, act: Callable[[], Any],
     finally:
         await watcher.stop()
     costs = await meter.finish(watcher.deleted_times)
-    gpus = await _gpus_of(api, namespace, watcher.bound - bound_before)
+    newly_bound = watcher.bound - bound_before
+    gpus = await _gpus_of(api, namespace, newly_bound)
     text = await metrics_text(port)
     (after, _), events_after = parse_metrics(text), event_histogram(text)
-    bound = len(watcher.bound) - already
+    bound = len(newly_bound)
     last = watcher.last_at
     seconds = (last - started) if last is not None else 0.0
     cycles = int(after.get(math.inf, 0.0) - before.get(math.inf, 0.0))
